@@ -1,0 +1,54 @@
+# kubesoda: every target sets itself up on a fresh machine (venv, pinned binaries, local cluster).
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# State of the local control plane (ports, certs, etcd data, logs) lives outside the repo.
+export KUBESODA_CACHE ?= $(HOME)/.cache/kubesoda
+export KUBESODA_STATE ?= $(CURDIR)/.local/cluster
+TOPOLOGY ?= hack/topologies/small.yaml
+
+.PHONY: help venv binaries cluster-up cluster-down unit e2e test lint demo bench clean
+
+help:
+	@echo "make demo | test | unit | e2e | lint | cluster-up | cluster-down | bench"
+
+$(BIN)/kubesoda: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(BIN)/kubesoda
+
+binaries:
+	hack/build-binaries.sh
+
+cluster-up: venv
+	hack/cluster-up.sh $(TOPOLOGY)
+
+cluster-down:
+	hack/cluster-down.sh
+
+unit: venv
+	$(BIN)/pytest -q tests -m "not e2e"
+
+# The e2e suite runs against the cluster KUBECONFIG names; without one it starts the local
+# control plane and tears it down afterwards.
+e2e: venv
+	hack/with-cluster.sh $(BIN)/pytest -q e2e
+
+test: lint unit e2e
+
+lint: venv
+	$(BIN)/ruff check optimizer operator tests e2e benchmarks
+	$(BIN)/mypy
+
+demo: venv
+	hack/demo.sh
+
+bench: venv
+	$(BIN)/python -m benchmarks.run_all
+
+clean: cluster-down
+	rm -rf .local

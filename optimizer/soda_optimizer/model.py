@@ -1,0 +1,415 @@
+"""The Scenario: everything one SODA epoch consumes (SODA paper, sections 3, 5.1.1, 5.2.1, 5.3.1, 5.4.1).
+
+A :class:`Scenario` is an immutable, validated snapshot: processing nodes (PNs, here Kubernetes
+Nodes), stream templates (PEs joined by streams), jobs (a rank, required or not, alternative
+templates), the scheduling policy, and the previous epoch's decisions (candidate nodes and
+fractions) that the incremental-change constraints are measured against.
+
+Units: mips everywhere (a Node's mips = cores x mips-per-core); rates are in the domain of the
+value functions (tuples/s); times are seconds.
+
+Identifiers:
+- a job is named by ``Job.name`` (the operator uses ``namespace/name``);
+- a PE of a job is named globally by ``pe_id(job, pe)`` = ``"job:pe"``;
+- a stream inside a template is named by ``stream_id(src, dst)`` = ``"src->dst"``.
+
+Departures from the paper, on purpose:
+- the risk r_{p,n} of constraint 16 is factored as ``PE.risk * Node.risk`` (the paper leaves it a
+  free matrix; Kubernetes has no place to write one);
+- the Chinese-wall sets X_n of constraint 18 are cluster-wide (``Policy.incompatible_colors``)
+  unless a node names its own;
+- H_{p,n} (usable mips of PE p on PN n) is ``min(H_n, mips_per_core)`` for single-threaded PEs,
+  ``max_instances``-limited PEs are otherwise unrestricted.
+
+Bad input raises :class:`pydantic.ValidationError` whose message names the object (job, template,
+PE or stream) and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+NonNeg = Annotated[float, Field(ge=0)]
+Pos = Annotated[float, Field(gt=0)]
+
+
+def pe_id(job: str, pe: str) -> str:
+    """Global PE identifier used by every stage and the Plan."""
+    return f"{job}:{pe}"
+
+
+def stream_id(src: str, dst: str) -> str:
+    """Identifier of the stream src -> dst inside one template."""
+    return f"{src}->{dst}"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- value & resource functions
+
+
+class ValueFunction(_Frozen):
+    """A non-negative value function of a stream's rate (paper section 3).
+
+    - ``zero``: 0 everywhere (the common case for non-terminal streams);
+    - ``linear``: slope * rate;
+    - ``capped``: slope * min(rate, cap);
+    - ``piecewise``: linear interpolation through ``points`` (x ascending, starting at x=0),
+      constant after the last point.
+    """
+
+    kind: Literal["zero", "linear", "capped", "piecewise"] = "linear"
+    slope: NonNeg = 1.0
+    cap: NonNeg | None = None
+    points: tuple[tuple[NonNeg, NonNeg], ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> ValueFunction:
+        if self.kind == "capped" and self.cap is None:
+            raise ValueError("value function 'capped' needs field 'cap'")
+        if self.kind == "piecewise":
+            if len(self.points) < 2:
+                raise ValueError("value function 'piecewise' needs at least 2 'points'")
+            xs = [p[0] for p in self.points]
+            if xs[0] != 0 or any(b <= a for a, b in zip(xs, xs[1:])):
+                raise ValueError("value function 'points' must start at x=0 with strictly increasing x")
+        return self
+
+
+class ResourceFunction(_Frozen):
+    """A PE's resource function (paper section 3, 6.1): output rate from input rate and mips.
+
+    Default form ``r_o = min(a * r_i * m, b * r_i)`` where r_i combines the input streams' rates
+    (``combine``: sum, min or max); for a source PE, r_i is its primal rate and the form is
+    ``r_o = min(a * m, r_i)`` (the paper's ``min(A m, primal rate)``), i.e. ``a`` is output per mips.
+    For transforms, ``a`` is output tuples per (input tuple x mips) and ``b`` the output per input
+    tuple at saturation.
+    """
+
+    a: Pos = 1.0
+    b: Pos = 1.0
+    combine: Literal["sum", "min", "max"] = "sum"
+
+
+# --------------------------------------------------------------------------- templates
+
+
+class PEKind(str, Enum):
+    source = "source"
+    transform = "transform"
+    sink = "sink"
+
+
+class PE(_Frozen):
+    """A processing element of a template (one logical operator)."""
+
+    name: str = Field(min_length=1)
+    kind: PEKind = PEKind.transform
+    min_mips: NonNeg = 0.0  # m_p
+    max_mips: Pos = float("inf")  # M_p
+    rf: ResourceFunction = ResourceFunction()
+    single_threaded: bool = False  # H_{p,n} <= one core of n
+    all_or_nothing: bool = False  # microW legal fraction set {0, 1} of H_{p,n}
+    max_instances: int | None = Field(default=None, ge=1)
+    licenses: tuple[str, ...] = ()  # floating licenses (constraint 13)
+    integrity: int = 0  # i_p (constraints 14, 15)
+    risk: NonNeg = 0.0  # r_{p,n} = risk * node.risk (constraint 16)
+    color: str | None = None  # Chinese wall (constraints 17, 18)
+    node_selector: dict[str, str] = Field(default_factory=dict)  # resource matching A_{p,n}
+    isolated: bool = False  # exlocated from every other PE (constraint 28)
+    fairness: NonNeg = 0.0  # phi_p (constraint 19)
+    min_candidates: int = Field(default=1, ge=1)  # m~_p (constraint 25)
+    max_candidates: int | None = Field(default=None, ge=1)  # M~_p (constraint 26)
+    max_change: int | None = Field(default=None, ge=0)  # Delta-bar_p (constraint 23)
+
+    @model_validator(mode="after")
+    def _check(self) -> PE:
+        if self.min_mips > self.max_mips:
+            raise ValueError(f"PE '{self.name}': minMips {self.min_mips} > maxMips {self.max_mips}")
+        if self.max_candidates is not None and self.min_candidates > self.max_candidates:
+            raise ValueError(f"PE '{self.name}': minCandidates > maxCandidates")
+        return self
+
+
+class Stream(_Frozen):
+    """A stream src -> dst inside one template, with weight, value function and selectivity."""
+
+    src: str
+    dst: str
+    weight: NonNeg = 0.0
+    value: ValueFunction = ValueFunction(kind="zero")
+    selectivity: NonNeg = 1.0  # share of the producer's output rate carried by this stream
+    bytes_per_tuple: Pos = 1.0  # traffic t(p1,p2) = rate * bytes_per_tuple
+
+    @property
+    def id(self) -> str:
+        return stream_id(self.src, self.dst)
+
+
+class PrimalInput(_Frozen):
+    """An external (primal) stream feeding a source PE."""
+
+    pe: str
+    rate: NonNeg
+
+
+class Export(_Frozen):
+    """A stream a template offers to other jobs: the output of ``pe`` under ``name``."""
+
+    name: str = Field(min_length=1)
+    pe: str
+    selectivity: NonNeg = 1.0
+
+
+class Sink(_Frozen):
+    """A terminal output of a PE (a stream leaving the system) that carries value."""
+
+    pe: str
+    weight: NonNeg = 1.0
+    value: ValueFunction = ValueFunction(kind="linear")
+
+
+class Template(_Frozen):
+    """A stream template: a PE/stream graph (paper Fig. 1 and 3)."""
+
+    name: str = Field(min_length=1)
+    pes: tuple[PE, ...] = Field(min_length=1)
+    streams: tuple[Stream, ...] = ()
+    sinks: tuple[Sink, ...] = ()  # terminal, valued outputs
+    primal_inputs: tuple[PrimalInput, ...] = ()
+    exports: tuple[Export, ...] = ()
+    allow_cycles: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> Template:
+        names = [p.name for p in self.pes]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"template '{self.name}': duplicate PE names {sorted(dup)}")
+        known = set(names)
+        for i, s in enumerate(self.streams):
+            for end in ("src", "dst"):
+                if getattr(s, end) not in known:
+                    raise ValueError(
+                        f"template '{self.name}': streams[{i}].{end} names unknown PE '{getattr(s, end)}'"
+                    )
+        ids = [s.id for s in self.streams]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"template '{self.name}': duplicate streams")
+        for field, items in (("primalInputs", self.primal_inputs), ("exports", self.exports), ("sinks", self.sinks)):
+            for i, it in enumerate(items):
+                if it.pe not in known:
+                    raise ValueError(f"template '{self.name}': {field}[{i}].pe names unknown PE '{it.pe}'")
+        if not self.allow_cycles:
+            cyc = _find_cycle(names, [(s.src, s.dst) for s in self.streams])
+            if cyc:
+                raise ValueError(f"template '{self.name}': streams form a cycle {' -> '.join(cyc)} (allowCycles is false)")
+        return self
+
+    def pe(self, name: str) -> PE:
+        for p in self.pes:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+class Import(_Frozen):
+    """This job consumes another job's exported stream into one of its PEs (inter-job glue)."""
+
+    job: str  # the exporting job's name
+    export: str  # the export's name in that job's template
+    pe: str  # the consuming PE of this job
+    weight: NonNeg = 0.0
+    value: ValueFunction = ValueFunction(kind="zero")
+
+
+class Job(_Frozen):
+    """A job: alternative templates in preference order, a rank (1 best), required or not."""
+
+    name: str = Field(min_length=1)
+    rank: int = Field(default=1, ge=1)
+    required: bool = False
+    owner: str = ""
+    templates: tuple[str, ...] = Field(min_length=1)
+    chosen_template: str | None = None  # fixed once the job runs
+    weight_overrides: dict[str, NonNeg] = Field(default_factory=dict)  # stream id or "sink:pe" -> weight
+    imports: tuple[Import, ...] = ()
+    colocate: tuple[tuple[str, str], ...] = ()
+    exlocate: tuple[tuple[str, str], ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> Job:
+        if self.chosen_template is not None and self.chosen_template not in self.templates:
+            raise ValueError(f"job '{self.name}': chosenTemplate '{self.chosen_template}' is not one of its templates")
+        return self
+
+    @property
+    def candidate_templates(self) -> tuple[str, ...]:
+        """Templates macroQ may choose: only the chosen one once the job runs (paper 5.1.1)."""
+        return (self.chosen_template,) if self.chosen_template else self.templates
+
+
+# --------------------------------------------------------------------------- nodes & policy
+
+
+class Node(_Frozen):
+    """A processing node (PN): a Kubernetes Node."""
+
+    name: str = Field(min_length=1)
+    mips: Pos  # H_n
+    mips_per_core: Pos = 1000.0
+    rack: str = "default"  # SODA cluster kappa_n
+    zone: str = "default"
+    labels: dict[str, str] = Field(default_factory=dict)
+    ready: bool = True
+    schedulable: bool = True
+    max_pes: int | None = Field(default=None, ge=0)  # V_n (constraint 24)
+    integrity_range: int | None = Field(default=None, ge=0)  # Delta_n (constraints 14, 15)
+    risk: NonNeg = 1.0
+    incompatible_colors: tuple[tuple[str, str], ...] | None = None  # X_n; None = policy default
+
+    @property
+    def cores(self) -> float:
+        return self.mips / self.mips_per_core
+
+    @property
+    def usable(self) -> bool:
+        return self.ready and self.schedulable
+
+
+class LinkCapacities(_Frozen):
+    """Capacities K_e of the network tree's links, in traffic units (bytes/s)."""
+
+    rack_uplink: Pos = 1.25e9  # 10 Gb/s
+    zone_uplink: Pos = 5.0e9  # 40 Gb/s
+    overrides: dict[str, Pos] = Field(default_factory=dict)  # "rack:<name>" or "zone:<name>" -> K_e
+
+
+class Policy(_Frozen):
+    """The SchedulingPolicy: epochs, deadlines, objective weights and global constraints."""
+
+    macro_epoch_s: Pos = 60.0
+    micro_epoch_s: Pos = 10.0
+    macroq_deadline_s: Pos = 5.0
+    macrow_deadline_s: Pos = 10.0
+    microq_deadline_s: Pos = 1.0
+    microw_deadline_s: Pos = 1.0
+    # macroQ resolution: fix the number of atomic units, or the unit size in mips (reproducible
+    # runs, oracle comparisons); None = the granularity loop refines while the deadline allows.
+    resolution_units: int | None = Field(default=None, ge=1)
+    unit_mips: Pos | None = None
+    # macroW objective weights W1..W4 (average/max node utilisation, average/max link utilisation)
+    w1: NonNeg = 1.0
+    w2: NonNeg = 1.0
+    w3: NonNeg = 1.0
+    w4: NonNeg = 1.0
+    links: LinkCapacities = LinkCapacities()
+    licenses: dict[str, int] = Field(default_factory=dict)  # lambda_l
+    global_risk_limit: NonNeg | None = None  # R
+    incompatible_colors: tuple[tuple[str, str], ...] = ()  # X_n for every node
+    max_candidate_change: int | None = Field(default=None, ge=0)  # Delta-bar (constraint 22)
+    overallocation: Annotated[float, Field(ge=1.0)] = 1.5  # candidate capacity vs goal (phi default)
+    # microW churn limits (constraints 47-53)
+    micro_max_change: NonNeg | None = None  # delta: total |f - f_hat| x H_n in mips
+    micro_max_change_per_pe: NonNeg | None = None  # delta_p
+    micro_max_touched_nodes: int | None = Field(default=None, ge=0)  # zeta
+    rank_manager: Literal["static", "merit", "budget"] = "static"
+    weight_manager: Literal["static", "simple", "budget"] = "static"
+
+
+class PreviousState(_Frozen):
+    """What the last epochs decided, read back from the cluster (never from memory)."""
+
+    candidates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # pe_id -> node names (v-hat)
+    fractions: dict[str, dict[str, float]] = Field(default_factory=dict)  # pe_id -> node -> f-hat
+    fixed: dict[str, dict[str, float]] = Field(default_factory=dict)  # pe_id -> node -> fixed fraction
+
+
+# --------------------------------------------------------------------------- the scenario
+
+
+class Scenario(_Frozen):
+    """One epoch's input. Cross-references are checked here, so every stage can trust them."""
+
+    nodes: tuple[Node, ...] = ()
+    templates: tuple[Template, ...] = ()
+    jobs: tuple[Job, ...] = ()
+    policy: Policy = Policy()
+    previous: PreviousState = PreviousState()
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenario:
+        for kind, items in (("node", self.nodes), ("template", self.templates), ("job", self.jobs)):
+            names = [x.name for x in items]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"duplicate {kind} names: {dup}")
+        tmpl = {t.name: t for t in self.templates}
+        jobs = {j.name: j for j in self.jobs}
+        for j in self.jobs:
+            for i, t in enumerate(j.templates):
+                if t not in tmpl:
+                    raise ValueError(f"job '{j.name}': templates[{i}] names unknown template '{t}'")
+            pes_all = {p.name for t in j.templates for p in tmpl[t].pes}
+            for i, imp in enumerate(j.imports):
+                src = jobs.get(imp.job)
+                if src is None:
+                    raise ValueError(f"job '{j.name}': imports[{i}].job names unknown job '{imp.job}'")
+                if not any(e.name == imp.export for t in src.templates for e in tmpl[t].exports):
+                    raise ValueError(
+                        f"job '{j.name}': imports[{i}].export '{imp.export}' is not exported by job '{imp.job}'"
+                    )
+                if imp.pe not in pes_all:
+                    raise ValueError(f"job '{j.name}': imports[{i}].pe names unknown PE '{imp.pe}'")
+            for field, pairs in (("colocate", j.colocate), ("exlocate", j.exlocate)):
+                for i, (a, b) in enumerate(pairs):
+                    for x in (a, b):
+                        if x not in pes_all:
+                            raise ValueError(f"job '{j.name}': {field}[{i}] names unknown PE '{x}'")
+        cyc = _find_cycle(list(jobs), [(imp.job, j.name) for j in self.jobs for imp in j.imports])
+        if cyc:
+            raise ValueError(f"jobs import each other in a cycle: {' -> '.join(cyc)}")
+        return self
+
+    # convenience look-ups (cheap; the model is immutable)
+    def template(self, name: str) -> Template:
+        for t in self.templates:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def job(self, name: str) -> Job:
+        for j in self.jobs:
+            if j.name == name:
+                return j
+        raise KeyError(name)
+
+    def usable_nodes(self) -> Iterator[Node]:
+        return (n for n in self.nodes if n.usable)
+
+    @property
+    def capacity_mips(self) -> float:
+        """H: the total processing power of usable nodes."""
+        return float(sum(n.mips for n in self.usable_nodes()))
+
+
+def _find_cycle(nodes: list[str], edges: list[tuple[str, str]]) -> list[str] | None:
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(nodes)
+    g.add_edges_from(edges)
+    try:
+        cyc = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        return None
+    return [u for u, _ in cyc] + [cyc[-1][1]]

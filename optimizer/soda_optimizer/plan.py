@@ -1,0 +1,57 @@
+"""The Plan: what one macro + micro epoch decided (the optimizer's only output).
+
+The operator's ``apply`` turns it into Kubernetes objects; ``kubesoda plan --json`` prints it
+(schema in docs/plan-json.md). Everything is in mips and node names; no Kubernetes types.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RejectReason = Literal["", "rank-waterline", "capacity", "infeasible-required", "invalid", "dependency"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class JobDecision(_Frozen):
+    job: str
+    admitted: bool
+    reason: RejectReason = ""
+    message: str = ""
+    template: str | None = None
+    rank: int = 1
+    revised_rank: int = 1
+    importance: float = 0.0
+    mips: float = 0.0
+
+
+class PEPlan(_Frozen):
+    pe: str  # pe_id(job, pe)
+    job: str
+    name: str
+    goal_mips: float = 0.0  # g_p (microQ's when it ran, else macroQ's)
+    macro_goal_mips: float = 0.0
+    candidates: tuple[str, ...] = ()  # macroW's v(p, .) = 1
+    fractions: dict[str, float] = Field(default_factory=dict)  # microW's f(p, n) > 0
+
+
+class StageReport(_Frozen):
+    stage: str  # macroq | macrow | microq | microw
+    seconds: float
+    status: Literal["optimal", "feasible", "deadline", "fallback", "infeasible", "skipped"]
+    objective: float | None = None
+    detail: str = ""
+
+
+class Plan(_Frozen):
+    feasible: bool
+    message: str = ""
+    importance: float = 0.0
+    jobs: tuple[JobDecision, ...] = ()
+    pes: tuple[PEPlan, ...] = ()
+    stream_rates: dict[str, float] = Field(default_factory=dict)  # "p1->p2" (pe ids) -> t(p1,p2)
+    stages: tuple[StageReport, ...] = ()
