@@ -1,0 +1,92 @@
+"""The glued data-flow graph of a job/template list (SODA paper section 5.1.1).
+
+Given a choice of template per admitted job, the templates' PE/stream graphs are "glued" together
+through exported/imported streams into one directed graph over global PE ids (``job:pe``). Every
+stage that needs the graph (importance, macroQ, macroW, microQ) builds it here, once.
+
+Node attributes: ``job``, ``name``, ``spec`` (the :class:`~.model.PE`), ``primal_rate`` (sum of
+its primal inputs), ``sinks`` (tuple of (weight, ValueFunction) for valued terminal outputs).
+Edge attributes: ``weight`` (after the job's overrides), ``value`` (ValueFunction),
+``selectivity``, ``bytes_per_tuple``, ``inter_job`` (True for an import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+
+from .model import Scenario, ValueFunction, pe_id
+
+
+@dataclass(frozen=True)
+class GluedGraph:
+    graph: nx.DiGraph
+    choice: Mapping[str, str]  # job -> template
+
+    def components(self) -> list[frozenset[str]]:
+        """Weak components (sorted for determinism)."""
+        comps = [frozenset(c) for c in nx.weakly_connected_components(self.graph)]
+        return sorted(comps, key=lambda c: min(c))
+
+    def pes_of(self, job: str) -> list[str]:
+        return [p for p, d in self.graph.nodes(data=True) if d["job"] == job]
+
+
+def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:
+    """Build the glued graph for ``choice`` (job name -> template name).
+
+    Imports of a job whose exporter is not in ``choice`` are dropped (the caller decides whether
+    that is legal; macroQ treats the importer as dependent on the exporter).
+    """
+    g = nx.DiGraph()
+    tmpl = {t.name: t for t in scenario.templates}
+    jobs = {j.name: j for j in scenario.jobs}
+    for jname, tname in choice.items():
+        job, t = jobs[jname], tmpl[tname]
+        primal: dict[str, float] = {}
+        for pi in t.primal_inputs:
+            primal[pi.pe] = primal.get(pi.pe, 0.0) + pi.rate
+        sinks: dict[str, list[tuple[float, ValueFunction]]] = {}
+        for s in t.sinks:
+            w = job.weight_overrides.get(f"sink:{s.pe}", s.weight)
+            sinks.setdefault(s.pe, []).append((w, s.value))
+        for p in t.pes:
+            g.add_node(
+                pe_id(jname, p.name),
+                job=jname,
+                name=p.name,
+                spec=p,
+                primal_rate=primal.get(p.name, 0.0),
+                sinks=tuple(sinks.get(p.name, ())),
+            )
+        for s in t.streams:
+            g.add_edge(
+                pe_id(jname, s.src),
+                pe_id(jname, s.dst),
+                weight=job.weight_overrides.get(s.id, s.weight),
+                value=s.value,
+                selectivity=s.selectivity,
+                bytes_per_tuple=s.bytes_per_tuple,
+                inter_job=False,
+            )
+    for jname in choice:
+        job = jobs[jname]
+        for imp in job.imports:
+            if imp.job not in choice:
+                continue
+            exp_t = tmpl[choice[imp.job]]
+            exp = next((e for e in exp_t.exports if e.name == imp.export), None)
+            if exp is None:  # the exporter's chosen template does not export it
+                continue
+            g.add_edge(
+                pe_id(imp.job, exp.pe),
+                pe_id(jname, imp.pe),
+                weight=imp.weight,
+                value=imp.value,
+                selectivity=exp.selectivity,
+                bytes_per_tuple=1.0,
+                inter_job=True,
+            )
+    return GluedGraph(graph=g, choice=dict(choice))
