@@ -1,0 +1,103 @@
+"""Fixtures for the end-to-end suite: any cluster that KUBECONFIG names.
+
+`make e2e` runs this suite through hack/with-cluster.sh, which starts the local control plane
+when KUBECONFIG is unset (and exports KUBECONFIG, KUBESODA_EXTENDER_PORT). Against kind or a
+real cluster, set KUBECONFIG yourself.
+
+Fixtures:
+- ``kube``: a :class:`Kube` with ``core`` (CoreV1Api), ``apps``, ``custom``
+  (CustomObjectsApi), ``apiext`` (ApiextensionsV1Api), ``rbac``, ``api_client``.
+- ``namespace``: a fresh namespace per test, deleted afterwards.
+- ``kubectl(*args, check=True, input=None)``: runs kubectl with the same kubeconfig and
+  returns the CompletedProcess (text).
+- ``wait_for(predicate, timeout=60, interval=0.5, what="...")``: polls until truthy, returns the
+  value, fails the test with ``what`` on timeout.
+- ``extender_port``: the port the local kube-scheduler's kubesoda profile calls.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.e2e)
+
+
+@dataclass
+class Kube:
+    api_client: client.ApiClient
+    core: client.CoreV1Api
+    apps: client.AppsV1Api
+    custom: client.CustomObjectsApi
+    apiext: client.ApiextensionsV1Api
+    rbac: client.RbacAuthorizationV1Api
+
+
+@pytest.fixture(scope="session")
+def kube() -> Kube:
+    if not os.environ.get("KUBECONFIG"):
+        pytest.fail("KUBECONFIG is not set: run the suite with `make e2e` (hack/with-cluster.sh)")
+    config.load_kube_config()
+    api = client.ApiClient()
+    return Kube(
+        api_client=api,
+        core=client.CoreV1Api(api),
+        apps=client.AppsV1Api(api),
+        custom=client.CustomObjectsApi(api),
+        apiext=client.ApiextensionsV1Api(api),
+        rbac=client.RbacAuthorizationV1Api(api),
+    )
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    kube.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    try:
+        yield name
+    finally:
+        kube.core.delete_namespace(name, grace_period_seconds=0)
+
+
+def _kubectl(*args: str, check: bool = True, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> Callable[..., subprocess.CompletedProcess[str]]:
+    return _kubectl
+
+
+def _wait_for(predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.5, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+
+
+@pytest.fixture(scope="session")
+def wait_for() -> Callable[..., Any]:
+    return _wait_for
+
+
+@pytest.fixture(scope="session")
+def extender_port() -> int:
+    return int(os.environ.get("KUBESODA_EXTENDER_PORT", "27006"))
