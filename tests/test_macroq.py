@@ -1,0 +1,155 @@
+"""macroQ against the brute-force oracle, plus the properties every output must have."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracles import macroq_bruteforce, rank_legal
+from soda_optimizer import macroq, rap
+from soda_optimizer.model import (
+    PE,
+    Export,
+    Import,
+    Job,
+    Node,
+    Policy,
+    PrimalInput,
+    ResourceFunction,
+    Scenario,
+    Sink,
+    Stream,
+    Template,
+    ValueFunction,
+)
+
+UNIT = 1000.0
+
+
+@st.composite
+def scenarios(draw, max_jobs=4):
+    n_t = draw(st.integers(1, 3))
+    templates = []
+    for t in range(n_t):
+        n_pe = draw(st.integers(1, 2))
+        pes = [PE(name="src", kind="source", rf=ResourceFunction(a=draw(st.sampled_from([0.005, 0.01, 0.02]))),
+                  min_mips=draw(st.sampled_from([0.0, 0.0, 1000.0])))]
+        streams, sink = [], "src"
+        if n_pe == 2:
+            pes.append(PE(name="op", rf=ResourceFunction(a=draw(st.sampled_from([0.0005, 0.001])), b=draw(st.sampled_from([0.5, 1.0]))),
+                          max_mips=draw(st.sampled_from([math.inf, 2000.0]))))
+            streams.append(Stream(src="src", dst="op"))
+            sink = "op"
+        vf = draw(st.sampled_from([ValueFunction(kind="linear"), ValueFunction(kind="capped", cap=20.0),
+                                   ValueFunction(kind="piecewise", points=((0, 0), (10, 1), (30, 40)))]))
+        templates.append(Template(name=f"t{t}", pes=tuple(pes), streams=tuple(streams),
+                                  primal_inputs=(PrimalInput(pe="src", rate=draw(st.sampled_from([20.0, 50.0]))),),
+                                  sinks=(Sink(pe=sink, weight=draw(st.sampled_from([1.0, 2.0])), value=vf),),
+                                  exports=(Export(name="out", pe=sink),)))
+    n_j = draw(st.integers(1, max_jobs))
+    jobs = []
+    for j in range(n_j):
+        alts = draw(st.lists(st.sampled_from([t.name for t in templates]), min_size=1, max_size=2, unique=True))
+        imports = ()
+        if j > 0 and draw(st.booleans()) and draw(st.booleans()):
+            imports = (Import(job="j0", export="out", pe="src"),)
+            alts = alts[:1]
+        jobs.append(Job(name=f"j{j}", rank=draw(st.integers(1, 3)), required=(j == 0 and draw(st.booleans())),
+                        templates=tuple(alts), imports=imports))
+    if any(j.imports for j in jobs):  # the exporter must export in every template: all templates do
+        pass
+    n_nodes = draw(st.integers(1, 3))
+    nodes = tuple(Node(name=f"n{i}", mips=draw(st.sampled_from([2000.0, 3000.0]))) for i in range(n_nodes))
+    return Scenario(nodes=nodes, templates=tuple(templates), jobs=tuple(jobs), policy=Policy(unit_mips=UNIT))
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios())
+def test_macroq_equals_bruteforce_oracle(s):
+    res = macroq.solve(s, deadline_s=30)
+    want, _ = macroq_bruteforce(s, UNIT)
+    if res.report.status == "infeasible":
+        assert want < 0, f"oracle found a feasible list with importance {want}"
+        return
+    assert res.importance == pytest.approx(want, rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios())
+def test_macroq_output_is_legal(s):
+    res = macroq.solve(s, deadline_s=30)
+    if res.report.status == "infeasible":
+        assert any(j.required for j in s.jobs)
+        return
+    admitted = set(res.choice)
+    rev = macroq.revised_ranks(s)
+    assert rank_legal(admitted, rev)
+    assert {j.name for j in s.jobs if j.required} <= admitted
+    assert sum(res.goals.values()) <= s.capacity_mips + 1e-6
+    for jname, tname in res.choice.items():
+        assert tname in s.job(jname).candidate_templates
+        for p in s.template(tname).pes:
+            g = res.goals[f"{jname}:{p.name}"]
+            assert p.min_mips - 1e-6 <= g <= p.max_mips + 1e-6
+    for d in res.decisions:
+        assert d.admitted == (d.job in admitted)
+        assert d.admitted or d.reason in ("rank-waterline", "capacity", "dependency")
+    # importance reported = importance of the goals
+    assert res.importance == pytest.approx(sum(d.importance for d in res.decisions), rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(scenarios(max_jobs=3), st.integers(1, 3))
+def test_more_capacity_never_lowers_importance(s, extra):
+    small = macroq.solve(s, deadline_s=30)
+    bigger = s.model_copy(update={"nodes": s.nodes + tuple(Node(name=f"x{i}", mips=2000.0) for i in range(extra))})
+    big = macroq.solve(bigger, deadline_s=30)
+    if small.report.status != "infeasible":
+        assert big.importance >= small.importance - 1e-6
+
+
+def test_required_jobs_that_cannot_fit_give_a_clear_error():
+    t = Template(name="t", pes=(PE(name="a", kind="source", min_mips=5000),), primal_inputs=(PrimalInput(pe="a", rate=1),))
+    s = Scenario(nodes=(Node(name="n", mips=4000),), templates=(t,), jobs=(Job(name="big", templates=("t",), required=True),))
+    res = macroq.solve(s)
+    assert res.report.status == "infeasible"
+    assert "big" in res.report.detail and "4000" in res.report.detail
+    assert res.decisions[0].reason == "infeasible-required"
+
+
+def test_revised_rank_follows_dependents():
+    t = Template(name="t", pes=(PE(name="a", kind="source"),), primal_inputs=(PrimalInput(pe="a", rate=1),),
+                 exports=(Export(name="o", pe="a"),))
+    s = Scenario(nodes=(Node(name="n", mips=4000),), templates=(t,),
+                 jobs=(Job(name="up", rank=3, templates=("t",)),
+                       Job(name="down", rank=1, templates=("t",), imports=(Import(job="up", export="o", pe="a"),))))
+    assert macroq.revised_ranks(s) == {"up": 1, "down": 1}
+
+
+def test_rank_waterline_drops_worst_ranks_first():
+    t = Template(name="t", pes=(PE(name="a", kind="source", min_mips=2000, rf=ResourceFunction(a=0.01)),),
+                 primal_inputs=(PrimalInput(pe="a", rate=100),), sinks=(Sink(pe="a"),))
+    jobs = tuple(Job(name=f"r{r}-{i}", rank=r, templates=("t",)) for r in (1, 2, 3) for i in range(2))
+    s = Scenario(nodes=tuple(Node(name=f"n{i}", mips=2000) for i in range(4)), templates=(t,), jobs=jobs,
+                 policy=Policy(unit_mips=500))
+    res = macroq.solve(s)
+    admitted = {d.job for d in res.decisions if d.admitted}
+    assert admitted == {"r1-0", "r1-1", "r2-0", "r2-1"}
+    assert {d.reason for d in res.decisions if not d.admitted} == {"rank-waterline"}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.floats(0, 5), min_size=1, max_size=5), min_size=1, max_size=4), st.integers(0, 10),
+       st.booleans())
+def test_separable_allocation_matches_enumeration(incs, budget, concave):
+    import itertools
+
+    funcs = [np.concatenate([[0.0], np.cumsum(sorted(d, reverse=True) if concave else d)]) for d in incs]
+    x, _ = rap.allocate(funcs, budget)
+    assert sum(x) <= budget
+    got = sum(f[i] for f, i in zip(funcs, x))
+    want = max(sum(f[i] for f, i in zip(funcs, xs)) for xs in itertools.product(*[range(len(f)) for f in funcs]) if sum(xs) <= budget)
+    assert got == pytest.approx(want)
