@@ -1,0 +1,75 @@
+"""microW: exact whenever the LP says the goals are reachable; every output satisfies its constraints."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ortools.linear_solver import pywraplp
+
+from soda_optimizer import microw
+from soda_optimizer.model import PE, Job, Node, Policy, PreviousState, PrimalInput, Scenario, Template
+
+
+def lp_reachable(s: Scenario, goals, cands, cap) -> bool:
+    """LP oracle: can sum_n H_n f(p,n) = g_p with sum_p f(p,n) <= 1 and f <= legal cap?"""
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    H = {n.name: n.mips for n in s.usable_nodes()}
+    per_node: dict[str, list] = {n: [] for n in H}
+    for p, g in goals.items():
+        ct = solver.Constraint(g, g)
+        for n in cands[p]:
+            if n in H:
+                v = solver.NumVar(0, cap(p, n), "")
+                ct.SetCoefficient(v, H[n])
+                per_node[n].append(v)
+    for vs in per_node.values():
+        c = solver.Constraint(0, 1)
+        for v in vs:
+            c.SetCoefficient(v, 1)
+    return solver.Solve() == pywraplp.Solver.OPTIMAL
+
+
+@st.composite
+def instances(draw, limits=False):
+    n_nodes = draw(st.integers(1, 5))
+    nodes = tuple(
+        Node(name=f"n{i}", mips=draw(st.sampled_from([1000.0, 2000.0, 4000.0])), ready=draw(st.sampled_from([True, True, True, False])))
+        for i in range(n_nodes)
+    )
+    n_pe = draw(st.integers(1, 6))
+    pes = tuple(PE(name=f"p{i}", single_threaded=draw(st.booleans()), kind="source") for i in range(n_pe))
+    t = Template(name="t", pes=pes, primal_inputs=tuple(PrimalInput(pe=p.name, rate=1) for p in pes))
+    goals = {f"j:p{i}": float(draw(st.sampled_from([0, 300, 800, 1500, 2500]))) for i in range(n_pe)}
+    cands = {p: tuple(draw(st.lists(st.sampled_from([n.name for n in nodes]), min_size=1, max_size=n_nodes, unique=True))) for p in goals}
+    prev = {}
+    for p in goals:
+        if draw(st.booleans()):
+            n = draw(st.sampled_from([x.name for x in nodes]))
+            prev[p] = {n: draw(st.sampled_from([0.1, 0.25, 0.5]))}
+    pol = Policy()
+    if limits:
+        pol = Policy(micro_max_change=draw(st.sampled_from([None, 500.0, 2000.0])),
+                     micro_max_change_per_pe=draw(st.sampled_from([None, 300.0, 1000.0])),
+                     micro_max_touched_nodes=draw(st.sampled_from([None, 1, 2])))
+    s = Scenario(nodes=nodes, templates=(t,), jobs=(Job(name="j", templates=("t",)),), policy=pol,
+                 previous=PreviousState(fractions=prev))
+    return s, goals, cands
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances())
+def test_exact_when_lp_says_reachable(inst):
+    s, goals, cands = inst
+    res = microw.solve(s, goals, cands, deadline_s=10)
+    assert microw.check(s, goals, cands, res) == []
+    st_ = microw._State(s, goals, cands)
+    if lp_reachable(s, goals, cands, st_.cap):
+        assert res.deviation <= 1e-6 * max(1.0, sum(goals.values())), res
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances(limits=True))
+def test_churn_limits_and_constraints_hold(inst):
+    s, goals, cands = inst
+    res = microw.solve(s, goals, cands, deadline_s=10)
+    assert microw.check(s, goals, cands, res) == []
