@@ -6,6 +6,7 @@ import itertools
 import math
 
 import numpy as np
+
 from soda_optimizer.graph import glue
 from soda_optimizer.importance import Evaluator
 from soda_optimizer.macroq import revised_ranks

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import macroq_bruteforce, rank_legal
+
 from soda_optimizer import macroq, rap
 from soda_optimizer.model import (
     PE,
