@@ -49,9 +49,9 @@ def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:
         for pi in t.primal_inputs:
             primal[pi.pe] = primal.get(pi.pe, 0.0) + pi.rate
         sinks: dict[str, list[tuple[float, ValueFunction]]] = {}
-        for s in t.sinks:
-            w = job.weight_overrides.get(f"sink:{s.pe}", s.weight)
-            sinks.setdefault(s.pe, []).append((w, s.value))
+        for sk in t.sinks:
+            w = job.weight_overrides.get(f"sink:{sk.pe}", sk.weight)
+            sinks.setdefault(sk.pe, []).append((w, sk.value))
         for p in t.pes:
             g.add_node(
                 pe_id(jname, p.name),

@@ -104,7 +104,8 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     # greedy marginal over bundles
     x = np.zeros(len(span), dtype=int)
     cur = float(ev.importance((x + lo) * unit)[0])
-    values, allocs = [cur], [x.copy()]
+    vals_l: list[float] = [cur]
+    allocs_l: list[np.ndarray] = [x.copy()]
     used = 0
     while used < total:
         if deadline is not None and time.monotonic() > deadline:
@@ -134,13 +135,13 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
         x = x + mv_arr[j]
         step = int(mv_arr[j].sum())
         for _ in range(step - 1):  # intermediate totals keep the previous solution
-            values.append(cur)
-            allocs.append(allocs[-1].copy())
+            vals_l.append(cur)
+            allocs_l.append(allocs_l[-1].copy())
         cur = float(vals[j])
-        values.append(cur)
-        allocs.append(x.copy())
+        vals_l.append(cur)
+        allocs_l.append(x.copy())
         used += step
-    return _Curve(tuple(ev.pes), lo, np.array(values), np.array(allocs) + lo)
+    return _Curve(tuple(ev.pes), lo, np.array(vals_l), np.array(allocs_l) + lo)
 
 
 # ---------------------------------------------------------------------------------------- solver
@@ -294,7 +295,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     jobs = {j.name: j for j in scenario.jobs}
 
     def report(status: str, objective: float | None, detail: str) -> StageReport:
-        return StageReport(stage="macroq", seconds=time.monotonic() - t0, status=status, objective=objective, detail=detail)  # type: ignore[arg-type]
+        return StageReport(stage="macroq", seconds=time.monotonic() - t0, status=status, objective=objective, detail=detail)  # type: ignore
 
     if not scenario.jobs:
         return MacroQResult((), {}, {}, {}, (), 0.0, report("optimal", 0.0, "no jobs"), 0.0)
@@ -353,11 +354,11 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     traffic = ev.traffic(vec[0])
     imp_by_job = _importance_by_job(ev, vec[0])
     deps = _deps(scenario)
-    decisions = []
+    out_dec: list[JobDecision] = []
     for j in scenario.jobs:
         if j.name in best.choice:
             mips = sum(goals[p] for p in glued.pes_of(j.name))
-            decisions.append(
+            out_dec.append(
                 JobDecision(
                     job=j.name,
                     admitted=True,
@@ -375,8 +376,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 reason, msg = "dependency", f"imports from jobs not admitted: {sorted(deps[j.name] - set(best.choice))}"
             else:
                 reason, msg = "capacity", "not enough capacity at its rank for more importance"
-            decisions.append(
-                JobDecision(job=j.name, admitted=False, reason=reason, message=msg, rank=j.rank, revised_rank=rev[j.name])  # type: ignore[arg-type]
+            out_dec.append(
+                JobDecision(job=j.name, admitted=False, reason=reason, message=msg, rank=j.rank, revised_rank=rev[j.name])  # type: ignore
             )
     comps = tuple(
         ComponentCurve(
@@ -389,7 +390,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         for c in best.curves
     )
     return MacroQResult(
-        decisions=tuple(decisions),
+        decisions=tuple(out_dec),
         choice=best.choice,
         goals=goals,
         stream_rates=traffic,

@@ -120,7 +120,7 @@ def solve(
     return MicroQResult(
         best[1],
         true_imp,
-        StageReport(stage="microq", seconds=time.monotonic() - t0, status=status, objective=best[0],  # type: ignore[arg-type]
+        StageReport(stage="microq", seconds=time.monotonic() - t0, status=status, objective=best[0],  # type: ignore
                     detail=f"{len(seen)} LP iterations"),
     )
 

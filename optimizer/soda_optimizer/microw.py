@@ -26,7 +26,7 @@ import time
 
 import networkx as nx
 
-from .model import Scenario
+from .model import PE, Scenario
 from .plan import StageReport
 from .stages import MicroWResult
 
@@ -42,7 +42,7 @@ class _State:
         self.delta = pol.micro_max_change
         self.delta_p = pol.micro_max_change_per_pe
         self.zeta = pol.micro_max_touched_nodes
-        specs = {}
+        specs: dict[str, PE | None] = {}
         for p in goals:
             job, _, pe = p.rpartition(":")
             try:
@@ -180,7 +180,7 @@ def solve(
     return MicroWResult(
         fractions=fractions,
         deviation=dev,
-        report=StageReport(stage="microw", seconds=time.monotonic() - t0, status=status, objective=dev,  # type: ignore[arg-type]
+        report=StageReport(stage="microw", seconds=time.monotonic() - t0, status=status, objective=dev,  # type: ignore
                            detail=f"change {st.change():.0f} mips, {len(st.touched())} nodes touched"),
         extra={"idle_mips": sum(idle[n] * st.H[n] for n in st.H), "change_mips": st.change(), "touched_nodes": float(len(st.touched()))},
     )
@@ -217,7 +217,8 @@ def _push_path(st: _State, p: str, deficit: float) -> float:
         if st.movable(p, n) and st.cap(p, n) - st.f[p].get(n, 0.0) > EPS:
             g.add_edge(("pe", p), ("node", n), w=(st.cap(p, n) - st.f[p].get(n, 0.0)) * st.H[n])
     for q, fs in st.f.items():
-        if q == p or (st.specs.get(q) is not None and st.specs[q].all_or_nothing):
+        spec_q = st.specs.get(q)
+        if q == p or (spec_q is not None and spec_q.all_or_nothing):
             continue
         for n, v in fs.items():
             if not st.movable(q, n):

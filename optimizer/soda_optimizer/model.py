@@ -204,8 +204,9 @@ class Template(_Frozen):
             raise ValueError(f"template '{self.name}': duplicate streams")
         for field, items in (("primalInputs", self.primal_inputs), ("exports", self.exports), ("sinks", self.sinks)):
             for i, it in enumerate(items):
-                if it.pe not in known:
-                    raise ValueError(f"template '{self.name}': {field}[{i}].pe names unknown PE '{it.pe}'")
+                ref = getattr(it, "pe")  # noqa: B009
+                if ref not in known:
+                    raise ValueError(f"template '{self.name}': {field}[{i}].pe names unknown PE '{ref}'")
         if not self.allow_cycles:
             cyc = _find_cycle(names, [(s.src, s.dst) for s in self.streams])
             if cyc:

@@ -75,12 +75,12 @@ def _dp(funcs: Sequence[np.ndarray], budget: int) -> tuple[float, list[int]]:
         arg = tot.argmax(axis=1)
         best = tot[np.arange(budget + 1), arg]
         choices.append(arg)
-    u = int(np.argmax(best))
-    value = float(best[u])
+    pos = int(np.argmax(best))
+    value = float(best[pos])
     x = [0] * len(funcs)
     for c in range(len(funcs) - 1, -1, -1):
-        x[c] = int(choices[c][u])
-        u -= x[c]
+        x[c] = int(choices[c][pos])
+        pos -= x[c]
     return value, [min(xi, len(f) - 1) for xi, f in zip(x, funcs)]
 
 

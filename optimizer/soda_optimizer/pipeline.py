@@ -1,0 +1,70 @@
+"""One SODA run: macroQ -> macroW -> microQ -> microW (paper section 4), as a :class:`Plan`.
+
+``macro`` and ``micro`` are the operator's two loops; ``run`` chains both once (the offline
+planner, tests and benchmarks). Every stage runs under its own deadline from the Policy.
+"""
+
+from __future__ import annotations
+
+from . import macroq as _macroq
+from . import macrow as _macrow
+from . import microq as _microq
+from . import microw as _microw
+from .model import Scenario
+from .plan import JobDecision, PEPlan, Plan
+from .stages import MacroQResult, MacroWResult, MicroQResult, MicroWResult
+
+
+def macro(scenario: Scenario) -> tuple[MacroQResult, MacroWResult]:
+    q = _macroq.solve(scenario)
+    w = _macrow.solve(scenario, q)
+    return q, w
+
+
+def micro(
+    scenario: Scenario, macroq: MacroQResult, candidates: dict[str, tuple[str, ...]]
+) -> tuple[MicroQResult, MicroWResult]:
+    q = _microq.solve(scenario, macroq, candidates)
+    w = _microw.solve(scenario, q.goals, candidates)
+    return q, w
+
+
+def to_plan(
+    scenario: Scenario, mq: MacroQResult, mw: MacroWResult, uq: MicroQResult | None, uw: MicroWResult | None
+) -> Plan:
+    goals = uq.goals if uq is not None else mq.goals
+    pes = []
+    for job, tname in mq.choice.items():
+        for p in scenario.template(tname).pes:
+            pid = f"{job}:{p.name}"
+            pes.append(
+                PEPlan(
+                    pe=pid,
+                    job=job,
+                    name=p.name,
+                    goal_mips=round(goals.get(pid, 0.0), 3),
+                    macro_goal_mips=round(mq.goals.get(pid, 0.0), 3),
+                    candidates=mw.candidates.get(pid, ()),
+                    fractions={n: round(f, 6) for n, f in (uw.fractions.get(pid, {}) if uw else {}).items()},
+                )
+            )
+    stages = [mq.report, mw.report] + ([uq.report] if uq else []) + ([uw.report] if uw else [])
+    infeasible = [s for s in stages if s.status == "infeasible"]
+    decisions: tuple[JobDecision, ...] = mq.decisions
+    return Plan(
+        feasible=not infeasible,
+        message="; ".join(f"{s.stage}: {s.detail}" for s in infeasible),
+        importance=uq.importance if uq is not None else mq.importance,
+        jobs=decisions,
+        pes=tuple(pes),
+        stream_rates={f"{a}->{b}": t for (a, b), t in mq.stream_rates.items()},
+        stages=tuple(stages),
+    )
+
+
+def run(scenario: Scenario) -> Plan:
+    mq, mw = macro(scenario)
+    if mq.report.status == "infeasible" or mw.report.status == "infeasible":
+        return to_plan(scenario, mq, mw, None, None)
+    uq, uw = micro(scenario, mq, mw.candidates)
+    return to_plan(scenario, mq, mw, uq, uw)

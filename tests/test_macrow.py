@@ -1,0 +1,119 @@
+"""macroW: every output satisfies its constraints; objective within 5% of a CP-SAT optimum."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ortools.sat.python import cp_model
+
+from soda_optimizer import macrow
+from soda_optimizer.model import (
+    PE,
+    Job,
+    LinkCapacities,
+    Node,
+    Policy,
+    PrimalInput,
+    Scenario,
+    Stream,
+    Template,
+)
+from soda_optimizer.plan import StageReport
+from soda_optimizer.stages import MacroQResult
+
+
+@st.composite
+def instances(draw, constraints=False):
+    n_pe = draw(st.integers(2, 6))
+    pes = []
+    for i in range(n_pe):
+        kw = {}
+        if constraints:
+            kw = dict(
+                color=draw(st.sampled_from([None, "red", "blue"])),
+                min_candidates=draw(st.integers(1, 2)),
+                isolated=draw(st.sampled_from([False, False, False, True])),
+            )
+        pes.append(PE(name=f"p{i}", kind="source" if i == 0 else "transform", **kw))
+    streams = tuple(Stream(src=f"p{i}", dst=f"p{j}") for i in range(n_pe) for j in range(i + 1, n_pe) if draw(st.integers(0, 2)) == 0)
+    t = Template(name="t", pes=tuple(pes), streams=streams, primal_inputs=(PrimalInput(pe="p0", rate=1),))
+    nodes = tuple(Node(name=f"n{k}", mips=4000.0, rack=f"r{k % 2}", zone="z", max_pes=draw(st.sampled_from([None, 4])) if constraints else None) for k in range(4))
+    pol = Policy(links=LinkCapacities(rack_uplink=100.0), incompatible_colors=(("red", "blue"),) if constraints else ())
+    s = Scenario(nodes=nodes, templates=(t,), jobs=(Job(name="j", templates=("t",)),), policy=pol)
+    goals = {f"j:p{i}": float(draw(st.sampled_from([200, 1000, 2500]))) for i in range(n_pe)}
+    rates = {(f"j:{x.src}", f"j:{x.dst}"): float(draw(st.sampled_from([10, 50, 100]))) for x in streams}
+    mq = MacroQResult((), {"j": "t"}, goals, rates, (), 0.0, StageReport(stage="macroq", seconds=0, status="optimal"))
+    return s, mq
+
+
+def cpsat_optimum(s: Scenario, mq: MacroQResult) -> float:
+    prob = macrow.Problem(s, mq)
+    m = cp_model.CpModel()
+    SC = 10000
+    racks = sorted(prob.topo.racks)
+    v = {(i, n): m.new_bool_var(f"v{i}{n}") for i in range(len(prob.units)) for n in prob.match[i]}
+    w = {(i, r): m.new_bool_var(f"w{i}{r}") for i in range(len(prob.units)) for r in racks}
+    for i, u in enumerate(prob.units):
+        m.add(sum(w[i, r] for r in racks) == 1)
+        for n in prob.match[i]:
+            m.add_implication(v[i, n], w[i, prob.nodes[n].rack])
+        m.add(sum(int(prob.H(i, n)) * v[i, n] for n in prob.match[i]) >= int(u.need + 0.999))
+        m.add(sum(v[i, n] for n in prob.match[i]) >= u.min_c)
+    alphas = []
+    amax = m.new_int_var(0, 10**9, "amax")
+    for n, node in prob.nodes.items():
+        a = sum(int(round(SC * prob.weight(i, n) / node.mips)) * v[i, n] for i in range(len(prob.units)) if (i, n) in v)
+        alphas.append(a)
+        m.add(a <= amax)
+    bmax = m.new_int_var(0, 10**12, "bmax")
+    betas = []
+    for e, lk in enumerate(prob.topo.links):
+        terms = []
+        for (a, b), t in prob.traffic.items():
+            y = m.new_bool_var(f"y{a}{b}{e}")
+            sa = sum(w[a, r] for r in lk.below)
+            sb = sum(w[b, r] for r in lk.below)
+            m.add(y >= sa - sb)
+            m.add(y >= sb - sa)
+            terms.append(int(round(SC * t / lk.capacity)) * y)
+        beta = sum(terms)
+        betas.append(beta)
+        m.add(beta <= bmax)
+    N, E = len(prob.nodes), max(1, len(prob.topo.links))
+    pol = s.policy
+    # objective scaled by N*E to stay integral
+    obj = int(pol.w1 * E) * sum(alphas) + int(pol.w2 * N * E) * amax + int(pol.w3 * N) * sum(betas) + int(pol.w4 * N * E) * bmax
+    m.minimize(obj)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = 20
+    solver.parameters.num_workers = 1
+    assert solver.solve(m) == cp_model.OPTIMAL
+    return solver.objective_value / (SC * N * E)
+
+
+@settings(max_examples=25, deadline=None)
+@given(instances())
+def test_macrow_within_5_percent_of_cpsat(inst):
+    s, mq = inst
+    res = macrow.solve(s, mq, deadline_s=2)
+    assert res.violated is None, res.report
+    assert macrow.check(s, mq, res.candidates) == []
+    opt = cpsat_optimum(s, mq)
+    assert res.objective <= opt * 1.05 + 1e-3, (res.objective, opt)
+
+
+@settings(max_examples=40, deadline=None)
+@given(instances(constraints=True))
+def test_macrow_output_satisfies_every_constraint(inst):
+    s, mq = inst
+    res = macrow.solve(s, mq, deadline_s=1)
+    if res.violated is None:
+        assert macrow.check(s, mq, res.candidates) == []
+    else:
+        assert res.report.status == "infeasible" and res.violated.startswith("(")
+
+
+def test_minw_alone_works():
+    s, mq = instances().example()
+    res = macrow.solve(s, mq, deadline_s=1, method="miniw")
+    assert res.violated is None and macrow.check(s, mq, res.candidates) == []
