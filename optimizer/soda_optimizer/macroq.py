@@ -52,6 +52,7 @@ from .stages import ComponentCurve, MacroQResult
 
 EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
 EVAL_BUDGET = 4096  # job/template lists enumerated exhaustively per waterline level
+COMBO_LIMIT = 16  # template combinations enumerated per list; beyond, each job's best standalone
 MIN_UNIT_MIPS = 100.0
 
 
@@ -68,6 +69,9 @@ class _Curve:
     lo: np.ndarray  # per PE minimum units
     values: np.ndarray  # I_c(lo_sum + k), k = 0..len-1, nondecreasing
     allocs: np.ndarray  # (len x P) units
+
+    def __post_init__(self) -> None:
+        self.concave = rap.is_concave(self.values)
 
 
 def _bounds(ev: Evaluator, unit: float) -> tuple[np.ndarray, np.ndarray]:
@@ -162,11 +166,17 @@ class _Solver:
         self.unit = unit
         self.U = int(math.floor(scenario.capacity_mips / unit + 1e-9))
         self.deadline = deadline
-        self.cache: dict[tuple[tuple[str, str], ...], _Curve] = {}
+        self.cache: dict[tuple[tuple[str, str], ...], _Curve] = {}  # (pe, template) pairs -> curve
         self.evals = 0
+        self.jobs = {j.name: j for j in scenario.jobs}
+        self.job_cache: dict[tuple[str, str, str], list[_Curve]] = {}
+        tm = {t.name: t for t in scenario.templates}
+        self.min_u = {
+            t: sum(math.ceil(p.min_mips / unit - 1e-9) for p in tm[t].pes) for t in tm
+        }
 
     def curve(self, glued: GluedGraph, comp: frozenset[str]) -> _Curve:
-        key = tuple(sorted({(glued.graph.nodes[p]["job"], glued.choice[glued.graph.nodes[p]["job"]]) for p in comp}))
+        key = tuple(sorted({(p, glued.choice[glued.graph.nodes[p]["job"]]) for p in comp}))
         c = self.cache.get(key)
         if c is None:
             ev = Evaluator(glued, sorted(comp))
@@ -175,17 +185,36 @@ class _Solver:
         return c
 
     def min_units(self, choice: dict[str, str]) -> int:
-        tm = {t.name: t for t in self.s.templates}
-        return sum(math.ceil(p.min_mips / self.unit - 1e-9) for t in choice.values() for p in tm[t].pes)
+        return sum(self.min_u[t] for t in choice.values())
+
+    def job_components(self, job: str, template: str) -> list[_Curve]:
+        """Curves of one job's own components (jobs glued to no other job in the list)."""
+        k = ("job", job, template)
+        got = self.job_cache.get(k)
+        if got is None:
+            glued = glue(self.s, {job: template})
+            got = [self.curve(glued, c) for c in glued.components()]
+            self.job_cache[k] = got
+        return got
 
     def evaluate(self, choice: dict[str, str]) -> _Eval | None:
         self.evals += 1
         if self.min_units(choice) > self.U:
             return None
-        glued = glue(self.s, choice)
-        curves = [self.curve(glued, c) for c in glued.components()]
+        # group jobs glued by imports; a lone job's components come from the per-job cache
+        groups = nx.Graph()
+        groups.add_nodes_from(choice)
+        groups.add_edges_from((imp.job, j) for j in choice for imp in self.jobs[j].imports if imp.job in choice)
+        curves: list[_Curve] = []
+        for grp in nx.connected_components(groups):
+            if len(grp) == 1:
+                (j,) = grp
+                curves.extend(self.job_components(j, choice[j]))
+            else:
+                glued = glue(self.s, {j: choice[j] for j in grp})
+                curves.extend(self.curve(glued, c) for c in glued.components())
         budget = self.U - sum(int(c.lo.sum()) for c in curves)
-        x, method = rap.allocate([c.values for c in curves], budget)
+        x, method = rap.allocate([c.values for c in curves], budget, [c.concave for c in curves])
         alloc: dict[str, int] = {}
         total = 0.0
         for c, xi in zip(curves, x):
@@ -243,7 +272,7 @@ def _search(sv: _Solver, scenario: Scenario, rev: dict[str, int]) -> tuple[_Eval
         n_combo = math.prod(len(c) for c in combos)
         choices = (
             [dict(zip(sorted(js), c)) for c in itertools.product(*combos)]
-            if n_combo <= 64
+            if n_combo <= COMBO_LIMIT
             else [{j: pref[j] for j in js}]
         )
         for ch in choices:
@@ -278,7 +307,12 @@ def _search(sv: _Solver, scenario: Scenario, rev: dict[str, int]) -> tuple[_Eval
             order = sorted(at, key=lambda j: (-ratio[j], j))
             fixed = {j for j in at if j in required}
             rest = [j for j in order if j not in fixed]
-            for k in range(len(rest) + 1):
+            # a job without minimum mips never lowers the optimum (it may get nothing), so only
+            # prefixes that end just before a job with a minimum can beat the longer ones
+            ks = [k for k in range(len(rest)) if sv.min_u[pref[rest[k]]] > 0] + [len(rest)]
+            for k in ks:
+                if sv.min_units({j: pref[j] for j in base | fixed | set(rest[:k])}) > sv.U:
+                    break
                 consider(base | fixed | set(rest[:k]), lv)
                 if time.monotonic() > sv.deadline and best is not None:
                     status = "deadline"
@@ -305,7 +339,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     elif fixed_unit:
         units = [fixed_unit]
     else:
-        units = [max(H / 32, MIN_UNIT_MIPS)]
+        units = [max(H / 128, MIN_UNIT_MIPS)]
         while units[-1] / 4 >= MIN_UNIT_MIPS and H / (units[-1] / 4) <= 8192:
             units.append(units[-1] / 4)
     best = None

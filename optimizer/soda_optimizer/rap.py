@@ -62,18 +62,18 @@ def _fox(funcs: Sequence[np.ndarray], budget: int) -> tuple[np.ndarray, list[lis
 
 
 def _dp(funcs: Sequence[np.ndarray], budget: int) -> tuple[float, list[int]]:
+    """best[u] over components; each step costs O(budget x len(f)) (f is flat beyond its end)."""
     best = np.full(budget + 1, -np.inf)
     best[0] = 0.0
     choices = []
+    u = np.arange(budget + 1)
     for f in funcs:
-        # g[u] = max_k best[u-k] + f[k]  (f extended flat beyond its end)
-        k = np.arange(budget + 1)
-        fk = f[np.minimum(k, len(f) - 1)]
-        u = np.arange(budget + 1)[:, None]
-        prev = np.where(u - k[None, :] >= 0, best[np.clip(u - k[None, :], 0, budget)], -np.inf)
-        tot = prev + fk[None, :]
+        k = np.arange(min(len(f), budget + 1))
+        src = u[:, None] - k[None, :]
+        prev = np.where(src >= 0, best[np.maximum(src, 0)], -np.inf)
+        tot = prev + f[k][None, :]
         arg = tot.argmax(axis=1)
-        best = tot[np.arange(budget + 1), arg]
+        best = tot[u, arg]
         choices.append(arg)
     pos = int(np.argmax(best))
     value = float(best[pos])
@@ -81,13 +81,14 @@ def _dp(funcs: Sequence[np.ndarray], budget: int) -> tuple[float, list[int]]:
     for c in range(len(funcs) - 1, -1, -1):
         x[c] = int(choices[c][pos])
         pos -= x[c]
-    return value, [min(xi, len(f) - 1) for xi, f in zip(x, funcs)]
+    return value, x
 
 
-def allocate(funcs: Sequence[np.ndarray], budget: int) -> tuple[list[int], str]:
-    """Optimal integer allocation and the method used ('galil-megiddo', 'dp', 'fox+dp')."""
+def allocate(funcs: Sequence[np.ndarray], budget: int, concave: Sequence[bool] | None = None) -> tuple[list[int], str]:
+    """Optimal integer allocation and the method used ('galil-megiddo', 'dp', 'fox+dp').
+    ``concave`` may give the concavity test's results when the caller has cached them."""
     budget = max(0, int(budget))
-    conc = [is_concave(f) for f in funcs]
+    conc = list(concave) if concave is not None else [is_concave(f) for f in funcs]
     if all(conc):
         return _concave_select(funcs, budget), "galil-megiddo"
     if not any(conc):

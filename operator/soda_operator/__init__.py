@@ -1,0 +1,1 @@
+"""soda_operator: everything of kubesoda that speaks Kubernetes (CRD translation, CLI, operator)."""

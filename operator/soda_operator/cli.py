@@ -1,0 +1,140 @@
+"""The ``kubesoda`` command: ``plan`` (offline), ``run`` (operator + extender), ``extender``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from soda_optimizer import pipeline
+from soda_optimizer.plan import Plan
+
+from . import crd, manifests
+
+
+def _progress(stop: threading.Event, t0: float) -> None:
+    while not stop.wait(1.0):
+        print(f"\r[kubesoda plan] optimising... {time.monotonic() - t0:.0f}s", end="", file=sys.stderr, flush=True)
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header)] + [fmt.format(*[str(x) for x in r]) for r in rows])
+
+
+def render(plan: Plan) -> str:
+    jobs = [
+        [d.job, "yes" if d.admitted else "no", d.template.split("/", 1)[-1] if d.template else "-", d.rank, d.revised_rank,
+         f"{d.importance:.2f}", f"{d.mips:.0f}", d.reason if not d.admitted else ""]
+        for d in plan.jobs
+    ]
+    pes = [
+        [p.pe, f"{p.goal_mips:.0f}", ",".join(p.candidates) or "-",
+         ",".join(f"{n}={f:.3f}" for n, f in sorted(p.fractions.items())) or "-"]
+        for p in plan.pes
+    ]
+    stages = [[s.stage, s.status, f"{s.seconds:.3f}s", "" if s.objective is None else f"{s.objective:.4g}", s.detail] for s in plan.stages]
+    out = [
+        f"feasible: {'yes' if plan.feasible else 'NO'}    importance: {plan.importance:.3f}" + (f"    ({plan.message})" if plan.message else ""),
+        "",
+        _table(jobs, ["JOB", "ADMITTED", "TEMPLATE", "RANK", "REVISED", "IMPORTANCE", "MIPS", "REASON"]),
+        "",
+        _table(pes, ["PE", "GOAL(MIPS)", "CANDIDATES", "FRACTIONS"]) if pes else "(no PE admitted)",
+        "",
+        _table(stages, ["STAGE", "STATUS", "TIME", "OBJECTIVE", "DETAIL"]),
+    ]
+    return "\n".join(out)
+
+
+def plan_json(plan: Plan, errors: list[crd.ObjectError]) -> dict[str, Any]:
+    doc = plan.model_dump(mode="json")
+    doc["apiVersion"] = "kubesoda.io/plan/v1alpha1"
+    doc["errors"] = [str(e) for e in errors]
+    return doc
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    try:
+        m = manifests.load(args.file)
+    except manifests.ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    nodes = m.nodes[: args.at_nodes] if args.at_nodes is not None else m.nodes
+    scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source)
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    upd: dict[str, Any] = {}
+    if args.resolution_units:
+        upd.update(resolution_units=args.resolution_units, unit_mips=None)
+    if args.unit_mips:
+        upd.update(unit_mips=args.unit_mips, resolution_units=None)
+    if args.deadline_scale != 1.0:
+        p = scen.policy
+        for f in ("macroq_deadline_s", "macrow_deadline_s", "microq_deadline_s", "microw_deadline_s"):
+            upd[f] = getattr(p, f) * args.deadline_scale
+    if upd:
+        scen = scen.model_copy(update={"policy": scen.policy.model_copy(update=upd)})
+    if not scen.jobs and not errors:
+        print("error: no StreamJob in the given manifests", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    t0 = time.monotonic()
+    th = threading.Thread(target=_progress, args=(stop, t0), daemon=True)
+    th.start()
+    try:
+        plan = pipeline.run(scen)
+    finally:
+        stop.set()
+        th.join()
+        if time.monotonic() - t0 >= 1.0:
+            print(f"\r[kubesoda plan] done in {time.monotonic() - t0:.1f}s   ", file=sys.stderr)
+    if args.json:
+        print(json.dumps(plan_json(plan, errors), indent=2, sort_keys=True))
+    else:
+        print(render(plan))
+    if errors:
+        return 2
+    return 0 if plan.feasible else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kubesoda", description="SODA stream-processing scheduler for Kubernetes")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("plan", help="print what the scheduler would do with these manifests (no cluster needed)")
+    p.add_argument("-f", "--file", action="append", required=True, help="YAML file or directory (repeatable)")
+    p.add_argument("--json", action="store_true", help="one JSON document (schema: docs/plan-json.md)")
+    p.add_argument("--at-nodes", type=int, help="use only the first N nodes")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resolution-units", type=int, help="macroQ: fixed number of atomic units")
+    g.add_argument("--unit-mips", type=float, help="macroQ: fixed unit size in mips")
+    p.add_argument("--deadline-scale", type=float, default=1.0, help="multiply every stage deadline")
+    p.set_defaults(func=cmd_plan)
+    r = sub.add_parser("run", help="run the operator and the extender against the current kubeconfig")
+    r.add_argument("--extender-port", type=int, default=8888)
+    r.add_argument("--namespace", action="append", help="watch only these namespaces (default: all)")
+    r.set_defaults(func=lambda a: _lazy("soda_operator.runner", a))
+    e = sub.add_parser("extender", help="run only the scheduler extender")
+    e.add_argument("--port", type=int, default=8888)
+    e.add_argument("--host", default="127.0.0.1")
+    e.set_defaults(func=lambda a: _lazy("soda_operator.extender", a))
+    args = ap.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+def _lazy(module: str, args: argparse.Namespace) -> int:
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        print(f"error: {module} is not available in this build", file=sys.stderr)
+        return 2
+    return int(mod.main(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

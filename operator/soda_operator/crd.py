@@ -1,0 +1,505 @@
+"""CRD objects <-> optimizer Scenario/Plan: the only module that knows both worlds.
+
+Objects are plain dicts as the API server (or a YAML file) gives them. Units are converted here:
+CPU quantities (``500m``, ``2``, ``1.5``) become mips. A Node's mips are its allocatable cores x
+its ``kubesoda.io/mips-per-core`` label (default 1000). A PE's ``minCpu``/``maxCpu`` are in cores
+of a reference node of ``REFERENCE_MIPS_PER_CORE`` mips per core (the label's default), since a
+PE's needs are stated before anyone knows where it will run.
+
+Names: a StreamJob is ``namespace/name`` in the Scenario; its template references resolve in its
+namespace (``namespace/template``); an import's ``job`` may be ``name`` (same namespace) or
+``namespace/name``.
+
+Bad objects never cost another job its place: :func:`scenario_from_objects` drops each bad object
+with one :class:`ObjectError` (file, kind, namespace/name, field, message) and builds the Scenario
+from the rest; jobs that depend on a dropped object are dropped with their own error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+from pydantic import ValidationError
+
+from soda_optimizer.model import (
+    PE,
+    Export,
+    Import,
+    Job,
+    LinkCapacities,
+    Node,
+    Policy,
+    PreviousState,
+    PrimalInput,
+    ResourceFunction,
+    Scenario,
+    Sink,
+    Stream,
+    Template,
+    ValueFunction,
+)
+from soda_optimizer.plan import Plan
+
+GROUP = "kubesoda.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+MIPS_LABEL = "kubesoda.io/mips-per-core"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+DEFAULT_RACK_LABEL = "kubesoda.io/rack"
+REFERENCE_MIPS_PER_CORE = 1000.0
+ANN_NODE = "kubesoda.io/node"
+ANN_FRACTION = "kubesoda.io/fraction"
+LABEL_JOB = "kubesoda.io/job"
+LABEL_PE = "kubesoda.io/pe"
+
+
+@dataclass(frozen=True)
+class ObjectError:
+    kind: str
+    name: str  # namespace/name or name
+    field: str
+    message: str
+    source: str | None = None  # file (and document index) when known
+
+    def __str__(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        fld = f" field {self.field}:" if self.field else ":"
+        return f"{where}{self.kind} {self.name}{fld} {self.message}"
+
+
+class TranslationError(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def key(obj: Mapping[str, Any]) -> str:
+    md = obj.get("metadata") or {}
+    ns = md.get("namespace")
+    return f"{ns}/{md.get('name')}" if ns else str(md.get("name"))
+
+
+def _ns(obj: Mapping[str, Any], default: str = "default") -> str:
+    return (obj.get("metadata") or {}).get("namespace") or default
+
+
+def cores(q: Any, field: str) -> float:
+    try:
+        return float(parse_quantity(str(q)))
+    except (ValueError, TypeError) as e:
+        raise TranslationError(field, f"'{q}' is not a CPU quantity") from e
+
+
+def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationError:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return TranslationError(f"{prefix}.{loc}" if loc else prefix, msg)
+
+
+# ------------------------------------------------------------------------------------ to model
+
+
+def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABEL) -> Node:
+    md, st, sp = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
+    labels = dict(md.get("labels") or {})
+    alloc = (st.get("allocatable") or st.get("capacity") or {}).get("cpu", "0")
+    try:
+        mpc = float(labels.get(MIPS_LABEL, REFERENCE_MIPS_PER_CORE))
+    except ValueError as e:
+        raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{labels.get(MIPS_LABEL)}' is not a number") from e
+    c = cores(alloc, "status.allocatable.cpu")
+    ready = any(x.get("type") == "Ready" and x.get("status") == "True" for x in st.get("conditions") or [])
+    if not st.get("conditions"):
+        ready = True  # a node manifest without status (offline planning) counts as ready
+    try:
+        return Node(
+            name=md["name"],
+            mips=max(c * mpc, 1e-9),
+            mips_per_core=mpc,
+            rack=labels.get(rack_label, "default"),
+            zone=labels.get(ZONE_LABEL, "default"),
+            labels=labels,
+            ready=ready and c > 0,
+            schedulable=not sp.get("unschedulable", False),
+        )
+    except ValidationError as e:
+        raise _pydantic_error(e, "metadata") from e
+
+
+def _vf(d: Mapping[str, Any] | None, default: str) -> ValueFunction:
+    if not d:
+        return ValueFunction(kind=default)  # type: ignore[arg-type]
+    pts = tuple((float(p["x"]), float(p["y"])) for p in d.get("points") or ())
+    return ValueFunction(kind=d.get("kind", "linear"), slope=d.get("slope", 1.0), cap=d.get("cap"), points=pts)
+
+
+def template_from_object(obj: Mapping[str, Any]) -> Template:
+    sp = obj.get("spec") or {}
+    name = f"{_ns(obj)}/{(obj.get('metadata') or {}).get('name')}"
+    pes = []
+    for i, p in enumerate(sp.get("pes") or []):
+        rf = p.get("resourceFunction") or {}
+        kw: dict[str, Any] = {}
+        if "minCpu" in p:
+            kw["min_mips"] = cores(p["minCpu"], f"spec.pes[{i}].minCpu") * REFERENCE_MIPS_PER_CORE
+        if "maxCpu" in p:
+            kw["max_mips"] = cores(p["maxCpu"], f"spec.pes[{i}].maxCpu") * REFERENCE_MIPS_PER_CORE
+        for src, dst in (("maxInstances", "max_instances"), ("fairness", "fairness"), ("maxCandidates", "max_candidates"),
+                         ("maxChange", "max_change"), ("color", "color")):
+            if p.get(src) is not None:
+                kw[dst] = p[src]
+        try:
+            pes.append(
+                PE(
+                    name=p.get("name", ""),
+                    kind=p.get("kind", "transform"),
+                    rf=ResourceFunction(a=rf.get("a", 1.0), b=rf.get("b", 1.0), combine=rf.get("combine", "sum")),
+                    single_threaded=p.get("singleThreaded", False),
+                    all_or_nothing=p.get("allOrNothing", False),
+                    licenses=tuple(p.get("licenses") or ()),
+                    integrity=p.get("integrity", 0),
+                    risk=p.get("risk", 0.0),
+                    node_selector=dict(p.get("nodeSelector") or {}),
+                    isolated=p.get("isolated", False),
+                    min_candidates=p.get("minCandidates", 1),
+                    **kw,
+                )
+            )
+        except ValidationError as e:
+            raise _pydantic_error(e, f"spec.pes[{i}]") from e
+    try:
+        return Template(
+            name=name,
+            pes=tuple(pes),
+            streams=tuple(
+                Stream(src=s.get("from", ""), dst=s.get("to", ""), weight=s.get("weight", 0.0), value=_vf(s.get("value"), "zero"),
+                       selectivity=s.get("selectivity", 1.0), bytes_per_tuple=s.get("bytesPerTuple", 1.0))
+                for s in sp.get("streams") or []
+            ),
+            sinks=tuple(Sink(pe=s.get("pe", ""), weight=s.get("weight", 1.0), value=_vf(s.get("value"), "linear")) for s in sp.get("sinks") or []),
+            primal_inputs=tuple(PrimalInput(pe=x.get("pe", ""), rate=x.get("rate", -1)) for x in sp.get("primalInputs") or []),
+            exports=tuple(Export(name=x.get("name", ""), pe=x.get("pe", ""), selectivity=x.get("selectivity", 1.0)) for x in sp.get("exports") or []),
+            allow_cycles=sp.get("allowCycles", False),
+        )
+    except ValidationError as e:
+        raise _pydantic_error(e, "spec") from e
+
+
+def _job_ref(ref: str, ns: str) -> str:
+    return ref if "/" in ref else f"{ns}/{ref}"
+
+
+def job_from_object(obj: Mapping[str, Any]) -> Job:
+    sp, st = obj.get("spec") or {}, obj.get("status") or {}
+    ns = _ns(obj)
+    chosen = st.get("chosenTemplate") if st.get("phase") in ("Admitted", "Running", "Degraded") else None
+    try:
+        return Job(
+            name=key({"metadata": {"namespace": ns, "name": (obj.get("metadata") or {}).get("name")}}),
+            rank=sp.get("rank", 1),
+            required=sp.get("required", False),
+            owner=sp.get("owner", ""),
+            templates=tuple(f"{ns}/{t}" for t in sp.get("templates") or ()),
+            chosen_template=f"{ns}/{chosen}" if chosen else None,
+            weight_overrides=dict(sp.get("weightOverrides") or {}),
+            imports=tuple(
+                Import(job=_job_ref(i.get("job", ""), ns), export=i.get("export", ""), pe=i.get("pe", ""), weight=i.get("weight", 0.0))
+                for i in sp.get("imports") or ()
+            ),
+            colocate=tuple(tuple(x) for x in sp.get("colocate") or ()),  # type: ignore[misc]
+            exlocate=tuple(tuple(x) for x in sp.get("exlocate") or ()),  # type: ignore[misc]
+        )
+    except ValidationError as e:
+        raise _pydantic_error(e, "spec") from e
+
+
+POLICY_FIELDS = {
+    "macroEpochSeconds": "macro_epoch_s",
+    "microEpochSeconds": "micro_epoch_s",
+    "macroQDeadlineSeconds": "macroq_deadline_s",
+    "macroWDeadlineSeconds": "macrow_deadline_s",
+    "microQDeadlineSeconds": "microq_deadline_s",
+    "microWDeadlineSeconds": "microw_deadline_s",
+    "resolutionUnits": "resolution_units",
+    "unitMips": "unit_mips",
+    "globalRiskLimit": "global_risk_limit",
+    "maxCandidateChange": "max_candidate_change",
+    "overallocation": "overallocation",
+    "microMaxChangeMips": "micro_max_change",
+    "microMaxChangePerPEMips": "micro_max_change_per_pe",
+    "microMaxTouchedNodes": "micro_max_touched_nodes",
+    "rankManager": "rank_manager",
+    "weightManager": "weight_manager",
+}
+
+
+def policy_from_object(obj: Mapping[str, Any] | None) -> tuple[Policy, str]:
+    """The Policy and the rack label key."""
+    if not obj:
+        return Policy(), DEFAULT_RACK_LABEL
+    sp = obj.get("spec") or {}
+    kw: dict[str, Any] = {dst: sp[src] for src, dst in POLICY_FIELDS.items() if sp.get(src) is not None}
+    ow = sp.get("objectiveWeights") or {}
+    kw.update({k: ow[k] for k in ("w1", "w2", "w3", "w4") if k in ow})
+    lk = sp.get("links") or {}
+    kw["links"] = LinkCapacities(
+        rack_uplink=lk.get("rackUplink", LinkCapacities().rack_uplink),
+        zone_uplink=lk.get("zoneUplink", LinkCapacities().zone_uplink),
+        overrides=dict(lk.get("overrides") or {}),
+    )
+    kw["licenses"] = dict(sp.get("licenses") or {})
+    kw["incompatible_colors"] = tuple(tuple(x) for x in sp.get("incompatibleColors") or ())
+    try:
+        return Policy(**kw), sp.get("rackLabel", DEFAULT_RACK_LABEL)
+    except ValidationError as e:
+        raise _pydantic_error(e, "spec") from e
+
+
+def previous_from(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> PreviousState:
+    """v-hat from the StreamJobs' status, f-hat from the PE pods' annotations (never from memory)."""
+    cands: dict[str, tuple[str, ...]] = {}
+    for j in jobs:
+        jk = key(j)
+        for pe in (j.get("status") or {}).get("pes") or []:
+            if pe.get("candidates"):
+                cands[f"{jk}:{pe['name']}"] = tuple(pe["candidates"])
+    fr: dict[str, dict[str, float]] = {}
+    for p in pods:
+        md = p.get("metadata") or {}
+        lb, an = md.get("labels") or {}, md.get("annotations") or {}
+        if LABEL_JOB not in lb or LABEL_PE not in lb or ANN_NODE not in an:
+            continue
+        if md.get("deletionTimestamp"):
+            continue
+        pid = f"{md.get('namespace')}/{lb[LABEL_JOB]}:{lb[LABEL_PE]}"
+        try:
+            fr.setdefault(pid, {})[an[ANN_NODE]] = float(an.get(ANN_FRACTION, 0))
+        except ValueError:
+            continue
+    return PreviousState(candidates=cands, fractions=fr)
+
+
+def scenario_from_objects(
+    nodes: Iterable[Mapping[str, Any]],
+    templates: Iterable[Mapping[str, Any]],
+    jobs: Iterable[Mapping[str, Any]],
+    policy: Mapping[str, Any] | None = None,
+    pods: Iterable[Mapping[str, Any]] = (),
+    source: Mapping[str, str] | None = None,
+) -> tuple[Scenario, list[ObjectError]]:
+    """Build a Scenario from whatever is valid; one ObjectError per dropped object.
+
+    ``source`` maps an object key ("Kind/namespace/name") to where it came from (a file).
+    """
+    src = source or {}
+    errors: list[ObjectError] = []
+
+    def err(kind: str, obj: Mapping[str, Any], e: TranslationError | Exception) -> None:
+        fld = e.field if isinstance(e, TranslationError) else ""
+        msg = e.message if isinstance(e, TranslationError) else str(e)
+        errors.append(ObjectError(kind, key(obj), fld, msg, src.get(f"{kind}/{key(obj)}")))
+
+    pol, rack_label = Policy(), DEFAULT_RACK_LABEL
+    if policy:
+        try:
+            pol, rack_label = policy_from_object(policy)
+        except TranslationError as e:
+            err("SchedulingPolicy", policy, e)
+    node_objs = []
+    for n in nodes:
+        try:
+            node_objs.append(node_from_object(n, rack_label))
+        except (TranslationError, KeyError) as e:
+            err("Node", n, e if isinstance(e, TranslationError) else TranslationError("metadata.name", "missing"))
+    tmpl = {}
+    for t in templates:
+        try:
+            tt = template_from_object(t)
+            tmpl[tt.name] = tt
+        except TranslationError as e:
+            err("StreamTemplate", t, e)
+    job_objs: dict[str, tuple[Job, Mapping[str, Any]]] = {}
+    for j in jobs:
+        try:
+            jj = job_from_object(j)
+            job_objs[jj.name] = (jj, j)
+        except TranslationError as e:
+            err("StreamJob", j, e)
+    # drop jobs with dangling references, repeatedly (a dropped exporter drops its importers)
+    changed = True
+    while changed:
+        changed = False
+        for name, (jj, obj) in list(job_objs.items()):
+            problem = None
+            for i, t in enumerate(jj.templates):
+                if t not in tmpl:
+                    problem = TranslationError(f"spec.templates[{i}]", f"StreamTemplate '{t.split('/', 1)[1]}' not found in namespace {name.split('/')[0]}")
+                    break
+            if problem is None:
+                for i, imp in enumerate(jj.imports):
+                    exp = job_objs.get(imp.job)
+                    if exp is None:
+                        problem = TranslationError(f"spec.imports[{i}].job", f"StreamJob '{imp.job}' not found (or invalid)")
+                        break
+                    if not any(e.name == imp.export for t in exp[0].templates if t in tmpl for e in tmpl[t].exports):
+                        problem = TranslationError(f"spec.imports[{i}].export", f"'{imp.export}' is not exported by StreamJob '{imp.job}'")
+                        break
+                    if not any(imp.pe in {p.name for p in tmpl[t].pes} for t in jj.templates if t in tmpl):
+                        problem = TranslationError(f"spec.imports[{i}].pe", f"no PE '{imp.pe}' in this job's templates")
+                        break
+            if problem is None:
+                pes = {p.name for t in jj.templates if t in tmpl for p in tmpl[t].pes}
+                for fld, pairs in (("colocate", jj.colocate), ("exlocate", jj.exlocate)):
+                    for i, pair in enumerate(pairs):
+                        for x in pair:
+                            if x not in pes:
+                                problem = TranslationError(f"spec.{fld}[{i}]", f"no PE '{x}' in this job's templates")
+            if problem is not None:
+                err("StreamJob", obj, problem)
+                del job_objs[name]
+                changed = True
+    # import cycles
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(job_objs)
+    g.add_edges_from((imp.job, n) for n, (jj, _) in job_objs.items() for imp in jj.imports)
+    for cyc in list(nx.simple_cycles(g)):
+        for n in cyc:
+            if n in job_objs:
+                err("StreamJob", job_objs[n][1], TranslationError("spec.imports", f"jobs import each other in a cycle: {' -> '.join(cyc)}"))
+                del job_objs[n]
+    used = {t for jj, _ in job_objs.values() for t in jj.templates}
+    prev = previous_from([o for _, o in job_objs.values()], pods)
+    scen = Scenario(
+        nodes=tuple(node_objs),
+        templates=tuple(t for n, t in tmpl.items() if n in used),
+        jobs=tuple(jj for jj, _ in job_objs.values()),
+        policy=pol,
+        previous=prev,
+    )
+    return scen, errors
+
+
+# ------------------------------------------------------------------------------------ from model
+
+
+def job_status(plan: Plan, job_key: str, generation: int | None = None, instances: Mapping[str, list[dict]] | None = None) -> dict[str, Any]:
+    """The status body of one StreamJob from a Plan."""
+    dec = next((d for d in plan.jobs if d.job == job_key), None)
+    if dec is None:
+        return {"phase": "Pending", "reason": "NotPlanned", "message": "not in the last plan"}
+    pes = []
+    for pe in plan.pes:
+        if pe.job != job_key:
+            continue
+        item: dict[str, Any] = {"name": pe.name, "goalMips": round(pe.goal_mips, 3), "candidates": list(pe.candidates)}
+        if instances is not None:
+            item["instances"] = instances.get(pe.name, [])
+        else:
+            item["instances"] = [{"node": n, "fraction": round(f, 6)} for n, f in sorted(pe.fractions.items())]
+        pes.append(item)
+    status: dict[str, Any] = {
+        "phase": "Admitted" if dec.admitted else "Rejected",
+        "reason": dec.reason or ("Admitted" if dec.admitted else ""),
+        "message": dec.message,
+        "revisedRank": dec.revised_rank,
+        "importance": round(dec.importance, 6),
+        "mips": round(dec.mips, 3),
+        "pes": pes,
+    }
+    if dec.template:
+        status["chosenTemplate"] = dec.template.split("/", 1)[-1]
+    if generation is not None:
+        status["observedGeneration"] = generation
+    return status
+
+
+def _vf_obj(vf: ValueFunction) -> dict[str, Any]:
+    d: dict[str, Any] = {"kind": vf.kind, "slope": vf.slope}
+    if vf.cap is not None:
+        d["cap"] = vf.cap
+    if vf.points:
+        d["points"] = [{"x": x, "y": y} for x, y in vf.points]
+    return d
+
+
+def _cpu(mips: float) -> str:
+    return f"{round(mips / REFERENCE_MIPS_PER_CORE * 1000)}m"
+
+
+def scenario_to_objects(s: Scenario) -> list[dict[str, Any]]:
+    """Kubernetes objects for a Scenario (round trips through :func:`scenario_from_objects`)."""
+    out: list[dict[str, Any]] = []
+    for n in s.nodes:
+        labels = dict(n.labels)
+        labels.update({DEFAULT_RACK_LABEL: n.rack, ZONE_LABEL: n.zone, MIPS_LABEL: f"{n.mips_per_core:g}"})
+        out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name, "labels": labels},
+                    "spec": {"unschedulable": True} if not n.schedulable else {},
+                    "status": {"allocatable": {"cpu": f"{round(n.cores * 1000)}m"}}})
+    for t in s.templates:
+        ns, name = t.name.split("/", 1)
+        pes = []
+        for p in t.pes:
+            d: dict[str, Any] = {"name": p.name, "kind": p.kind.value,
+                                 "resourceFunction": {"a": p.rf.a, "b": p.rf.b, "combine": p.rf.combine}}
+            if p.min_mips > 0:
+                d["minCpu"] = _cpu(p.min_mips)
+            if math.isfinite(p.max_mips):
+                d["maxCpu"] = _cpu(p.max_mips)
+            for attr, fld in (("single_threaded", "singleThreaded"), ("all_or_nothing", "allOrNothing"), ("isolated", "isolated")):
+                if getattr(p, attr):
+                    d[fld] = True
+            for attr, fld in (("max_instances", "maxInstances"), ("color", "color"), ("max_candidates", "maxCandidates"), ("max_change", "maxChange")):
+                if getattr(p, attr) is not None:
+                    d[fld] = getattr(p, attr)
+            if p.fairness:
+                d["fairness"] = p.fairness
+            if p.licenses:
+                d["licenses"] = list(p.licenses)
+            if p.integrity:
+                d["integrity"] = p.integrity
+            if p.risk:
+                d["risk"] = p.risk
+            if p.node_selector:
+                d["nodeSelector"] = dict(p.node_selector)
+            if p.min_candidates != 1:
+                d["minCandidates"] = p.min_candidates
+            pes.append(d)
+        spec: dict[str, Any] = {"pes": pes}
+        if t.streams:
+            spec["streams"] = [{"from": x.src, "to": x.dst, "weight": x.weight, "value": _vf_obj(x.value), "selectivity": x.selectivity,
+                                "bytesPerTuple": x.bytes_per_tuple} for x in t.streams]
+        if t.sinks:
+            spec["sinks"] = [{"pe": x.pe, "weight": x.weight, "value": _vf_obj(x.value)} for x in t.sinks]
+        if t.primal_inputs:
+            spec["primalInputs"] = [{"pe": x.pe, "rate": x.rate} for x in t.primal_inputs]
+        if t.exports:
+            spec["exports"] = [{"name": x.name, "pe": x.pe, "selectivity": x.selectivity} for x in t.exports]
+        if t.allow_cycles:
+            spec["allowCycles"] = True
+        out.append({"apiVersion": API_VERSION, "kind": "StreamTemplate", "metadata": {"name": name, "namespace": ns}, "spec": spec})
+    for j in s.jobs:
+        ns, name = j.name.split("/", 1)
+        spec = {"templates": [t.split("/", 1)[1] for t in j.templates], "rank": j.rank, "required": j.required}
+        if j.owner:
+            spec["owner"] = j.owner
+        if j.weight_overrides:
+            spec["weightOverrides"] = dict(j.weight_overrides)
+        if j.imports:
+            spec["imports"] = [{"job": i.job, "export": i.export, "pe": i.pe, "weight": i.weight} for i in j.imports]
+        if j.colocate:
+            spec["colocate"] = [list(x) for x in j.colocate]
+        if j.exlocate:
+            spec["exlocate"] = [list(x) for x in j.exlocate]
+        obj: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "StreamJob", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+        if j.chosen_template:
+            obj["status"] = {"phase": "Running", "chosenTemplate": j.chosen_template.split("/", 1)[1]}
+        out.append(obj)
+    return out

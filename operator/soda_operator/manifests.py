@@ -1,0 +1,80 @@
+"""Read Kubernetes YAML manifests (files, directories, multi-document) for the offline planner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+KINDS = {"Node", "StreamTemplate", "StreamJob", "SchedulingPolicy"}
+IGNORED = {"Namespace", "CustomResourceDefinition"}
+
+
+class ManifestError(Exception):
+    pass
+
+
+@dataclass
+class Manifests:
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    templates: list[dict[str, Any]] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    policy: dict[str, Any] | None = None
+    source: dict[str, str] = field(default_factory=dict)  # "Kind/ns/name" -> "file (document N)"
+
+
+def _files(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out.extend(sorted(x for x in path.rglob("*") if x.suffix in (".yaml", ".yml", ".json") and x.is_file()))
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise ManifestError(f"{p}: no such file or directory")
+    return out
+
+
+def load(paths: list[str]) -> Manifests:
+    m = Manifests()
+    for f in _files(paths):
+        try:
+            docs = list(yaml.safe_load_all(f.read_text()))
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            raise ManifestError(f"{f}:{where}: malformed YAML: {getattr(e, 'problem', e)}") from e
+        for i, d in enumerate(docs):
+            if d is None:
+                continue
+            where = f"{f} (document {i + 1})"
+            if not isinstance(d, dict) or "kind" not in d:
+                raise ManifestError(f"{where}: not a Kubernetes object (no 'kind')")
+            kind = d["kind"]
+            if kind == "List":
+                raise ManifestError(f"{where}: kind List is not supported; use multi-document YAML")
+            if kind in IGNORED:
+                continue
+            if kind not in KINDS:
+                raise ManifestError(f"{where}: unknown kind '{kind}' (expected one of {sorted(KINDS)})")
+            md = d.setdefault("metadata", {}) or {}
+            if not md.get("name"):
+                raise ManifestError(f"{where}: {kind} has no metadata.name")
+            if kind in ("StreamTemplate", "StreamJob"):
+                md.setdefault("namespace", "default")
+            k = f"{kind}/{md.get('namespace')}/{md['name']}" if md.get("namespace") else f"{kind}/{md['name']}"
+            m.source[k] = where
+            if kind == "Node":
+                m.nodes.append(d)
+            elif kind == "StreamTemplate":
+                m.templates.append(d)
+            elif kind == "StreamJob":
+                m.jobs.append(d)
+            else:
+                if m.policy is not None:
+                    raise ManifestError(f"{where}: more than one SchedulingPolicy")
+                m.policy = d
+    return m
