@@ -44,10 +44,21 @@ def macroq_bruteforce(s: Scenario, unit: float) -> tuple[float, dict[str, str] |
                 specs = [ev.graph.nodes[p]["spec"] for p in ev.pes]
                 lo = [math.ceil(p.min_mips / unit - 1e-9) for p in specs]
                 hi = [min(U, math.floor(p.max_mips / unit + 1e-9)) if math.isfinite(p.max_mips) else U for p in specs]
-                grid = [x for x in itertools.product(*[range(a, b + 1) for a, b in zip(lo, hi)]) if sum(x) <= U]
+                grid = list(_bounded(lo, hi, U))
                 if not grid:
                     continue
                 v = float(ev.importance(np.array(grid, dtype=float) * unit).max())
                 if v > best + 1e-9:
                     best, best_choice = v, choice
     return best, best_choice
+
+
+def _bounded(lo: list[int], hi: list[int], budget: int, prefix: tuple[int, ...] = ()):
+    """Every integer vector lo <= x <= hi with sum(x) <= budget."""
+    i = len(prefix)
+    if i == len(lo):
+        yield prefix
+        return
+    rest_min = sum(lo[i + 1 :])
+    for v in range(lo[i], min(hi[i], budget - rest_min) + 1):
+        yield from _bounded(lo, hi, budget - v, prefix + (v,))

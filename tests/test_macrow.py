@@ -91,7 +91,7 @@ def cpsat_optimum(s: Scenario, mq: MacroQResult) -> float:
     return solver.objective_value / (SC * N * E)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(instances())
 def test_macrow_within_5_percent_of_cpsat(inst):
     s, mq = inst

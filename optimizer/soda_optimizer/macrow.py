@@ -448,12 +448,23 @@ def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, rac
             tmp = [set(c) for c in cur.cand]
             tmp[i] = (ci - {o}) | {n}
             trials.append(tmp)
+    # re-place the PE inside its own rack given everyone else's load
+    if ri:
+        again = _replace(prob, cur.cand, [i], ri)
+        if again is not None:
+            trials.append(again)
     # rack moves, and 2-opt: the PE with its heaviest stream partner
     for r in racks:
         if r != ri:
             moved = _replace(prob, cur.cand, [i], r)
             if moved is not None:
                 trials.append(moved)
+                # ejection chain: the PEs left in the old rack are re-balanced after the move
+                stay = [k for k in range(len(prob.units)) if k != i and ri and Solution(prob, moved).rack(k) == ri]
+                if ri and stay:
+                    reb = _replace(prob, moved, sorted(stay, key=lambda k: -prob.units[k].goal), ri)
+                    if reb is not None:
+                        trials.append(reb)
     for j, _t in sorted(prob.neighbours[i], key=lambda x: -x[1])[:2]:
         for r in racks:
             if r != ri or r != cur.rack(j):

@@ -6,6 +6,8 @@ planner, tests and benchmarks). Every stage runs under its own deadline from the
 
 from __future__ import annotations
 
+import math
+
 from . import macroq as _macroq
 from . import macrow as _macrow
 from . import microq as _microq
@@ -45,7 +47,7 @@ def to_plan(
                     goal_mips=round(goals.get(pid, 0.0), 3),
                     macro_goal_mips=round(mq.goals.get(pid, 0.0), 3),
                     candidates=mw.candidates.get(pid, ()),
-                    fractions={n: round(f, 6) for n, f in (uw.fractions.get(pid, {}) if uw else {}).items()},
+                    fractions={n: math.floor(f * 1e6) / 1e6 for n, f in (uw.fractions.get(pid, {}) if uw else {}).items()},  # floor: never overload
                 )
             )
     stages = [mq.report, mw.report] + ([uq.report] if uq else []) + ([uw.report] if uw else [])

@@ -1,0 +1,79 @@
+"""`kubesoda plan` on every example, and bad inputs giving one clear error without a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EX = ROOT / "examples"
+
+
+def plan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "soda_operator.cli", "plan", *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+@pytest.mark.parametrize(
+    "nodes,example",
+    [("small-8", "small-pipeline"), ("small-8", "alternatives"), ("small-8", "glued"), ("nodes-30", "dac"), ("nodes-30", "lsd")],
+)
+def test_plan_every_example(nodes, example):
+    proc = plan("-f", str(EX / "nodes" / f"{nodes}.yaml"), "-f", str(EX / example), "--json", "--deadline-scale", "0.1")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["feasible"] and doc["errors"] == []
+    admitted = {j["job"] for j in doc["jobs"] if j["admitted"]}
+    assert admitted
+    nodes_cap = {}
+    for pe in doc["pes"]:
+        assert pe["job"] in admitted
+        assert set(pe["fractions"]) <= set(pe["candidates"])
+        for n, f in pe["fractions"].items():
+            nodes_cap[n] = nodes_cap.get(n, 0) + f
+    assert all(v <= 1 + 1e-6 for v in nodes_cap.values())
+    assert [s["stage"] for s in doc["stages"]] == ["macroq", "macrow", "microq", "microw"]
+
+
+def test_plan_table_output():
+    proc = plan("-f", str(EX / "nodes" / "small-8.yaml"), "-f", str(EX / "alternatives"), "--deadline-scale", "0.1")
+    assert proc.returncode == 0
+    assert "default/video" in proc.stdout and "GOAL(MIPS)" in proc.stdout and "macrow" in proc.stdout
+
+
+def test_at_nodes_shrinks_capacity_and_infeasible_exit_code(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text((EX / "small-pipeline" / "pipeline.yaml").read_text().replace("minCpu: 250m", "minCpu: \"9\""))
+    proc = plan("-f", str(EX / "nodes" / "small-8.yaml"), "-f", str(big), "--at-nodes", "2", "--deadline-scale", "0.1")
+    assert proc.returncode == 1
+    assert "feasible: NO" in proc.stdout and "default/clicks" in proc.stdout
+
+
+BAD = {
+    "malformed.yaml": ("kind: StreamJob\nmetadata: {name: x\n", "malformed YAML"),
+    "unknown.yaml": ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "unknown kind 'ConfigMap'"),
+    "noname.yaml": ("apiVersion: kubesoda.io/v1alpha1\nkind: StreamJob\nmetadata: {}\nspec: {templates: [a]}\n", "no metadata.name"),
+    "dangling.yaml": ("apiVersion: kubesoda.io/v1alpha1\nkind: StreamJob\nmetadata: {name: lost}\nspec: {templates: [missing]}\n", "StreamJob default/lost field spec.templates[0]"),
+    "badstream.yaml": (
+        "apiVersion: kubesoda.io/v1alpha1\nkind: StreamTemplate\nmetadata: {name: t}\nspec:\n  pes: [{name: a}]\n  streams: [{from: a, to: b}]\n",
+        "StreamTemplate default/t field spec",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_gives_one_clear_error(tmp_path, name):
+    text, expect = BAD[name]
+    f = tmp_path / name
+    f.write_text(text)
+    proc = plan("-f", str(EX / "nodes" / "small-8.yaml"), "-f", str(EX / "small-pipeline"), "-f", str(f), "--deadline-scale", "0.1")
+    assert proc.returncode == 2, proc.stdout
+    assert "Traceback" not in proc.stderr
+    errs = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errs) == 1 and expect in errs[0], proc.stderr
+    if name in ("dangling.yaml", "badstream.yaml"):
+        assert str(f) in errs[0]  # the file is named
+        assert "default/clicks" in proc.stdout  # the good job is still planned

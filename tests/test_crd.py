@@ -1,0 +1,114 @@
+"""CRD objects <-> Scenario: round trips, units, and one clear error per bad object."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchmarks import workloads
+from soda_operator import crd
+from soda_optimizer.model import Scenario
+
+
+def _roundtrip(s: Scenario) -> Scenario:
+    objs = crd.scenario_to_objects(s)
+    by = {k: [o for o in objs if o["kind"] == k] for k in ("Node", "StreamTemplate", "StreamJob")}
+    back, errors = crd.scenario_from_objects(by["Node"], by["StreamTemplate"], by["StreamJob"])
+    assert errors == []
+    return back
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 40))
+def test_roundtrip_generated_workloads(seed, n_nodes):
+    t, j = workloads.dac(seed)
+    s = workloads.scenario((t, j), workloads.nodes(n_nodes))
+    back = _roundtrip(s)
+    assert [n.model_dump(exclude={"labels"}) for n in back.nodes] == [n.model_dump(exclude={"labels"}) for n in s.nodes]
+    assert {x.name: x for x in back.jobs} == {x.name: x for x in s.jobs}
+    for a in s.templates:
+        b = back.template(a.name)
+        assert b.streams == a.streams and b.sinks == a.sinks and b.primal_inputs == a.primal_inputs
+        for pa, pb in zip(a.pes, b.pes, strict=True):
+            assert pb.model_dump(exclude={"rf"}) == pa.model_dump(exclude={"rf"}) and pb.rf == pa.rf
+
+
+def test_lsd_roundtrip_keeps_glue_and_alternatives():
+    s = workloads.scenario(workloads.lsd(1), workloads.nodes(3))
+    back = _roundtrip(s)
+    assert sum(len(j.imports) for j in back.jobs) == sum(len(j.imports) for j in s.jobs) > 0
+    assert sum(len(j.templates) > 1 for j in back.jobs) == sum(len(j.templates) > 1 for j in s.jobs) > 0
+
+
+def _node(name, cpu="4", mpc=None, ready=True, unschedulable=False):
+    labels = {"kubesoda.io/rack": "r1", "topology.kubernetes.io/zone": "z1"}
+    if mpc is not None:
+        labels["kubesoda.io/mips-per-core"] = mpc
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"unschedulable": unschedulable},
+            "status": {"allocatable": {"cpu": cpu}, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_node_units_and_state():
+    n = crd.node_from_object(_node("a", "3500m", "2000"))
+    assert n.mips == 7000 and n.rack == "r1" and n.zone == "z1" and n.usable
+    assert not crd.node_from_object(_node("b", ready=False)).usable
+    assert not crd.node_from_object(_node("c", unschedulable=True)).usable
+    assert crd.node_from_object(_node("d")).mips == 4000  # default 1000 mips per core
+
+
+def _tmpl(name="t", **spec):
+    base = {"pes": [{"name": "a", "kind": "source", "minCpu": "500m", "maxCpu": 2}, {"name": "b"}],
+            "streams": [{"from": "a", "to": "b"}], "primalInputs": [{"pe": "a", "rate": 10}]}
+    base.update(spec)
+    return {"kind": "StreamTemplate", "metadata": {"name": name, "namespace": "ns"}, "spec": base}
+
+
+def _job(name, templates=("t",), **spec):
+    return {"kind": "StreamJob", "metadata": {"name": name, "namespace": "ns"}, "spec": {"templates": list(templates), **spec}}
+
+
+def test_pe_cpu_quantities_become_mips():
+    t = crd.template_from_object(_tmpl())
+    assert t.pe("a").min_mips == 500 and t.pe("a").max_mips == 2000
+
+
+def test_bad_objects_are_dropped_with_one_error_each_and_others_survive():
+    bad = [
+        (_tmpl("bad-stream", streams=[{"from": "a", "to": "zzz"}]), "StreamTemplate", "unknown PE 'zzz'"),
+        (_tmpl("bad-cpu", pes=[{"name": "a", "minCpu": "3", "maxCpu": "1"}]), "StreamTemplate", "minMips"),
+        (_tmpl("bad-rate", primalInputs=[{"pe": "a", "rate": -5}]), "StreamTemplate", "greater than or equal to 0"),
+        (_tmpl("bad-qty", pes=[{"name": "a", "minCpu": "lots"}]), "StreamTemplate", "not a CPU quantity"),
+    ]
+    jobs = [_job("good"), _job("dangling", templates=("nope",)),
+            _job("orphan", imports=[{"job": "missing", "export": "x", "pe": "a"}])]
+    scen, errors = crd.scenario_from_objects([_node("n")], [_tmpl()] + [b[0] for b in bad], jobs,
+                                             source={"StreamJob/ns/dangling": "jobs.yaml (document 2)"})
+    assert [j.name for j in scen.jobs] == ["ns/good"]
+    msgs = [str(e) for e in errors]
+    assert len(errors) == len(bad) + 2, msgs
+    for obj, kind, text in bad:
+        hit = [m for m in msgs if f"{kind} ns/{obj['metadata']['name']}" in m]
+        assert len(hit) == 1 and text in hit[0], (text, hit)
+    dang = next(e for e in errors if e.name == "ns/dangling")
+    assert dang.field == "spec.templates[0]" and dang.source == "jobs.yaml (document 2)" and "nope" in dang.message
+    assert next(e for e in errors if e.name == "ns/orphan").field == "spec.imports[0].job"
+
+
+def test_import_cycle_is_an_error_not_a_crash():
+    t = _tmpl(exports=[{"name": "o", "pe": "b"}])
+    jobs = [_job("x", imports=[{"job": "y", "export": "o", "pe": "a"}]), _job("y", imports=[{"job": "x", "export": "o", "pe": "a"}]), _job("z")]
+    scen, errors = crd.scenario_from_objects([_node("n")], [t], jobs)
+    assert [j.name for j in scen.jobs] == ["ns/z"]
+    assert {e.name for e in errors} == {"ns/x", "ns/y"} and all("cycle" in e.message for e in errors)
+
+
+def test_previous_state_read_back_from_status_and_pods():
+    job = _job("j")
+    job["status"] = {"phase": "Running", "chosenTemplate": "t", "pes": [{"name": "a", "candidates": ["n1", "n2"]}]}
+    pod = {"metadata": {"namespace": "ns", "labels": {"kubesoda.io/job": "j", "kubesoda.io/pe": "a"},
+                        "annotations": {"kubesoda.io/node": "n1", "kubesoda.io/fraction": "0.25"}}}
+    scen, errors = crd.scenario_from_objects([_node("n1"), _node("n2")], [_tmpl()], [job], pods=[pod])
+    assert not errors
+    assert scen.previous.candidates == {"ns/j:a": ("n1", "n2")}
+    assert scen.previous.fractions == {"ns/j:a": {"n1": 0.25}}
+    assert scen.job("ns/j").chosen_template == "ns/t"
