@@ -1,0 +1,108 @@
+"""Placement benchmark (issue 4; SODA paper 7.2): SODA vs RAND vs RR vs spread.
+
+    .venv/bin/python benchmarks/bench_placement.py [--quick]
+
+For LSD-like and DAC-like workloads at node counts from under- to over-provisioned: macroW time
+and objective at its deadline, microW time, stream affinity (share of traffic staying inside
+nodes, share of streams whose ends share a node) and the maximum link utilisation. Baselines place
+macroQ's goals without stream knowledge. Writes docs/benchmarks/placement.json and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import workloads  # noqa: E402
+from benchmarks.metrics import placement_metrics  # noqa: E402
+from soda_optimizer import baselines, macroq, macrow, microq, microw  # noqa: E402
+from soda_optimizer.model import LinkCapacities, Policy  # noqa: E402
+
+
+def run_case(name: str, wl, n_nodes: int, macrow_deadline: float, reps: int) -> dict:
+    pol = Policy(links=LinkCapacities(rack_uplink=2.5e6, zone_uplink=1e7))
+    s = workloads.scenario(wl, workloads.nodes(n_nodes), pol)
+    t0 = time.perf_counter()
+    q = macroq.solve(s, deadline_s=2.0)
+    tq = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    w = macrow.solve(s, q, deadline_s=macrow_deadline)
+    tw = time.perf_counter() - t0
+    t_first = time.perf_counter()
+    w1 = macrow.solve(s, q, deadline_s=0.01)  # how fast a first feasible solution exists
+    t_first = time.perf_counter() - t_first
+    uq = microq.solve(s, q, w.candidates)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        uw = microw.solve(s, uq.goals, w.candidates)
+        times.append(time.perf_counter() - t0)
+    traffic = q.stream_rates
+    row = {
+        "workload": name,
+        "nodes": n_nodes,
+        "capacity_mips": s.capacity_mips,
+        "demand_mips": sum(q.goals.values()),
+        "admitted_jobs": sum(d.admitted for d in q.decisions),
+        "macroq_s": tq,
+        "macrow_s": tw,
+        "macrow_status": w.report.status,
+        "macrow_objective": w.objective,
+        "macrow_first_solution_s": t_first,
+        "macrow_first_objective": w1.objective,
+        "microw_median_s": statistics.median(times),
+        "microw_deviation_mips": uw.deviation,
+        "soda": placement_metrics(s, uw.fractions, traffic),
+    }
+    for b, fn in (("rand", lambda: baselines.rand(s, q.goals)), ("rr", lambda: baselines.rr(s, q.goals)), ("spread", lambda: baselines.spread(s, q.goals))):
+        row[b] = placement_metrics(s, fn(), traffic)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer node counts, 2 s macroW deadline")
+    args = ap.parse_args()
+    counts = [20, 30, 50, 82, 100] if not args.quick else [30, 82]
+    deadline = 2.0 if args.quick else 5.0
+    rows = []
+    for name, wl in (("lsd", workloads.lsd()), ("dac", workloads.dac())):
+        for n in counts:
+            r = run_case(name, wl, n, deadline, reps=5)
+            rows.append(r)
+            print(f"{name} n={n}: macroW {r['macrow_s']:.2f}s ({r['macrow_status']}, first {r['macrow_first_solution_s']:.2f}s) "
+                  f"microW {r['microw_median_s'] * 1000:.1f}ms  intra-node traffic SODA {r['soda']['intra_node_traffic']:.2f} "
+                  f"RAND {r['rand']['intra_node_traffic']:.2f} RR {r['rr']['intra_node_traffic']:.2f} spread {r['spread']['intra_node_traffic']:.2f}", flush=True)
+    out = ROOT / "docs" / "benchmarks"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "placement.json").write_text(json.dumps({"command": "benchmarks/bench_placement.py" + (" --quick" if args.quick else ""), "rows": rows}, indent=2))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+        for ax, metric, title in zip(axes, ("intra_node_traffic", "colocated_streams", "max_link_util"),
+                                     ("share of traffic inside nodes", "share of streams with both ends on a node", "max link utilisation")):
+            for alg in ("soda", "rand", "rr", "spread"):
+                xs = [r["nodes"] for r in rows if r["workload"] == "lsd"]
+                ax.plot(xs, [r[alg][metric] for r in rows if r["workload"] == "lsd"], marker="o", label=alg.upper())
+            ax.set_title(f"LSD: {title}")
+            ax.set_xlabel("nodes")
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "placement.png", dpi=90)
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
