@@ -1,0 +1,225 @@
+"""The macro and micro loops: snapshot -> crd -> optimizer -> Plan -> apply (SODA paper section 4).
+
+- macro epoch (every ``Policy.macro_epoch_s``, and soon after a relevant change, debounced):
+  macroQ + macroW on a consistent snapshot, then a micro step, then apply: admitted jobs get
+  their PE instances, rejected jobs lose theirs, every StreamJob gets its status and an Event
+  when its admission changes. A running job's template never changes (crd reads it back from
+  status);
+- micro epoch (every ``Policy.micro_epoch_s``): microQ + microW from the live node set and the
+  fractions read back from the pods (never from memory); creates, resizes in place, deletes.
+  A node that went NotReady or away loses its fractions within one micro epoch; when a PE has no
+  usable candidate left, a macro epoch is triggered.
+
+All state that must survive a restart is in the API server; the only memory is the last macroQ
+result (component curves), recomputed by a macro epoch after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from soda_optimizer import pipeline
+from soda_optimizer.model import Scenario
+from soda_optimizer.plan import Plan
+from soda_optimizer.stages import MacroQResult, MacroWResult
+
+from . import crd, metrics
+from .apply import Applier, Instance
+
+log = logging.getLogger("kubesoda.epochs")
+
+
+@dataclass
+class Snapshot:
+    nodes: list[dict[str, Any]]
+    templates: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]
+    policy: dict[str, Any] | None
+    pods: list[dict[str, Any]]
+
+
+class Loops:
+    def __init__(self, api: client.ApiClient):
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.applier = Applier(api)
+        self.last: tuple[MacroQResult, MacroWResult, set[str]] | None = None
+        self.macro_due = threading.Event()
+        self.micro_due = threading.Event()
+        self.lock = threading.Lock()
+
+    # ------------------------------------------------------------------ snapshot
+    def snapshot(self) -> Snapshot:
+        s = self.api.sanitize_for_serialization
+        nodes = [s(n) for n in self.core.list_node().items]
+        templates = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamtemplates")["items"]
+        jobs = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs")["items"]
+        try:
+            policy = self.custom.get_cluster_custom_object(crd.GROUP, crd.VERSION, "schedulingpolicies", "default")
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+            policy = None
+        pods = [s(p) for p in self.core.list_pod_for_all_namespaces(label_selector=crd.LABEL_JOB).items]
+        return Snapshot(nodes, templates, jobs, policy, pods)
+
+    def policy_epochs(self, snap: Snapshot | None = None) -> tuple[float, float]:
+        pol, _ = crd.policy_from_object((snap.policy if snap else None) or None)
+        return pol.macro_epoch_s, pol.micro_epoch_s
+
+    # ------------------------------------------------------------------ epochs
+    def macro_epoch(self) -> Plan | None:
+        with self.lock:
+            t0 = time.perf_counter()
+            snap = self.snapshot()
+            scen, errors = crd.scenario_from_objects(snap.nodes, snap.templates, snap.jobs, snap.policy, snap.pods)
+            self._report_invalid(snap, errors)
+            mq, mw = pipeline.macro(scen)
+            for st in (mq.report, mw.report):
+                metrics.STAGE_SECONDS.labels(st.stage).observe(st.seconds)
+            if mq.report.status == "infeasible" or mw.report.status == "infeasible":
+                plan = pipeline.to_plan(scen, mq, mw, None, None)
+                self._apply(snap, scen, plan, {})
+                log.warning("macro epoch infeasible: %s", plan.message)
+                self.last = None
+                return plan
+            self.last = (mq, mw, {j.name for j in scen.jobs})
+            plan = self._micro(snap, scen, mq, mw)
+            metrics.EPOCH_SECONDS.labels("macro").observe(time.perf_counter() - t0)
+            log.info("macro epoch: %d/%d jobs admitted, importance %.2f, %.2fs", sum(d.admitted for d in plan.jobs), len(plan.jobs),
+                     plan.importance, time.perf_counter() - t0)
+            return plan
+
+    def micro_epoch(self) -> Plan | None:
+        if self.last is None:
+            return self.macro_epoch()
+        with self.lock:
+            t0 = time.perf_counter()
+            snap = self.snapshot()
+            scen, errors = crd.scenario_from_objects(snap.nodes, snap.templates, snap.jobs, snap.policy, snap.pods)
+            mq, mw, jobs = self.last
+            if {j.name for j in scen.jobs} != jobs:
+                self.macro_due.set()  # jobs came or went: that is the macro model's decision
+            usable = {n.name for n in scen.usable_nodes()}
+            if any(not (set(c) & usable) for c in mw.candidates.values()):
+                self.macro_due.set()
+            plan = self._micro(snap, scen, mq, mw)
+            metrics.EPOCH_SECONDS.labels("micro").observe(time.perf_counter() - t0)
+            return plan
+
+    def _micro(self, snap: Snapshot, scen: Scenario, mq: MacroQResult, mw: MacroWResult) -> Plan:
+        # jobs that disappeared since macroQ keep nothing
+        live = {j.name for j in scen.jobs}
+        uq, uw = pipeline.micro(scen, mq, {p: c for p, c in mw.candidates.items() if p.split(":")[0] in live})
+        for st in (uq.report, uw.report):
+            metrics.STAGE_SECONDS.labels(st.stage).observe(st.seconds)
+        plan = pipeline.to_plan(scen, mq, mw, uq, uw)
+        self._apply(snap, scen, plan, uw.fractions)
+        return plan
+
+    # ------------------------------------------------------------------ apply
+    def _apply(self, snap: Snapshot, scen: Scenario, plan: Plan, fractions: dict[str, dict[str, float]]) -> None:
+        node_cores = {n.name: n.cores for n in scen.nodes}
+        jobs_by_key = {crd.key(j): j for j in snap.jobs}
+        tmpl_by_key = {crd.key(t): t for t in snap.templates}
+        admitted = {d.job: d for d in plan.jobs if d.admitted}
+        wanted: list[Instance] = []
+        for pe in plan.pes:
+            if pe.job not in admitted:
+                continue
+            job_obj = jobs_by_key[pe.job]
+            ns, jname = pe.job.split("/", 1)
+            tmpl = tmpl_by_key.get(admitted[pe.job].template or "")
+            spec = next((p for p in ((tmpl or {}).get("spec") or {}).get("pes") or [] if p.get("name") == pe.name), {})
+            for node, f in fractions.get(pe.pe, {}).items():
+                if f > 0 and node in node_cores:
+                    wanted.append(Instance(ns, jname, pe.name, node, f, node_cores[node], pe.candidates, spec, job_obj))
+        managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
+        counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
+        for key in {p.job for p in plan.pes if p.job in admitted}:
+            ns, jname = key.split("/", 1)
+            for pe in {p.name for p in plan.pes if p.job == key}:
+                self.applier.ensure_service(ns, jname, pe, jobs_by_key[key])
+        pods_by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in snap.pods}
+        for j in scen.jobs:
+            obj = jobs_by_key[j.name]
+            ns, name = j.name.split("/", 1)
+            inst: dict[str, list[dict]] = {}
+            running = True
+            for w in (i for i in wanted if i.namespace == ns and i.job == name):
+                pod = pods_by_name.get((ns, w.name))
+                phase = ((pod or {}).get("status") or {}).get("phase")
+                running &= phase == "Running"
+                inst.setdefault(w.pe, []).append({"node": w.node, "fraction": round(w.fraction, 6), "pod": w.name})
+            status = crd.job_status(plan, j.name, (obj.get("metadata") or {}).get("generation"), inst)
+            if status["phase"] == "Admitted" and running and inst:
+                status["phase"] = "Running"
+            if not plan.feasible and j.name not in admitted:
+                status.update(phase="Rejected", reason=status.get("reason") or "Infeasible", message=plan.message)
+            old = obj.get("status") or {}
+            if old.get("phase") != status["phase"] or old.get("reason") != status.get("reason"):
+                self.applier.event(obj, status["phase"], status.get("message") or status.get("reason") or status["phase"],
+                                   "Normal" if status["phase"] in ("Admitted", "Running") else "Warning")
+            self.applier.job_status(ns, name, status)
+        metrics.IMPORTANCE.set(plan.importance)
+        metrics.JOBS.labels("admitted").set(len(admitted))
+        metrics.JOBS.labels("rejected").set(len(plan.jobs) - len(admitted))
+        if any(counts.values()):
+            log.info("applied: %s", counts)
+
+    def _report_invalid(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
+        jobs_by_key = {crd.key(j): j for j in snap.jobs}
+        for e in errors:
+            log.warning("invalid object: %s", e)
+            if e.kind != "StreamJob" or e.name not in jobs_by_key:
+                continue
+            obj = jobs_by_key[e.name]
+            ns, name = e.name.split("/", 1)
+            status = {"phase": "Invalid", "reason": "InvalidSpec", "message": f"{e.field}: {e.message}" if e.field else e.message,
+                      "observedGeneration": (obj.get("metadata") or {}).get("generation")}
+            if (obj.get("status") or {}).get("message") != status["message"]:
+                self.applier.event(obj, "InvalidSpec", status["message"], "Warning")
+            self.applier.job_status(ns, name, status)
+
+    # ------------------------------------------------------------------ loop
+    def run(self, stop: threading.Event, debounce_s: float = 1.0) -> None:
+        """Run both loops until ``stop`` is set (the leader's daemon)."""
+        next_macro = 0.0
+        next_micro = 0.0
+        while not stop.is_set():
+            try:
+                macro_s, micro_s = self.policy_epochs(None)
+                try:
+                    pol = self.custom.get_cluster_custom_object(crd.GROUP, crd.VERSION, "schedulingpolicies", "default")
+                    macro_s, micro_s = self.policy_epochs(Snapshot([], [], [], pol, []))
+                except client.ApiException:
+                    pass
+                now = time.monotonic()
+                if self.macro_due.is_set():
+                    self.macro_due.clear()
+                    stop.wait(debounce_s)
+                    next_macro = 0.0
+                if now >= next_macro:
+                    self.macro_epoch()
+                    next_macro = time.monotonic() + macro_s
+                    next_micro = time.monotonic() + micro_s
+                elif now >= next_micro or self.micro_due.is_set():
+                    self.micro_due.clear()
+                    self.micro_epoch()
+                    next_micro = time.monotonic() + micro_s
+            except Exception:  # never crash-loop: log and try again next tick
+                log.exception("epoch failed")
+                stop.wait(2.0)
+            wait = max(0.05, min(next_macro, next_micro) - time.monotonic())
+            # wake early when a handler flags work
+            for _ in range(int(wait / 0.1) + 1):
+                if stop.is_set() or self.macro_due.is_set() or self.micro_due.is_set():
+                    break
+                time.sleep(min(0.1, wait))

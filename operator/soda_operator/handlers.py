@@ -1,0 +1,73 @@
+"""Kopf handlers: watches that wake the loops, and the daemon that runs them on the leader.
+
+- StreamJob: a change of spec (``metadata.generation`` ahead of ``status.observedGeneration``) or a
+  deletion asks for a macro epoch (debounced by the loop); status-only writes, including ours, do not;
+- StreamTemplate and SchedulingPolicy: any change asks for a macro epoch;
+- Node: a change of readiness, cordon, allocatable CPU or SODA labels, or a deletion, asks for a
+  micro epoch (handled within one micro epoch, as the issue requires);
+- the daemon on SchedulingPolicy ``default`` runs the macro and micro loops. Kopf stops daemons on
+  a replica that peering pauses, so with ``kubesoda run --peering`` only the highest-priority replica
+  acts (leader election).
+
+Validation failures never reach Kopf as exceptions: the loops write them to the StreamJob's status
+and an Event.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from . import crd
+from .epochs import Loops
+
+log = logging.getLogger("kubesoda.handlers")
+LOOPS: Loops | None = None
+_nodes: dict[str, tuple] = {}
+
+
+def _loops() -> Loops:
+    assert LOOPS is not None, "handlers registered before the loops were created"
+    return LOOPS
+
+
+@kopf.on.event(crd.GROUP, crd.VERSION, "streamjobs")
+def on_job(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+    gen = body.get("metadata", {}).get("generation")
+    seen = (body.get("status") or {}).get("observedGeneration")
+    if event.get("type") == "DELETED" or gen != seen:
+        _loops().macro_due.set()
+
+
+@kopf.on.event(crd.GROUP, crd.VERSION, "streamtemplates")
+def on_template(**_: Any) -> None:
+    _loops().macro_due.set()
+
+
+@kopf.on.event(crd.GROUP, crd.VERSION, "schedulingpolicies")
+def on_policy(**_: Any) -> None:
+    _loops().macro_due.set()
+
+
+@kopf.on.event("", "v1", "nodes")
+def on_node(event: dict[str, Any], body: kopf.Body, name: str, **_: Any) -> None:
+    if event.get("type") == "DELETED":
+        _nodes.pop(name, None)
+        _loops().micro_due.set()
+        return
+    st = body.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
+    labels = body.get("metadata", {}).get("labels") or {}
+    state = (ready, bool((body.get("spec") or {}).get("unschedulable")), (st.get("allocatable") or {}).get("cpu"),
+             labels.get(crd.MIPS_LABEL), labels.get(crd.DEFAULT_RACK_LABEL), labels.get(crd.ZONE_LABEL))
+    if _nodes.get(name) != state:
+        _nodes[name] = state
+        _loops().micro_due.set()
+
+
+@kopf.daemon(crd.GROUP, crd.VERSION, "schedulingpolicies", when=lambda name, **_: name == "default", cancellation_timeout=10)
+def scheduler_loops(stopped: kopf.DaemonStopped, **_: Any) -> None:
+    log.info("this replica runs the SODA loops")
+    _loops().run(stopped)  # type: ignore[arg-type]
