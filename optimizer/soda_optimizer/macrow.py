@@ -474,7 +474,17 @@ def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, rac
     return trials
 
 
-def _mini_w(prob: Problem, start: Solution, deadline: float, seed: int = 0, max_stale: int = 30) -> tuple[Solution, int]:
+def _from_previous(prob: Problem) -> Solution | None:
+    """The previous epoch's candidates, when every PE has some and they satisfy every constraint."""
+    if not prob.units or any(not u.prev for u in prob.units):
+        return None
+    sol = Solution(prob, [set(u.prev) for u in prob.units])
+    if _violations(prob, _as_candidates(prob, sol)):
+        return None
+    return sol
+
+
+def _mini_w(prob: Problem, start: Solution, deadline: float, seed: int = 0, max_stale: int = 30, min_gain: float = 0.0) -> tuple[Solution, int]:
     """Local search from ``start``: first-improvement over the neighbourhood of each PE, PEs in
     decreasing order of the traffic they send across links; a random rack move perturbs the
     solution when a whole pass finds nothing; stops at the deadline or after ``max_stale``
@@ -495,14 +505,14 @@ def _mini_w(prob: Problem, start: Solution, deadline: float, seed: int = 0, max_
                 moves += 1
                 sol = Solution(prob, tmp)
                 obj = sol.objective()
-                if obj < cur_obj - 1e-12 and not _violations(prob, _as_candidates(prob, sol)):
+                if obj < cur_obj - 1e-12 - min_gain * abs(cur_obj) and not _violations(prob, _as_candidates(prob, sol)):
                     cur, cur_obj, improved = sol, obj, True
                     break
         if cur_obj < best_obj - 1e-12:
             best, best_obj, stale = cur.copy(), cur_obj, 0
         if not improved:
             stale += 1
-            if not prob.units:
+            if not prob.units or min_gain > 0:
                 break
             i = rng.randrange(len(prob.units))
             kick = _replace(prob, cur.cand, [i], rng.choice(racks))
@@ -528,6 +538,17 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         return MacroWResult({}, None, report("infeasible", None, "no usable nodes"), violated="(12) no usable node")
     stage = "miniw"
     racks = None
+    start = _from_previous(prob)
+    min_gain = 0.0
+    if start is not None:
+        # miniW's initialisation from the previous epoch's solution: where it is still feasible
+        # the candidates stay, and miniW moves them only for a clear (2%) gain (stability: every
+        # move of a candidate set restarts PE instances)
+        stage, min_gain = "previous epoch", 0.02
+        best, moves = _mini_w(prob, start, deadline, min_gain=min_gain)
+        cands = _as_candidates(prob, best)
+        return MacroWResult(cands, best.objective(), report("feasible" if time.monotonic() < deadline else "deadline", best.objective(),
+                                                             f"{stage}, miniW {moves} moves"))
     if method == "milp":
         racks = _top_level_milp(prob, 0.4 * budget)
         stage = "toplevel-milp" if racks else "greedy (MILP gave no solution)"

@@ -1,0 +1,225 @@
+"""The operator and the extender, live: real kube-scheduler calling the extender, KWOK nodes.
+
+The operator runs as a subprocess (`kubesoda run`), exactly as a user starts it, with short epochs
+from the SchedulingPolicy.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUP, VERSION = "kubesoda.io", "v1alpha1"
+
+POLICY = """apiVersion: kubesoda.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: default}
+spec:
+  macroEpochSeconds: 6
+  microEpochSeconds: 2
+  macroQDeadlineSeconds: 1
+  macroWDeadlineSeconds: 1
+"""
+
+BRANCHES = """apiVersion: kubesoda.io/v1alpha1
+kind: StreamTemplate
+metadata: {name: branches}
+spec:
+  pes:
+  - {name: src, kind: source, resourceFunction: {a: 0.1}}
+  - {name: hot, kind: sink, resourceFunction: {a: 0.001, b: 1}}
+  - {name: cold, kind: sink, minCpu: 100m, resourceFunction: {a: 0.001, b: 1}}
+  streams:
+  - {from: src, to: hot}
+  - {from: src, to: cold}
+  sinks: [{pe: hot, weight: 1}, {pe: cold, weight: 1}]
+  primalInputs: [{pe: src, rate: 100}]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: StreamJob
+metadata: {name: branchy}
+spec: {templates: [branches], rank: 1, required: true}
+"""
+
+BIG = """apiVersion: kubesoda.io/v1alpha1
+kind: StreamTemplate
+metadata: {name: big}
+spec:
+  pes:
+  - {name: a, kind: source, minCpu: "3", resourceFunction: {a: 0.01}}
+  - {name: b, kind: sink, minCpu: "3", resourceFunction: {a: 0.001, b: 1}}
+  streams: [{from: a, to: b}]
+  sinks: [{pe: b, weight: 1}]
+  primalInputs: [{pe: a, rate: 60}]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: StreamJob
+metadata: {name: lowrank}
+spec: {templates: [big], rank: 3}
+"""
+
+
+@pytest.fixture(scope="module")
+def operator(kubectl, extender_port):
+    kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    for name in ("streamtemplates", "streamjobs", "schedulingpolicies"):
+        kubectl("wait", "--for=condition=Established", f"crd/{name}.kubesoda.io", "--timeout=60s")
+    kubectl("apply", "-f", "-", input=POLICY)
+    proc = Operator(extender_port)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+class Operator:
+    def __init__(self, port: int):
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+        self.log = open(os.environ.get("KUBESODA_OPERATOR_LOG", "/tmp/kubesoda-e2e-operator.log"), "a")
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", str(self.port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def job(kube, ns, name):
+    return kube.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "streamjobs", name)
+
+
+def pe_pods(kube, ns, jobname):
+    return kube.core.list_namespaced_pod(ns, label_selector=f"kubesoda.io/job={jobname}").items
+
+
+def running_as_planned(kube, ns, jobname):
+    """Job Running; every instance pod Running on its planned node with CPU = fraction x cores."""
+    st = job(kube, ns, jobname).get("status") or {}
+    if st.get("phase") != "Running":
+        return False
+    pods = pe_pods(kube, ns, jobname)
+    planned = {(i["pod"], i["node"], i["fraction"]) for pe in st.get("pes", []) for i in pe.get("instances", [])}
+    if not pods or len(pods) != len(planned):
+        return False
+    cores = {n.metadata.name: float(n.status.allocatable["cpu"]) for n in kube.core.list_node().items}
+    for p in pods:
+        ann = p.metadata.annotations
+        if p.status.phase != "Running" or p.spec.node_name != ann["kubesoda.io/node"]:
+            return False
+        cpu = p.spec.containers[0].resources.limits["cpu"]
+        milli = int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+        if abs(milli - round(float(ann["kubesoda.io/fraction"]) * cores[p.spec.node_name] * 1000)) > 1:
+            return False
+        if (p.metadata.name, p.spec.node_name, round(float(ann["kubesoda.io/fraction"]), 6)) not in planned:
+            return False
+    return pods
+
+
+def test_job_admitted_and_instances_run_on_planned_nodes(operator, kube, kubectl, namespace, wait_for):
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+    pods = wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running as planned")
+    st = job(kube, namespace, "clicks")["status"]
+    assert st["chosenTemplate"] == "clickstream" and st["revisedRank"] == 1 and st["importance"] > 0
+    assert {p.metadata.labels["kubesoda.io/pe"] for p in pods} == {"ingest", "parse", "enrich", "score"}
+    assert all(p.spec.scheduler_name == "kubesoda" for p in pods)
+    # a headless Service per PE
+    svcs = {s.metadata.name for s in kube.core.list_namespaced_service(namespace).items}
+    assert {"clicks-ingest", "clicks-parse", "clicks-enrich", "clicks-score"} <= svcs
+    events = kube.core.list_namespaced_event(namespace).items
+    assert any(e.involved_object.name == "clicks" and e.reason in ("Admitted", "Running") for e in events)
+
+
+def test_weight_to_zero_shrinks_cpu_in_place(operator, kube, kubectl, namespace, wait_for):
+    kubectl("apply", "-n", namespace, "-f", "-", input=BRANCHES)
+    wait_for(lambda: running_as_planned(kube, namespace, "branchy"), timeout=90, what="branchy Running")
+    before = {p.metadata.labels["kubesoda.io/pe"]: p for p in pe_pods(kube, namespace, "branchy")}
+    def milli(p):
+        cpu = p.spec.containers[0].resources.limits["cpu"]
+        return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+
+    cold_cpu = milli(before["cold"])
+    kube.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "streamjobs", "branchy", {"spec": {"weightOverrides": {"sink:cold": 0}}})
+
+    def shrunk():
+        pods = [p for p in pe_pods(kube, namespace, "branchy") if p.metadata.labels["kubesoda.io/pe"] == "cold"]
+        return len(pods) == 1 and milli(pods[0]) < cold_cpu and pods[0]
+    cold = wait_for(shrunk, timeout=60, what="cold PE's CPU shrinking")
+    assert milli(cold) <= 250  # its minimum (100m) rounded up to macroQ's resolution
+    assert cold.metadata.uid == before["cold"].metadata.uid, "the pod was replaced instead of resized"
+    assert cold.status.container_statuses[0].restart_count == 0
+    hot = [p for p in pe_pods(kube, namespace, "branchy") if p.metadata.labels["kubesoda.io/pe"] == "hot"][0]
+    assert hot.metadata.uid == before["hot"].metadata.uid
+
+
+def test_bad_job_gets_status_and_others_keep_working(operator, kube, kubectl, namespace, wait_for):
+    kubectl("apply", "-n", namespace, "-f", "-", input="apiVersion: kubesoda.io/v1alpha1\nkind: StreamJob\nmetadata: {name: broken}\nspec: {templates: [does-not-exist]}\n")
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "glued"))
+    st = wait_for(lambda: (job(kube, namespace, "broken").get("status") or {}).get("phase") == "Invalid" and job(kube, namespace, "broken")["status"],
+                  timeout=60, what="broken job marked Invalid")
+    assert "spec.templates[0]" in st["message"] and "does-not-exist" in st["message"]
+    wait_for(lambda: running_as_planned(kube, namespace, "alerts") and running_as_planned(kube, namespace, "features"), timeout=90,
+             what="glued jobs running")
+    assert job(kube, namespace, "features")["status"]["revisedRank"] == 1  # revised by its dependent
+
+
+def test_restart_mid_epoch_duplicates_nothing(operator, kube, kubectl, namespace, wait_for):
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+    wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running")
+    before = {p.metadata.name: p.metadata.uid for p in pe_pods(kube, namespace, "clicks")}
+    operator.stop(signal.SIGKILL)
+    operator.start()
+    time.sleep(10)  # several micro epochs and a macro epoch of the new process
+    after = wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=60, what="clicks Running after restart")
+    assert {p.metadata.name: p.metadata.uid for p in after} == before
+
+
+def test_capacity_shrinks_low_rank_rejected_required_stays(operator, kube, kubectl, namespace, wait_for):
+    kubectl("apply", "-n", namespace, "-f", "-", input=BRANCHES)
+    kubectl("apply", "-n", namespace, "-f", "-", input=BIG)
+    wait_for(lambda: running_as_planned(kube, namespace, "lowrank") and running_as_planned(kube, namespace, "branchy"), timeout=90,
+             what="both jobs running")
+    nodes = sorted(n.metadata.name for n in kube.core.list_node().items if "kubesoda.io/rack" in (n.metadata.labels or {}))
+    removed = nodes[1:]
+    try:
+        for n in removed:
+            kube.core.delete_node(n)
+        st = wait_for(lambda: (s := job(kube, namespace, "lowrank").get("status") or {}).get("phase") == "Rejected" and s,
+                      timeout=90, what="low-rank job rejected")
+        assert st["reason"] in ("capacity", "rank-waterline")
+        wait_for(lambda: not pe_pods(kube, namespace, "lowrank"), timeout=60, what="rejected job loses its pods")
+        wait_for(lambda: running_as_planned(kube, namespace, "branchy"), timeout=90, what="required job still running")
+        assert all(p.spec.node_name == nodes[0] for p in pe_pods(kube, namespace, "branchy"))
+    finally:
+        topo = os.environ.get("KUBESODA_TOPOLOGY", str(ROOT / "hack" / "topologies" / "small.yaml"))
+        subprocess.run([sys.executable, str(ROOT / "hack" / "nodes.py"), topo], check=False, timeout=120)
+
+
+def test_extender_passes_foreign_pods_and_filters_kubesoda_pods(operator, extender_port):
+    import json
+    import urllib.request
+
+    def post(verb, body):
+        req = urllib.request.Request(f"http://127.0.0.1:{extender_port}/{verb}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        return json.loads(urllib.request.urlopen(req, timeout=5).read())
+
+    foreign = {"Pod": {"metadata": {"name": "x"}}, "NodeNames": ["a", "b"]}
+    assert post("filter", foreign)["NodeNames"] == ["a", "b"]
+    ours = {"Pod": {"metadata": {"name": "y", "labels": {"kubesoda.io/job": "j"}, "annotations": {"kubesoda.io/node": "b"}}}, "NodeNames": ["a", "b"]}
+    res = post("filter", ours)
+    assert res["NodeNames"] == ["b"] and "a" in res["FailedNodes"]
+    assert post("prioritize", ours) == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": 10}]
