@@ -1,25 +1,60 @@
 #!/usr/bin/env bash
-# make demo: start the local control plane with a labelled topology, show the nodes, then show
-# what the SODA scheduler would do with the example workload (kubesoda plan, offline).
-# The cluster stays up; stop it with `make cluster-down`.
+# make demo: the whole story on the local control plane, non-interactive.
+#  1. start the control plane with a labelled topology and show the nodes (rack, zone, mips);
+#  2. show offline what SODA would do (kubesoda plan);
+#  3. install the CRDs, start the operator and the extender (kubesoda run), apply the examples
+#     with kubectl and watch admission and placement (printer columns, pods on planned nodes);
+#  4. remove nodes and watch the plan move: low-rank work is rejected, required work stays;
+#  5. stop the operator; the cluster stays up (make cluster-down stops it).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 state="${KUBESODA_STATE:-$repo/.local/cluster}"
+kubesoda="$repo/.venv/bin/kubesoda"
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
 "$here/cluster-up.sh" "${TOPOLOGY:-$here/topologies/small.yaml}"
 # shellcheck disable=SC1091
 source "$state/env"
+
+say "1. nodes of the local control plane (KWOK), with their SODA labels"
+kubectl get nodes -o custom-columns='NAME:.metadata.name,ZONE:.metadata.labels.topology\.kubernetes\.io/zone,RACK:.metadata.labels.kubesoda\.io/rack,MIPS/CORE:.metadata.labels.kubesoda\.io/mips-per-core,CPU:.status.allocatable.cpu,READY:.status.conditions[?(@.type=="Ready")].status'
+
+say "2. offline: kubesoda plan -f examples/nodes/small-8.yaml -f examples/alternatives"
+"$kubesoda" plan -f "$repo/examples/nodes/small-8.yaml" -f "$repo/examples/alternatives" --deadline-scale 0.2
+
+say "3. install the CRDs and a SchedulingPolicy with short epochs, start the operator + extender"
+kubectl apply -f "$repo/crds" >/dev/null
+kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: kubesoda.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: default}
+spec: {macroEpochSeconds: 8, microEpochSeconds: 2, macroQDeadlineSeconds: 1, macroWDeadlineSeconds: 1}
+YAML
+"$kubesoda" run --extender-port "$KUBESODA_EXTENDER_PORT" >"$state/logs/operator.log" 2>&1 &
+op=$!
+echo "$op" >"$state/pids/operator"
+trap 'kill $op 2>/dev/null || true' EXIT
+sleep 3
+kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -n demo -f "$repo/examples/small-pipeline" -f "$repo/examples/alternatives" -f "$repo/examples/glued"
+for t in 2 6 12; do
+  sleep "$t"
+  echo "-- after ${t}s more:"
+  kubectl get streamjobs -n demo
+done
 echo
-echo "== nodes of the local control plane (KWOK), with their SODA labels"
-kubectl get nodes -L topology.kubernetes.io/zone,kubesoda.io/rack,kubesoda.io/mips-per-core \
-  -o custom-columns='NAME:.metadata.name,ZONE:.metadata.labels.topology\.kubernetes\.io/zone,RACK:.metadata.labels.kubesoda\.io/rack,MIPS/CORE:.metadata.labels.kubesoda\.io/mips-per-core,CPU:.status.allocatable.cpu,READY:.status.conditions[?(@.type=="Ready")].status'
-if [ -d "$repo/examples" ] && [ -x "$repo/.venv/bin/kubesoda" ]; then
-  for ex in "$repo"/examples/small-pipeline "$repo"/examples/alternatives; do
-    [ -d "$ex" ] || continue
-    echo
-    echo "== kubesoda plan -f $(basename "$ex") (offline: what the scheduler would do)"
-    "$repo/.venv/bin/kubesoda" plan -f "$ex" || true
-  done
-fi
+kubectl get pods -n demo -o custom-columns='POD:.metadata.name,PE:.metadata.labels.kubesoda\.io/pe,PLANNED:.metadata.annotations.kubesoda\.io/node,NODE:.spec.nodeName,FRACTION:.metadata.annotations.kubesoda\.io/fraction,CPU:.spec.containers[0].resources.limits.cpu,STATUS:.status.phase'
+
+say "4. lose 5 of the 8 nodes: the plan moves (watch the video job, rank 2)"
+kubectl get nodes -o name | tail -5 | xargs kubectl delete --wait=false
+sleep 14
+kubectl get streamjobs -n demo
+kubectl get pods -n demo -o custom-columns='POD:.metadata.name,NODE:.spec.nodeName,CPU:.spec.containers[0].resources.limits.cpu,STATUS:.status.phase'
 echo
+kubectl get events -n demo --field-selector involvedObject.kind=StreamJob -o custom-columns='JOB:.involvedObject.name,REASON:.reason,MESSAGE:.message' | tail -8
+
+say "5. restoring the nodes; the operator stops here (kubesoda run to start it again)"
+"$repo/.venv/bin/python" "$here/nodes.py" "${TOPOLOGY:-$here/topologies/small.yaml}"
 echo "The cluster keeps running: export KUBECONFIG=$state/kubeconfig ; stop it with: make cluster-down"

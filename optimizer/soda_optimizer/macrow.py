@@ -369,7 +369,19 @@ def _choose_nodes(prob: Problem, i: int, rack: str, cand: list[set[str]], load: 
         return True
 
     ok = [n for n in nodes if allowed(n)]
-    ok.sort(key=lambda n: (n not in u.prev, load[n] / prob.nodes[n].mips, n))
+    # greedy by stream traffic (paper 5.2.3.3): prefer the nodes where this PE's stream partners
+    # already are, as long as the node stays within its capacity; then the least loaded
+    aff = dict.fromkeys(ok, 0.0)
+    for j, t in prob.neighbours[i]:
+        for n in cand[j]:
+            if n in aff:
+                aff[n] += t / len(cand[j])
+
+    def order(n: str) -> tuple:
+        fits = load[n] + prob.weight(i, n) <= prob.nodes[n].mips
+        return (n not in u.prev, not fits, -aff[n] if fits else 0.0, load[n] / prob.nodes[n].mips, n)
+
+    ok.sort(key=order)
     chosen: set[str] = set()
     capsum = 0.0
     need = u.need
@@ -388,7 +400,14 @@ def _choose_nodes(prob: Problem, i: int, rack: str, cand: list[set[str]], load: 
 def _build(prob: Problem, racks: dict[int, str]) -> Solution | None:
     cand: list[set[str]] = [set() for _ in prob.units]
     load = dict.fromkeys(prob.nodes, 0.0)
-    order = sorted(range(len(prob.units)), key=lambda i: (-prob.units[i].goal, i))
+    # place PEs along their streams (heaviest first), so partners see each other's nodes
+    g = nx.Graph()
+    g.add_nodes_from(range(len(prob.units)))
+    g.add_weighted_edges_from((a, b, t) for (a, b), t in prob.traffic.items())
+    order: list[int] = []
+    for comp in sorted(nx.connected_components(g), key=lambda c: -sum(prob.units[k].goal for k in c)):
+        root = max(comp, key=lambda k: (sum(t for _, t in prob.neighbours[k]), -k))
+        order.extend(nx.dfs_preorder_nodes(g, root))
     for i in order:
         c = _choose_nodes(prob, i, racks[i], cand, load)
         if c is None:
@@ -444,7 +463,7 @@ def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, rac
         ins = [n for n in prob.topo.racks[ri] if n not in ci and n in prob.match[i]]
         pairs = [(o, n) for o in sorted(ci) for n in ins]
         rng.shuffle(pairs)
-        for o, n in pairs[:12]:
+        for o, n in pairs[:48]:
             tmp = [set(c) for c in cur.cand]
             tmp[i] = (ci - {o}) | {n}
             trials.append(tmp)
@@ -453,6 +472,14 @@ def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, rac
         again = _replace(prob, cur.cand, [i], ri)
         if again is not None:
             trials.append(again)
+    # single-node candidate sets anywhere (covers moves the greedy re-placement would not pick)
+    if u.min_c <= 1:
+        singles = [n for n in prob.match[i] if {n} != ci and prob.H(i, n) + 1e-9 >= u.need]
+        rng.shuffle(singles)
+        for n in singles[:16]:
+            tmp = [set(c) for c in cur.cand]
+            tmp[i] = {n}
+            trials.append(tmp)
     # rack moves, and 2-opt: the PE with its heaviest stream partner
     for r in racks:
         if r != ri:
