@@ -1,0 +1,134 @@
+"""The Helm chart on the real control plane: install, upgrade, uninstall; and least privilege:
+the operator passes its scenario with only the chart's ServiceAccount permissions, and fails
+when one verb is taken away."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HELM = str(ROOT / "hack" / "helm.sh")
+NS = "kubesoda-system"
+REL = "soda"
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([HELM, *args], capture_output=True, text=True, timeout=180)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)}: {proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def release(kubectl):
+    kubectl("delete", "schedulingpolicy", "default", "--ignore-not-found")  # the chart owns it
+    helm("upgrade", "--install", REL, str(ROOT / "charts" / "kubesoda"), "-n", NS, "--create-namespace",
+         "--set", "policy.macroEpochSeconds=6", "--set", "policy.microEpochSeconds=2",
+         "--set", "policy.macroQDeadlineSeconds=1", "--set", "policy.macroWDeadlineSeconds=1", "--wait=false")
+    yield REL
+    helm("uninstall", REL, "-n", NS, check=False)
+
+
+def test_install_creates_everything(release, kube, kubectl):
+    for crd in ("streamtemplates", "streamjobs", "schedulingpolicies"):
+        kubectl("get", "crd", f"{crd}.kubesoda.io")
+    deps = {d.metadata.name for d in kube.apps.list_namespaced_deployment(NS).items}
+    assert deps == {f"{REL}-operator", f"{REL}-extender", f"{REL}-scheduler"}
+    op = kube.apps.read_namespaced_deployment(f"{REL}-operator", NS)
+    pod = op.spec.template.spec
+    assert pod.security_context.run_as_non_root and pod.security_context.seccomp_profile.type == "RuntimeDefault"
+    c = pod.containers[0]
+    assert c.security_context.read_only_root_filesystem and c.security_context.capabilities.drop == ["ALL"]
+    assert c.liveness_probe and c.readiness_probe and c.resources.requests
+    pol = json.loads(kubectl("get", "sp", "default", "-o", "json").stdout)
+    assert pol["spec"]["macroEpochSeconds"] == 6
+    cm = kube.core.read_namespaced_config_map(f"{REL}-scheduler", NS)
+    assert f"{REL}-extender.{NS}.svc" in cm.data["config.yaml"] and "ignorable: false" in cm.data["config.yaml"]
+
+
+def test_bad_values_fail_at_install_with_a_clear_message():
+    proc = helm("install", "bad", str(ROOT / "charts" / "kubesoda"), "-n", NS, "--set", "extender.port=0", "--dry-run", check=False)
+    assert proc.returncode != 0 and "/extender/port" in proc.stderr and "minimum" in proc.stderr
+
+
+def test_upgrade_changes_a_value(release, kube):
+    helm("upgrade", REL, str(ROOT / "charts" / "kubesoda"), "-n", NS, "--reuse-values", "--set", "extender.replicas=3", "--wait=false")
+    assert kube.apps.read_namespaced_deployment(f"{REL}-extender", NS).spec.replicas == 3
+
+
+# ---------------------------------------------------------------------------------------- RBAC
+
+
+def sa_kubeconfig(kubectl, tmp_path: Path) -> Path:
+    token = kubectl("create", "token", f"{REL}-operator", "-n", NS, "--duration", "1h").stdout.strip()
+    admin = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    cfg = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "c", "cluster": cluster}],
+           "users": [{"name": "sa", "user": {"token": token}}], "contexts": [{"name": "c", "context": {"cluster": "c", "user": "sa"}}],
+           "current-context": "c"}
+    path = tmp_path / "sa.kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run_operator(kubeconfig: Path, port: int, log: Path) -> subprocess.Popen:
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig))
+    return subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", str(port)],
+                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_operator_works_with_only_the_charts_permissions(release, kube, kubectl, namespace, wait_for, extender_port, tmp_path):
+    from test_operator import running_as_planned
+
+    # the chart's own operator Deployment cannot run here (KWOK runs no containers); scale it to 0
+    kube.apps.patch_namespaced_deployment_scale(f"{REL}-operator", NS, {"spec": {"replicas": 0}})
+    cfg = sa_kubeconfig(kubectl, tmp_path)
+    # sanity: the identity really is restricted
+    env = dict(os.environ, KUBECONFIG=str(cfg))
+    denied = subprocess.run(["kubectl", "get", "secrets", "-A"], env=env, capture_output=True, text=True)
+    assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
+    proc = run_operator(cfg, extender_port, tmp_path / "op.log")
+    try:
+        kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+        wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running under the SA")
+        # take one verb away: creating pods
+        role = kube.rbac.read_cluster_role(f"{REL}-operator")
+        for rule in role.rules:
+            if rule.resources == ["pods"]:
+                rule.verbs = [v for v in rule.verbs if v != "create"]
+        kube.rbac.replace_cluster_role(f"{REL}-operator", role)
+        kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "glued"))
+        wait_for(lambda: "forbidden" in (tmp_path / "op.log").read_text().lower(), timeout=60, what="the operator hitting 403 on pod create")
+        time.sleep(5)
+        assert not kube.core.list_namespaced_pod(namespace, label_selector="kubesoda.io/job=alerts").items
+    finally:
+        stop(proc)
+        helm("upgrade", REL, str(ROOT / "charts" / "kubesoda"), "-n", NS, "--reuse-values", "--wait=false", check=False)  # restores the role
+
+
+def test_uninstall_leaves_no_operator_objects(kube, kubectl):
+    helm("upgrade", "--install", "gone", str(ROOT / "charts" / "kubesoda"), "-n", "kubesoda-gone", "--create-namespace",
+         "--set", "createPolicy=false", "--wait=false")
+    helm("uninstall", "gone", "-n", "kubesoda-gone")
+    assert not kube.apps.list_namespaced_deployment("kubesoda-gone").items
+    assert not [s for s in kube.core.list_namespaced_service_account("kubesoda-gone").items if s.metadata.name.startswith("gone-")]
+    assert not [r for r in kube.rbac.list_cluster_role().items if r.metadata.name.startswith("gone-")]
+    assert not [b for b in kube.rbac.list_cluster_role_binding().items if b.metadata.name.startswith("gone-")]
+    assert not kube.core.list_namespaced_config_map("kubesoda-gone", label_selector="app.kubernetes.io/instance=gone").items
