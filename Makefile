@@ -41,8 +41,11 @@ e2e: venv
 test: lint unit e2e
 
 lint: venv
-	$(BIN)/ruff check optimizer operator tests e2e benchmarks
+	$(BIN)/ruff check optimizer operator tests e2e benchmarks examples hack
 	$(BIN)/mypy
+	$(BIN)/hadolint Dockerfile
+	hack/helm.sh lint charts/kubesoda
+	hack/helm.sh template kubesoda charts/kubesoda --kube-version 1.35.8 >/dev/null
 
 demo: venv
 	hack/demo.sh
