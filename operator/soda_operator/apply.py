@@ -147,8 +147,8 @@ class Applier:
         try:
             retry(lambda: self.core.create_namespaced_service(namespace, body), f"create service {body['metadata']['name']}")
         except ApiException as e:
-            if e.status != 409:
-                raise
+            if e.status != 409:  # one job's failure (e.g. its namespace is terminating) never stops the others
+                log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
 
     def sync_pods(self, wanted: list[Instance], existing: list[dict[str, Any]], managed_jobs: set[tuple[str, str]]) -> dict[str, int]:
         """Make the PE pods of ``managed_jobs`` (namespace, job) exactly ``wanted``:
@@ -184,7 +184,11 @@ class Applier:
                     continue
             if ann != f"{inst.fraction:.6f}":
                 patch = {"metadata": {"annotations": {crd.ANN_FRACTION: f"{inst.fraction:.6f}"}}}
-                retry(lambda patch=patch, i=inst: self.core.patch_namespaced_pod(i.name, i.namespace, patch), f"annotate {inst.name}", codes=TRANSIENT + (409,))
+                try:
+                    retry(lambda patch=patch, i=inst: self.core.patch_namespaced_pod(i.name, i.namespace, patch), f"annotate {inst.name}",
+                          codes=TRANSIENT + (409,))
+                except ApiException as e:
+                    log.error("annotate pod %s/%s: %s %s", inst.namespace, inst.name, e.status, e.reason)
         for k, p in have.items():
             if k not in want:
                 try:
@@ -192,7 +196,7 @@ class Applier:
                     counts["delete"] += 1
                 except ApiException as e:
                     if e.status != 404:
-                        raise
+                        log.error("delete pod %s/%s: %s %s", k[0], k[1], e.status, e.reason)
         for kind, n in counts.items():
             metrics.PATCHES.labels(kind).inc(n)
         return counts

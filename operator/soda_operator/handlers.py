@@ -71,3 +71,20 @@ def on_node(event: dict[str, Any], body: kopf.Body, name: str, **_: Any) -> None
 def scheduler_loops(stopped: kopf.DaemonStopped, **_: Any) -> None:
     log.info("this replica runs the SODA loops")
     _loops().run(stopped)  # type: ignore[arg-type]
+
+
+def _no_finalizer_for_the_loops_daemon() -> None:
+    """Kopf gives every daemon's object a finalizer, so that it can stop the daemon before the
+    object goes. On SchedulingPolicy ``default`` that finalizer outlives the operator: a policy
+    deleted after the operator (``helm uninstall`` deletes both) would hang in Terminating. The
+    daemon is stopped anyway when the policy disappears from the watch, so we drop the finalizer
+    requirement of this one handler."""
+    import dataclasses
+
+    reg = kopf.get_default_registry()._spawning
+    for i, h in enumerate(reg._handlers):
+        if getattr(h, "fn", None) is scheduler_loops:
+            reg._handlers[i] = dataclasses.replace(h, requires_finalizer=False)
+
+
+_no_finalizer_for_the_loops_daemon()
