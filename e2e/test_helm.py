@@ -30,7 +30,7 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def release(kubectl):
-    kubectl("delete", "schedulingpolicy", "default", "--ignore-not-found")  # the chart owns it
+    kubectl("delete", "schedulingpolicy", "default", "--ignore-not-found", check=False)  # the chart owns it
     helm("upgrade", "--install", REL, str(ROOT / "charts" / "kubesoda"), "-n", NS, "--create-namespace",
          "--set", "policy.macroEpochSeconds=6", "--set", "policy.microEpochSeconds=2",
          "--set", "policy.macroQDeadlineSeconds=1", "--set", "policy.macroWDeadlineSeconds=1", "--wait=false")
