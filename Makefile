@@ -51,7 +51,8 @@ demo: venv
 	hack/demo.sh
 
 bench: venv
-	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	for b in quantity placement admission; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
+	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_extender.py
 
 clean: cluster-down
 	rm -rf .local

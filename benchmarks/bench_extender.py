@@ -1,0 +1,89 @@
+"""Scheduling throughput through the kubesoda extender vs the same kube-scheduler without it.
+
+    KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh .venv/bin/python benchmarks/bench_extender.py
+
+Against the cluster KUBECONFIG names (the local control plane: its `default-scheduler` process has
+no extender, its `kubesoda` process calls the extender on KUBESODA_EXTENDER_PORT, which this script
+serves in-process). At each node count (100, then the topology grown to 1000 nodes with
+hack/topologies/k1.yaml) it creates N pods for each scheduler, alternating, and measures the time
+until all are bound; pods/s and the ratio are written to docs/benchmarks/extender.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from soda_operator import extender  # noqa: E402
+
+
+def pods_per_second(core: client.CoreV1Api, ns: str, scheduler: str, nodes: list[str], n: int) -> float:
+    tag = uuid.uuid4().hex[:6]
+    t0 = time.perf_counter()
+    for i in range(n):
+        md = client.V1ObjectMeta(name=f"{scheduler[:4]}-{tag}-{i}", labels={"bench": tag})
+        if scheduler == "kubesoda":
+            md.labels["kubesoda.io/job"] = "bench"
+            md.annotations = {"kubesoda.io/node": nodes[i % len(nodes)]}
+        core.create_namespaced_pod(ns, client.V1Pod(metadata=md, spec=client.V1PodSpec(
+            scheduler_name=scheduler, containers=[client.V1Container(name="c", image="pause",
+            resources=client.V1ResourceRequirements(requests={"cpu": "10m"}))])))
+    while True:
+        pods = core.list_namespaced_pod(ns, label_selector=f"bench={tag}").items
+        if sum(1 for p in pods if p.spec.node_name) == n:
+            break
+        time.sleep(0.05)
+    dt = time.perf_counter() - t0
+    if scheduler == "kubesoda":
+        wrong = [p.metadata.name for p in pods if p.spec.node_name != p.metadata.annotations["kubesoda.io/node"]]
+        assert not wrong, f"pods off their planned node: {wrong[:3]}"
+    core.delete_collection_namespaced_pod(ns, label_selector=f"bench={tag}", grace_period_seconds=0)
+    return n / dt
+
+
+def main() -> None:
+    config.load_kube_config()
+    core = client.CoreV1Api()
+    port = int(os.environ.get("KUBESODA_EXTENDER_PORT", "27006"))
+    srv = extender.serve("127.0.0.1", port)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    ns = f"bench-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    n_pods = int(os.environ.get("BENCH_PODS", "300"))
+    rows = []
+    try:
+        for target, topo in ((100, "medium.yaml"), (1000, "k1.yaml")):
+            subprocess.run([sys.executable, str(ROOT / "hack" / "nodes.py"), str(ROOT / "hack" / "topologies" / topo)], check=True)
+            nodes = sorted(n.metadata.name for n in core.list_node().items)[:target]
+            plain, ext = [], []
+            for _ in range(3):
+                plain.append(pods_per_second(core, ns, "default-scheduler", nodes, n_pods))
+                ext.append(pods_per_second(core, ns, "kubesoda", nodes, n_pods))
+            row = {"nodes": len(core.list_node().items), "pods": n_pods, "runs": 3,
+                   "plain_pods_per_s_median": statistics.median(plain), "extender_pods_per_s_median": statistics.median(ext),
+                   "ratio": statistics.median(ext) / statistics.median(plain), "plain_runs": plain, "extender_runs": ext}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        core.delete_namespace(ns)
+        srv.shutdown()
+    out = ROOT / "docs" / "benchmarks"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "extender.json").write_text(json.dumps({"command": "KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh .venv/bin/python benchmarks/bench_extender.py",
+                                                    "reference": "a Go extender: ~0.11x of the plain scheduler at 500 nodes (991 vs 111 pods/s)", "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
