@@ -55,6 +55,14 @@ def test_install_creates_everything(release, kube, kubectl):
     assert f"{REL}-extender.{NS}.svc" in cm.data["config.yaml"] and "ignorable: false" in cm.data["config.yaml"]
 
 
+def test_second_scheduler_can_do_its_job(release, kubectl):
+    sa = f"system:serviceaccount:{NS}:{REL}-scheduler"
+    for args in (("update", f"leases/{REL}-scheduler", "-n", NS), ("create", "pods", "--subresource=binding", "-n", "default"),
+                 ("list", "nodes"), ("watch", "pods", "-A"), ("get", "configmaps/extension-apiserver-authentication", "-n", "kube-system")):
+        assert kubectl("auth", "can-i", *args, "--as", sa, check=False).stdout.strip() == "yes", args
+    assert kubectl("auth", "can-i", "get", "secrets", "-n", NS, "--as", f"system:serviceaccount:{NS}:{REL}-extender", check=False).stdout.strip() == "no"
+
+
 def test_bad_values_fail_at_install_with_a_clear_message():
     proc = helm("install", "bad", str(ROOT / "charts" / "kubesoda"), "-n", NS, "--set", "extender.port=0", "--dry-run", check=False)
     assert proc.returncode != 0 and "/extender/port" in proc.stderr and "minimum" in proc.stderr
@@ -108,6 +116,8 @@ def test_operator_works_with_only_the_charts_permissions(release, kube, kubectl,
     try:
         kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
         wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running under the SA")
+        time.sleep(3)  # a few more epochs: no call the operator makes may be denied
+        assert "forbidden" not in (tmp_path / "op.log").read_text().lower()
         # take one verb away: creating pods
         role = kube.rbac.read_cluster_role(f"{REL}-operator")
         for rule in role.rules:
@@ -121,6 +131,19 @@ def test_operator_works_with_only_the_charts_permissions(release, kube, kubectl,
     finally:
         stop(proc)
         helm("upgrade", REL, str(ROOT / "charts" / "kubesoda"), "-n", NS, "--reuse-values", "--wait=false", check=False)  # restores the role
+
+
+def test_chart_crds_are_the_top_level_crds(tmp_path):
+    """The chart's crds/ are symlinks to crds/ (one source of truth); the packaged chart holds their content."""
+    for f in (ROOT / "crds").glob("*.yaml"):
+        link = ROOT / "charts" / "kubesoda" / "crds" / f.name
+        assert link.is_symlink() and link.resolve() == f.resolve(), link
+    helm("package", str(ROOT / "charts" / "kubesoda"), "-d", str(tmp_path))
+    import tarfile
+    with tarfile.open(next(tmp_path.glob("kubesoda-*.tgz"))) as tar:
+        for f in (ROOT / "crds").glob("*.yaml"):
+            member = tar.extractfile(f"kubesoda/crds/{f.name}")
+            assert member is not None and member.read() == f.read_bytes(), f.name
 
 
 def test_uninstall_leaves_no_operator_objects(kube, kubectl):
