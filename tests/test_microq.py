@@ -76,7 +76,7 @@ def milp(s: Scenario, mq: MacroQResult, cands) -> float | None:
     return solver.Objective().Value() if solver.Solve() == pywraplp.Solver.OPTIMAL else None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(instances())
 def test_microq_matches_milp(inst):
     s, mq, cands = inst

@@ -82,6 +82,7 @@ def solve(
         return MicroQResult({}, 0.0, StageReport(stage="microq", seconds=time.monotonic() - t0, status="optimal", objective=0.0))
     seg = _preprocess(comps, fits, candidates, nodes)
     best: tuple[float, dict[str, float]] | None = None
+    best_score = -float("inf")
     seen: set[tuple[int, ...]] = set()
     status = "optimal"
     while True:
@@ -93,9 +94,12 @@ def solve(
         if sol is None:
             status = "fallback"
             break
-        value, goals, G = sol
-        if best is None or value > best[0] + 1e-9:
-            best = (value, goals)
+        value, goals, G, slack = sol
+        # compare with the slack penalty: a segment that forces more mips than the candidates can
+        # host must not win on the fitted importance it cannot deliver
+        score = value - PENALTY * slack
+        if best is None or score > best_score + 1e-9:
+            best, best_score = (value, goals), score
         moved = False
         for c, (x, _, _) in enumerate(fits):
             r = seg[c]
@@ -169,6 +173,7 @@ def _lp(comps, fits, seg, candidates, nodes, specs):
     per_node: dict[str, list] = {n: [] for n in nodes}
     obj = solver.Objective()
     G = []
+    slacks: list = []
     goal_expr: dict[str, list] = {}
     for c, (curve, (x, y, A)) in enumerate(zip(comps, fits)):
         r = seg[c]
@@ -192,6 +197,7 @@ def _lp(comps, fits, seg, candidates, nodes, specs):
                     per_node[n].append(v)
                     terms.append((v, nodes[n]))
             slack = solver.NumVar(0, inf, f"s_{p}")
+            slacks.append(slack)
             obj.SetCoefficient(slack, -PENALTY)
             # pacing (37) + hosting (38): sum_n H_n f + s = base_a + rate (G - base_x)
             ct = solver.Constraint(base_a[i] - rate[i] * base_x, base_a[i] - rate[i] * base_x)
@@ -216,4 +222,4 @@ def _lp(comps, fits, seg, candidates, nodes, specs):
     Gv = [g.solution_value() for g, *_ in G]
     value = sum(by + s * (gv - bx) for (g, bx, by, s), gv in zip(G, Gv))
     goals = {p: float(sum(v.solution_value() * h for v, h in terms)) for p, terms in goal_expr.items()}
-    return value, goals, Gv
+    return value, goals, Gv, sum(v.solution_value() for v in slacks)
