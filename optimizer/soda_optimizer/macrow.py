@@ -597,6 +597,13 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         return MacroWResult({}, None, report("infeasible", None, why), violated=why)
     errs = _violations(prob, _as_candidates(prob, start))
     best, moves = _mini_w(prob, start, deadline)
+    for seed in range(1, 8):  # restarts with other perturbation seeds while time remains
+        if time.monotonic() >= deadline:
+            break
+        again, m = _mini_w(prob, best, deadline, seed=seed)
+        moves += m
+        if again.objective() < best.objective() - 1e-12:
+            best = again
     cands = _as_candidates(prob, best)
     errs = _violations(prob, cands)
     if errs:
