@@ -64,7 +64,8 @@ def pod_name(job: str, pe: str, node: str) -> str:
 
 
 def millicores(fraction: float, node_cores: float) -> int:
-    return max(1, int(round(fraction * node_cores * 1000)))
+    """Floored, so that the instances planned on a node (sum of fractions <= 1) always fit it."""
+    return max(1, int(fraction * node_cores * 1000 + 1e-6))
 
 
 @dataclass
@@ -151,8 +152,9 @@ class Applier:
                 log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
 
     def sync_pods(self, wanted: list[Instance], existing: list[dict[str, Any]], managed_jobs: set[tuple[str, str]]) -> dict[str, int]:
-        """Make the PE pods of ``managed_jobs`` (namespace, job) exactly ``wanted``:
-        create missing, resize changed (in place), delete the rest."""
+        """Make the PE pods of ``managed_jobs`` (namespace, job) exactly ``wanted``: delete the
+        rest first, then resize in place (shrinks before grows), then create the missing ones,
+        so that capacity is freed before it is claimed."""
         counts = {"create": 0, "resize": 0, "delete": 0}
         want = {(i.namespace, i.name): i for i in wanted}
         have = {}
@@ -160,16 +162,26 @@ class Applier:
             md = p["metadata"]
             if (md["namespace"], (md.get("labels") or {}).get(crd.LABEL_JOB)) in managed_jobs and not md.get("deletionTimestamp"):
                 have[(md["namespace"], md["name"])] = p
-        for k, inst in want.items():
+        for k, p in have.items():
+            if k not in want:
+                try:
+                    retry(lambda k=k: self.core.delete_namespaced_pod(k[1], k[0], grace_period_seconds=0), f"delete {k[1]}")
+                    counts["delete"] += 1
+                except ApiException as e:
+                    if e.status != 404:
+                        log.error("delete pod %s/%s: %s %s", k[0], k[1], e.status, e.reason)
+        creates = []
+        # shrinks before grows, so a node is never asked for more than it has
+        def growth(k: tuple[str, str]) -> int:
+            cur = have.get(k)
+            limits = ((cur["spec"]["containers"][0].get("resources") or {}).get("limits") or {}) if cur else {}
+            return millicores(want[k].fraction, want[k].cores) - _millis(limits.get("cpu"))
+
+        for k in sorted(want, key=growth):
+            inst = want[k]
             cur = have.get(k)
             if cur is None:
-                body = pod_body(inst)
-                try:
-                    retry(lambda body=body, ns=inst.namespace: self.core.create_namespaced_pod(ns, body), f"create pod {inst.name}")
-                    counts["create"] += 1
-                except ApiException as e:
-                    if e.status != 409:
-                        log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
+                creates.append(inst)
                 continue
             cpu = f"{millicores(inst.fraction, inst.cores)}m"
             limits = (cur["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
@@ -189,14 +201,14 @@ class Applier:
                           codes=TRANSIENT + (409,))
                 except ApiException as e:
                     log.error("annotate pod %s/%s: %s %s", inst.namespace, inst.name, e.status, e.reason)
-        for k, p in have.items():
-            if k not in want:
-                try:
-                    retry(lambda k=k: self.core.delete_namespaced_pod(k[1], k[0], grace_period_seconds=0), f"delete {k[1]}")
-                    counts["delete"] += 1
-                except ApiException as e:
-                    if e.status != 404:
-                        log.error("delete pod %s/%s: %s %s", k[0], k[1], e.status, e.reason)
+        for inst in creates:  # last: capacity freed by deletes and shrinks comes first
+            body = pod_body(inst)
+            try:
+                retry(lambda body=body, ns=inst.namespace: self.core.create_namespaced_pod(ns, body), f"create pod {inst.name}")
+                counts["create"] += 1
+            except ApiException as e:
+                if e.status != 409:
+                    log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
         for kind, n in counts.items():
             metrics.PATCHES.labels(kind).inc(n)
         return counts
