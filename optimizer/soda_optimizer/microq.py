@@ -90,7 +90,9 @@ def solve(
         if key in seen:
             break
         seen.add(key)
-        sol = _lp(comps, fits, seg, candidates, nodes, specs)
+        # GLOP first; on a numerically hard LP (tiny slopes next to the slack penalty) it may
+        # give up without a status we can use, then SCIP's LP solver takes over
+        sol = _lp(comps, fits, seg, candidates, nodes, specs) or _lp(comps, fits, seg, candidates, nodes, specs, "SCIP")
         if sol is None:
             status = "fallback"
             break
@@ -166,8 +168,8 @@ def _preprocess(comps, fits, candidates, nodes) -> list[int]:
     return seg
 
 
-def _lp(comps, fits, seg, candidates, nodes, specs):
-    solver = pywraplp.Solver.CreateSolver("GLOP")
+def _lp(comps, fits, seg, candidates, nodes, specs, backend: str = "GLOP"):
+    solver = pywraplp.Solver.CreateSolver(backend)
     inf = solver.infinity()
     f: dict[tuple[str, str], pywraplp.Variable] = {}
     per_node: dict[str, list] = {n: [] for n in nodes}
