@@ -96,26 +96,19 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     xs = [r["nodes"] for r in rows]
-    bottom = [0] * len(rows)
-    for k in (1, 2, 3):
-        ys = [len(r["admitted_by_rank"][k]) for r in rows]
-        a1.bar(xs, ys, width=4, bottom=bottom, label=f"rank {k}")
-        bottom = [b + y for b, y in zip(bottom, ys)]
-    a1.set_xlabel("nodes")
-    a1.set_ylabel("admitted jobs")
-    a1.invert_xaxis()
-    a1.legend()
-    bottom = [0.0] * len(rows)
-    for k in (1, 2, 3):
-        ys = [r["importance_by_rank"][k] for r in rows]
-        a2.bar(xs, ys, width=4, bottom=bottom, label=f"rank {k}")
-        bottom = [b + y for b, y in zip(bottom, ys)]
-    a2.set_xlabel("nodes")
-    a2.set_ylabel("importance")
-    a2.invert_xaxis()
-    a2.legend()
+    for ax, key, ylabel in zip(axes, ("admitted_by_rank", "importance_by_rank"), ("admitted jobs", "importance")):
+        bottom = [0.0] * len(rows)
+        for k in (1, 2, 3):
+            v = [r[key][k] for r in rows]
+            ys = [len(x) if isinstance(x, list) else x for x in v]
+            ax.bar(xs, ys, width=4, bottom=bottom, label=f"rank {k}")
+            bottom = [b + y for b, y in zip(bottom, ys)]
+        ax.set_xlabel("nodes")
+        ax.set_ylabel(ylabel)
+        ax.invert_xaxis()
+        ax.legend()
     fig.tight_layout()
     fig.savefig(out / "admission.png", dpi=90)
 

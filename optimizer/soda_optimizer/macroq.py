@@ -419,7 +419,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             mips=(np.arange(len(c.values)) + int(c.lo.sum())) * unit,
             importance=c.values.copy(),
             allocation=c.allocs.astype(float) * unit,
-            concave=rap.is_concave(c.values),
+            concave=c.concave,
         )
         for c in best.curves
     )

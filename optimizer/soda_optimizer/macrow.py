@@ -30,7 +30,6 @@ weighs lightly (still linear in v).
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -587,15 +586,12 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         stage += ", greedy racks"
     if start is None:
         # name the constraint: try each unit alone
-        sol = _build(prob, _greedy_racks(prob))
         why = "(19/25) some PE cannot get enough candidate capacity"
         for i, u in enumerate(prob.units):
             if not any(_choose_nodes(prob, i, r, [set() for _ in prob.units], dict.fromkeys(prob.nodes, 0.0)) for r in prob.topo.racks):
                 why = f"(12/19/25) {u.name}: no rack has {u.min_c} matching nodes with {u.need:.0f} mips"
                 break
-        del sol
         return MacroWResult({}, None, report("infeasible", None, why), violated=why)
-    errs = _violations(prob, _as_candidates(prob, start))
     best, moves = _mini_w(prob, start, deadline)
     for seed in range(1, 8):  # restarts with other perturbation seeds while time remains
         if time.monotonic() >= deadline:
@@ -612,4 +608,4 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
     return MacroWResult(cands, best.objective(), report(status, best.objective(), f"{stage}, miniW {moves} moves"))
 
 
-__all__ = ["Problem", "Solution", "check", "solve", "math"]
+__all__ = ["Problem", "Solution", "check", "solve"]

@@ -76,7 +76,6 @@ class _State:
                 tot = sum(self.f[p][n] for p in mov)
                 for p in mov:
                     self.set(p, n, self.f[p][n] - excess * self.f[p][n] / max(tot, EPS))
-        self.prev_raw = self.prev
         self.prev = {p: dict(fs) for p, fs in self.f.items()}
 
     def cap(self, p: str, n: str) -> float:
