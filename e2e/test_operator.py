@@ -11,12 +11,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-GROUP, VERSION = "kubesoda.io", "v1alpha1"
+from live import GROUP, ROOT, VERSION, Operator, install_crds_and_policy, job, pe_pods, running_as_planned
 
 POLICY = """apiVersion: kubesoda.io/v1alpha1
 kind: SchedulingPolicy
@@ -68,65 +65,11 @@ spec: {templates: [big], rank: 3}
 
 @pytest.fixture(scope="module")
 def operator(kubectl, extender_port):
-    kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-    for name in ("streamtemplates", "streamjobs", "schedulingpolicies"):
-        kubectl("wait", "--for=condition=Established", f"crd/{name}.kubesoda.io", "--timeout=60s")
-    kubectl("apply", "-f", "-", input=POLICY)
-    proc = Operator(extender_port)
+    install_crds_and_policy(kubectl, POLICY)
+    proc = Operator("run", "--extender-port", str(extender_port))
     proc.start()
     yield proc
     proc.stop()
-
-
-class Operator:
-    def __init__(self, port: int):
-        self.port = port
-        self.proc: subprocess.Popen | None = None
-        self.log = open(os.environ.get("KUBESODA_OPERATOR_LOG", "/tmp/kubesoda-e2e-operator.log"), "a")
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", str(self.port)],
-                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def job(kube, ns, name):
-    return kube.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "streamjobs", name)
-
-
-def pe_pods(kube, ns, jobname):
-    return kube.core.list_namespaced_pod(ns, label_selector=f"kubesoda.io/job={jobname}").items
-
-
-def running_as_planned(kube, ns, jobname):
-    """Job Running; every instance pod Running on its planned node with CPU = fraction x cores."""
-    st = job(kube, ns, jobname).get("status") or {}
-    if st.get("phase") != "Running":
-        return False
-    pods = pe_pods(kube, ns, jobname)
-    planned = {(i["pod"], i["node"], i["fraction"]) for pe in st.get("pes", []) for i in pe.get("instances", [])}
-    if not pods or len(pods) != len(planned):
-        return False
-    cores = {n.metadata.name: float(n.status.allocatable["cpu"]) for n in kube.core.list_node().items}
-    for p in pods:
-        ann = p.metadata.annotations
-        if p.status.phase != "Running" or p.spec.node_name != ann["kubesoda.io/node"]:
-            return False
-        cpu = p.spec.containers[0].resources.limits["cpu"]
-        milli = int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
-        if abs(milli - round(float(ann["kubesoda.io/fraction"]) * cores[p.spec.node_name] * 1000)) > 1:
-            return False
-        if (p.metadata.name, p.spec.node_name, round(float(ann["kubesoda.io/fraction"]), 6)) not in planned:
-            return False
-    return pods
 
 
 def test_job_admitted_and_instances_run_on_planned_nodes(operator, kube, kubectl, namespace, wait_for):

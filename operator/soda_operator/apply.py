@@ -19,6 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -138,83 +139,135 @@ def service_body(namespace: str, job: str, pe: str, owner: dict[str, Any]) -> di
     }
 
 
+class Fenced(RuntimeError):
+    """Raised before a write when this replica has lost the right to act (peering paused it)."""
+
+
 class Applier:
-    def __init__(self, api: client.ApiClient):
+    """Writes a plan's difference to the API server, ``workers`` requests at a time.
+
+    Every write first checks ``fence()``: once it returns True (the loops' daemon was stopped,
+    e.g. because peering paused this replica), the epoch is abandoned with :class:`Fenced`, so a
+    replica that lost leadership mid-epoch stops writing at once instead of finishing its epoch
+    while the new leader starts its own."""
+
+    def __init__(self, api: client.ApiClient, workers: int = 16, fence: Callable[[], bool] | None = None):
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.workers = max(1, workers)
+        self.fence = fence or (lambda: False)
 
-    def ensure_service(self, namespace: str, job: str, pe: str, owner: dict[str, Any]) -> None:
-        body = service_body(namespace, job, pe, owner)
-        try:
-            retry(lambda: self.core.create_namespaced_service(namespace, body), f"create service {body['metadata']['name']}")
-        except ApiException as e:
-            if e.status != 409:  # one job's failure (e.g. its namespace is terminating) never stops the others
-                log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
+    def _guard(self) -> None:
+        if self.fence():
+            raise Fenced("this replica may no longer act")
+
+    def _each(self, fn: Callable[[Any], T], items: list[Any]) -> list[T]:
+        """``fn`` over ``items`` with at most ``workers`` requests in flight; a Fenced stops it."""
+        if len(items) <= 1 or self.workers == 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="apply") as pool:
+            return list(pool.map(fn, items))
+
+    def ensure_services(self, wanted: list[tuple[str, str, str, dict[str, Any]]], existing: set[tuple[str, str]]) -> int:
+        """Create the headless Service of every (namespace, job, pe, owner) in ``wanted`` whose
+        (namespace, name) is not in ``existing``; returns how many were created."""
+        def create(item: tuple[str, str, str, dict[str, Any]]) -> int:
+            namespace, job, pe, owner = item
+            body = service_body(namespace, job, pe, owner)
+            self._guard()
+            try:
+                retry(lambda: self.core.create_namespaced_service(namespace, body), f"create service {body['metadata']['name']}")
+                return 1
+            except ApiException as e:
+                if e.status != 409:  # one job's failure (e.g. its namespace is terminating) never stops the others
+                    log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
+                return 0
+
+        missing = [w for w in wanted if (w[0], dns(f"{w[1]}-{w[2]}")) not in existing]
+        return sum(self._each(create, missing))
 
     def sync_pods(self, wanted: list[Instance], existing: list[dict[str, Any]], managed_jobs: set[tuple[str, str]]) -> dict[str, int]:
         """Make the PE pods of ``managed_jobs`` (namespace, job) exactly ``wanted``: delete the
-        rest first, then resize in place (shrinks before grows), then create the missing ones,
-        so that capacity is freed before it is claimed."""
-        counts = {"create": 0, "resize": 0, "delete": 0}
+        rest first, then resize in place (all shrinks before any grow), then create the missing
+        ones, so that capacity is freed before it is claimed. Each phase runs its requests
+        concurrently; the phases are sequential."""
         want = {(i.namespace, i.name): i for i in wanted}
         have = {}
         for p in existing:
             md = p["metadata"]
             if (md["namespace"], (md.get("labels") or {}).get(crd.LABEL_JOB)) in managed_jobs and not md.get("deletionTimestamp"):
                 have[(md["namespace"], md["name"])] = p
-        for k, p in have.items():
-            if k not in want:
-                try:
-                    retry(lambda k=k: self.core.delete_namespaced_pod(k[1], k[0], grace_period_seconds=0), f"delete {k[1]}")
-                    counts["delete"] += 1
-                except ApiException as e:
-                    if e.status != 404:
-                        log.error("delete pod %s/%s: %s %s", k[0], k[1], e.status, e.reason)
-        creates = []
-        # shrinks before grows, so a node is never asked for more than it has
-        def growth(k: tuple[str, str]) -> int:
-            cur = have.get(k)
-            limits = ((cur["spec"]["containers"][0].get("resources") or {}).get("limits") or {}) if cur else {}
-            return millicores(want[k].fraction, want[k].cores) - _millis(limits.get("cpu"))
 
-        for k in sorted(want, key=growth):
-            inst = want[k]
-            cur = have.get(k)
-            if cur is None:
-                creates.append(inst)
-                continue
+        def delete(k: tuple[str, str]) -> int:
+            self._guard()
+            try:
+                retry(lambda: self.core.delete_namespaced_pod(k[1], k[0], grace_period_seconds=0), f"delete {k[1]}")
+                return 1
+            except ApiException as e:
+                if e.status != 404:
+                    log.error("delete pod %s/%s: %s %s", k[0], k[1], e.status, e.reason)
+                return 0
+
+        def update(inst: Instance) -> int:
+            cur = have[(inst.namespace, inst.name)]
             cpu = f"{millicores(inst.fraction, inst.cores)}m"
             limits = (cur["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
             ann = (cur["metadata"].get("annotations") or {}).get(crd.ANN_FRACTION)
+            done = 0
             if _millis(limits.get("cpu")) != millicores(inst.fraction, inst.cores):
                 body = {"spec": {"containers": [{"name": "pe", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}}
+                self._guard()
                 try:
-                    retry(lambda body=body, i=inst: self.core.patch_namespaced_pod_resize(i.name, i.namespace, body), f"resize {inst.name}", codes=TRANSIENT + (409,))
-                    counts["resize"] += 1
+                    retry(lambda: self.core.patch_namespaced_pod_resize(inst.name, inst.namespace, body), f"resize {inst.name}",
+                          codes=TRANSIENT + (409,))
+                    done = 1
                 except ApiException as e:
                     log.error("resize %s/%s failed: %s %s", inst.namespace, inst.name, e.status, e.body)
-                    continue
+                    return 0
             if ann != f"{inst.fraction:.6f}":
                 patch = {"metadata": {"annotations": {crd.ANN_FRACTION: f"{inst.fraction:.6f}"}}}
+                self._guard()
                 try:
-                    retry(lambda patch=patch, i=inst: self.core.patch_namespaced_pod(i.name, i.namespace, patch), f"annotate {inst.name}",
+                    retry(lambda: self.core.patch_namespaced_pod(inst.name, inst.namespace, patch), f"annotate {inst.name}",
                           codes=TRANSIENT + (409,))
                 except ApiException as e:
                     log.error("annotate pod %s/%s: %s %s", inst.namespace, inst.name, e.status, e.reason)
-        for inst in creates:  # last: capacity freed by deletes and shrinks comes first
+            return done
+
+        def create(inst: Instance) -> int:
             body = pod_body(inst)
+            self._guard()
             try:
-                retry(lambda body=body, ns=inst.namespace: self.core.create_namespaced_pod(ns, body), f"create pod {inst.name}")
-                counts["create"] += 1
+                retry(lambda: self.core.create_namespaced_pod(inst.namespace, body), f"create pod {inst.name}")
+                return 1
             except ApiException as e:
                 if e.status != 409:
                     log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
+                return 0
+
+        def growth(k: tuple[str, str]) -> int:
+            limits = (have[k]["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
+            return millicores(want[k].fraction, want[k].cores) - _millis(limits.get("cpu"))
+
+        kept = [k for k in want if k in have]
+        counts = {
+            "delete": sum(self._each(delete, [k for k in have if k not in want])),
+            # shrinks (and annotation-only updates) before grows, so a node is never asked for more than it has
+            "resize": sum(self._each(update, [want[k] for k in kept if growth(k) <= 0]))
+            + sum(self._each(update, [want[k] for k in kept if growth(k) > 0])),
+            "create": sum(self._each(create, [want[k] for k in want if k not in have])),  # last: freed capacity first
+        }
         for kind, n in counts.items():
             metrics.PATCHES.labels(kind).inc(n)
         return counts
 
+    def job_statuses(self, updates: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """Patch the status of each (namespace, name, status), concurrently."""
+        self._each(lambda u: self.job_status(*u), updates)
+
     def job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         body = {"status": status}
+        self._guard()
         try:
             retry(lambda: self.custom.patch_namespaced_custom_object_status(crd.GROUP, crd.VERSION, namespace, "streamjobs", name, body),
                   f"status {namespace}/{name}", codes=TRANSIENT + (409,))
@@ -232,10 +285,18 @@ class Applier:
             "reason": reason, "message": message[:1000], "type": type_, "source": {"component": "kubesoda"},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
+        self._guard()
         try:
             self.core.create_namespaced_event(ns, body)
         except ApiException as e:
             log.warning("event for %s failed: %s", md.get("name"), e.reason)
+
+
+def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """A merge patch of ``new`` onto ``old`` would change something (a skipped no-op write is one
+    request less per job per micro epoch)."""
+    old = old or {}
+    return any(old.get(k) != v for k, v in new.items())
 
 
 def _millis(q: Any) -> int:

@@ -116,8 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="run the operator and the extender against the current kubeconfig")
     r.add_argument("--extender-port", type=int, default=8888, help="0 to run without the extender")
     r.add_argument("--extender-host", default="127.0.0.1")
-    r.add_argument("--peering", help="Kopf peering name for leader election (needs the ClusterKopfPeering CRD)")
-    r.add_argument("--priority", type=int, default=0, help="this replica's peering priority (highest leads)")
+    r.add_argument("--peering", help="leader election among replicas through this Kopf peering name (the CRD is in crds/; "
+                   "the peering object is created if missing)")
+    r.add_argument("--priority", type=_priority, default=None,
+                   help="this replica's peering priority, the highest live one acts; 'auto' (the default) draws a random one")
+    r.add_argument("--peering-lifetime", type=int, default=60,
+                   help="seconds after which a silent replica (killed, partitioned) is presumed dead and another takes over")
+    r.add_argument("--workers", type=int, default=16, help="API requests in flight while applying a plan")
     r.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     r.set_defaults(func=lambda a: _lazy("soda_operator.runner", a))
     e = sub.add_parser("extender", help="run only the scheduler extender")
@@ -126,6 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     e.set_defaults(func=lambda a: _lazy("soda_operator.extender", a))
     args = ap.parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _priority(v: str) -> int | None:
+    if v == "auto":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--priority must be an integer or 'auto', not {v!r}") from None
 
 
 def _lazy(module: str, args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
@@ -30,7 +30,7 @@ from soda_optimizer.plan import Plan
 from soda_optimizer.stages import MacroQResult, MacroWResult
 
 from . import crd, metrics
-from .apply import Applier, Instance
+from .apply import Applier, Fenced, Instance, status_changed
 
 log = logging.getLogger("kubesoda.epochs")
 
@@ -42,14 +42,15 @@ class Snapshot:
     jobs: list[dict[str, Any]]
     policy: dict[str, Any] | None
     pods: list[dict[str, Any]]
+    services: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name) of kubesoda's Services
 
 
 class Loops:
-    def __init__(self, api: client.ApiClient):
+    def __init__(self, api: client.ApiClient, workers: int = 16):
         self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
-        self.applier = Applier(api)
+        self.applier = Applier(api, workers)
         self.last: tuple[MacroQResult, MacroWResult, set[str]] | None = None
         self.macro_due = threading.Event()
         self.micro_due = threading.Event()
@@ -68,7 +69,8 @@ class Loops:
                 raise
             policy = None
         pods = [s(p) for p in self.core.list_pod_for_all_namespaces(label_selector=crd.LABEL_JOB).items]
-        return Snapshot(nodes, templates, jobs, policy, pods)
+        services = {(v.metadata.namespace, v.metadata.name) for v in self.core.list_service_for_all_namespaces(label_selector=crd.LABEL_JOB).items}
+        return Snapshot(nodes, templates, jobs, policy, pods, services)
 
     def policy_epochs(self, snap: Snapshot | None = None) -> tuple[float, float]:
         pol, _ = crd.policy_from_object((snap.policy if snap else None) or None)
@@ -143,10 +145,9 @@ class Loops:
                     wanted.append(Instance(ns, jname, pe.name, node, f, node_cores[node], pe.candidates, spec, job_obj))
         managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
         counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
-        for key in {p.job for p in plan.pes if p.job in admitted}:
-            ns, jname = key.split("/", 1)
-            for pe in {p.name for p in plan.pes if p.job == key}:
-                self.applier.ensure_service(ns, jname, pe, jobs_by_key[key])
+        services = sorted({(*p.job.split("/", 1), p.name) for p in plan.pes if p.job in admitted})
+        counts["service"] = self.applier.ensure_services([(ns, j, pe, jobs_by_key[f"{ns}/{j}"]) for ns, j, pe in services], snap.services)
+        updates = []
         pods_by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in snap.pods}
         for j in scen.jobs:
             obj = jobs_by_key[j.name]
@@ -167,7 +168,10 @@ class Loops:
             if old.get("phase") != status["phase"] or old.get("reason") != status.get("reason"):
                 self.applier.event(obj, status["phase"], status.get("message") or status.get("reason") or status["phase"],
                                    "Normal" if status["phase"] in ("Admitted", "Running") else "Warning")
-            self.applier.job_status(ns, name, status)
+            if status_changed(old, status):
+                updates.append((ns, name, status))
+        self.applier.job_statuses(updates)
+        counts["status"] = len(updates)
         metrics.IMPORTANCE.set(plan.importance)
         metrics.JOBS.labels("admitted").set(len(admitted))
         metrics.JOBS.labels("rejected").set(len(plan.jobs) - len(admitted))
@@ -186,11 +190,14 @@ class Loops:
                       "observedGeneration": (obj.get("metadata") or {}).get("generation")}
             if (obj.get("status") or {}).get("message") != status["message"]:
                 self.applier.event(obj, "InvalidSpec", status["message"], "Warning")
-            self.applier.job_status(ns, name, status)
+            if status_changed(obj.get("status"), status):
+                self.applier.job_status(ns, name, status)
 
     # ------------------------------------------------------------------ loop
     def run(self, stop: threading.Event, debounce_s: float = 1.0) -> None:
-        """Run both loops until ``stop`` is set (the leader's daemon)."""
+        """Run both loops until ``stop`` is set (the leader's daemon). Once ``stop`` is set, the
+        epoch in progress writes nothing more (the applier's fence)."""
+        self.applier.fence = stop.is_set
         next_macro = 0.0
         next_micro = 0.0
         while not stop.is_set():
@@ -214,6 +221,9 @@ class Loops:
                     self.micro_due.clear()
                     self.micro_epoch()
                     next_micro = time.monotonic() + micro_s
+            except Fenced:
+                log.info("stopped mid-epoch: no more writes from this replica")
+                return
             except Exception:  # never crash-loop: log and try again next tick
                 log.exception("epoch failed")
                 stop.wait(2.0)

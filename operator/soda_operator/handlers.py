@@ -6,8 +6,10 @@
 - Node: a change of readiness, cordon, allocatable CPU or SODA labels, or a deletion, asks for a
   micro epoch (handled within one micro epoch, as the issue requires);
 - the daemon on SchedulingPolicy ``default`` runs the macro and micro loops. Kopf stops daemons on
-  a replica that peering pauses, so with ``kubesoda run --peering`` only the highest-priority replica
-  acts (leader election).
+  a replica that peering pauses, so with ``kubesoda run --peering`` only the highest-priority live
+  replica acts (leader election). Two guards close the gaps around a hand-over: a replica waits
+  ``STARTUP_GRACE_S`` before its first epoch (it sees a live leader's keep-alive and pauses first),
+  and a replica paused mid-epoch makes no further write (the applier's fence).
 
 Validation failures never reach Kopf as exceptions: the loops write them to the StreamJob's status
 and an Event.
@@ -25,6 +27,7 @@ from .epochs import Loops
 
 log = logging.getLogger("kubesoda.handlers")
 LOOPS: Loops | None = None
+STARTUP_GRACE_S = 0.0  # set by the runner when peering is on
 _nodes: dict[str, tuple] = {}
 
 
@@ -69,8 +72,11 @@ def on_node(event: dict[str, Any], body: kopf.Body, name: str, **_: Any) -> None
 
 @kopf.daemon(crd.GROUP, crd.VERSION, "schedulingpolicies", when=lambda name, **_: name == "default", cancellation_timeout=10)
 def scheduler_loops(stopped: kopf.DaemonStopped, **_: Any) -> None:
+    if STARTUP_GRACE_S and stopped.wait(STARTUP_GRACE_S):
+        return  # peering paused this replica before it acted
     log.info("this replica runs the SODA loops")
     _loops().run(stopped)  # type: ignore[arg-type]
+    log.info("this replica stopped running the SODA loops")
 
 
 def _no_finalizer_for_the_loops_daemon() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import random
 import threading
 
 import kopf
@@ -31,32 +32,76 @@ def ensure_policy(api: client.ApiClient) -> None:
                 raise
 
 
+def ensure_peering(api: client.ApiClient, name: str) -> None:
+    """Kopf writes keep-alives into an existing ClusterKopfPeering; without the object peering
+    would silently not happen and every replica would act, so create it (409 = already there)."""
+    custom = client.CustomObjectsApi(api)
+    try:
+        custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", name)
+        return
+    except client.ApiException as e:
+        if e.status != 404:
+            raise
+    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}
+    try:
+        custom.create_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", body)
+        log.info("created ClusterKopfPeering %s", name)
+    except client.ApiException as e:
+        if e.status == 404:
+            raise SystemExit(f"error: --peering {name}: the ClusterKopfPeering CRD is not installed (kubectl apply -f crds/)") from None
+        if e.status != 409:
+            raise
+
+
+PEERING_LIFETIME_S = 60
+
+
 @kopf.on.startup()
 def _configure(settings: kopf.OperatorSettings, **_: object) -> None:
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 60
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubesoda.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="kubesoda.io")
+    settings.peering.lifetime = PEERING_LIFETIME_S
+
+
+def api_client(workers: int) -> client.ApiClient:
+    """An ApiClient for the current kubeconfig whose connection pool fits ``workers`` requests."""
+    cfg = client.Configuration()
+    config.load_kube_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = max(4, workers)
+    return client.ApiClient(cfg)
 
 
 def main(args: argparse.Namespace) -> int:
+    global PEERING_LIFETIME_S
     logging.basicConfig(level=logging.INFO, format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}')
-    config.load_kube_config()
-    api = client.ApiClient()
+    workers = getattr(args, "workers", 16)
+    api = api_client(workers)
     ensure_policy(api)
-    handlers.LOOPS = Loops(api)
+    handlers.LOOPS = Loops(api, workers)
+    peering = getattr(args, "peering", None)
+    priority = getattr(args, "priority", None)
+    if peering:
+        ensure_peering(api, peering)
+        PEERING_LIFETIME_S = getattr(args, "peering_lifetime", 60)
+        # Wait for the peers' keep-alives before acting: a replica that starts next to a leader
+        # sees it within this time and pauses before its first write.
+        handlers.STARTUP_GRACE_S = 3.0
+        if priority is None:
+            priority = random.SystemRandom().randint(1, 2**31 - 1)
+        log.info("peering %s, priority %d, lifetime %ds", peering, priority, PEERING_LIFETIME_S)
     srv = None
     if getattr(args, "extender_port", 0):
         srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port)
         threading.Thread(target=srv.serve_forever, daemon=True, name="extender").start()
         log.info("extender on %s:%d", *srv.server_address[:2])
-    peering = getattr(args, "peering", None)
     try:
         kopf.run(
             clusterwide=True,
-            standalone=peering is None,
-            peering_name=peering,
-            priority=getattr(args, "priority", 0),
+            standalone=not peering,
+            peering_name=peering or None,
+            priority=priority or 0,
             liveness_endpoint=getattr(args, "liveness", None),
         )
     finally:

@@ -1,0 +1,86 @@
+"""Leader election: two operator replicas never both act (Kopf peering, `kubesoda run --peering`).
+
+Two replicas share a peering name: `high` (priority 200) and `low` (priority 100), with a short
+peering lifetime. The extender runs as its own process (it is stateless), so the scheduler keeps
+working whichever replica leads. Each replica logs to its own file; "this replica runs the SODA
+loops" marks the moments it starts acting and "applied:" every write batch.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+
+import pytest
+from kubernetes.client.rest import ApiException
+from live import GROUP, ROOT, Operator, install_crds_and_policy, pe_pods, running_as_planned
+
+POLICY = """apiVersion: kubesoda.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: default}
+spec: {macroEpochSeconds: 6, microEpochSeconds: 2, macroQDeadlineSeconds: 1, macroWDeadlineSeconds: 1}
+"""
+LIFETIME = 8
+LEADS = "this replica runs the SODA loops"
+
+
+@pytest.fixture(scope="module")
+def replicas(kubectl, extender_port, kube, tmp_path_factory):
+    install_crds_and_policy(kubectl, POLICY)
+    peering = f"e2e-{uuid.uuid4().hex[:6]}"
+    logs = tmp_path_factory.mktemp("leader")
+    ext = Operator("extender", "--port", str(extender_port), log=str(logs / "extender.log"))
+    ext.start()
+    common = ("run", "--extender-port", "0", "--peering", peering, "--peering-lifetime", str(LIFETIME))
+    high = Operator(*common, "--priority", "200", log=str(logs / "high.log"))
+    low = Operator(*common, "--priority", "100", log=str(logs / "low.log"))
+    high.start()
+    time.sleep(1)
+    low.start()
+    yield {"high": high, "low": low, "peering": peering}
+    for p in (high, low, ext):
+        p.stop()
+    try:
+        kube.custom.delete_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", peering)
+    except ApiException:
+        pass
+
+
+def test_only_the_leader_acts_and_the_standby_takes_over(replicas, kube, kubectl, namespace, wait_for):
+    high, low = replicas["high"], replicas["low"]
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+    wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running (high leads)")
+    # both replicas registered in the peering object; only the high one acts
+    peers = kube.custom.get_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", replicas["peering"]).get("status") or {}
+    assert sorted(p["priority"] for p in peers.values()) == [100, 200]
+    assert LEADS in high.output() and "applied:" in high.output()
+    assert LEADS not in low.output() and "applied:" not in low.output()
+    before = {p.metadata.name: p.metadata.uid for p in pe_pods(kube, namespace, "clicks")}
+
+    # the leader dies without saying goodbye: the standby acts once the leader's keep-alive expires
+    high.stop(signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(lambda: LEADS in low.output(), timeout=LIFETIME * 4, what="standby takes over")
+    takeover = time.monotonic() - killed
+    assert takeover <= LIFETIME * 3, takeover
+    # its first epochs on an unchanged cluster keep every pod (nothing duplicated or lost)...
+    time.sleep(5)
+    assert {p.metadata.name: p.metadata.uid for p in pe_pods(kube, namespace, "clicks")} == before
+    # ...and it does the job: a new job gets admitted and placed, the old one stays as planned
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "glued"))
+    wait_for(lambda: running_as_planned(kube, namespace, "alerts") and running_as_planned(kube, namespace, "clicks"), timeout=90,
+             what="new job placed by the standby")
+
+    # the high-priority replica comes back: the standby stops acting, the leader resumes
+    high.start()
+    wait_for(lambda: "stopped running the SODA loops" in low.output(), timeout=LIFETIME * 3, what="standby pauses for the leader")
+    wait_for(lambda: high.output().count(LEADS) >= 2, timeout=LIFETIME * 3, what="leader acts again")
+    kube.custom.patch_namespaced_custom_object(GROUP, "v1alpha1", namespace, "streamjobs", "clicks", {"spec": {"rank": 2}})
+    wait_for(lambda: (kube.custom.get_namespaced_custom_object(GROUP, "v1alpha1", namespace, "streamjobs", "clicks").get("status") or {})
+             .get("observedGeneration") == 2, timeout=60, what="the returning leader handles a change")
+    low_applied = low.output().count("applied:")
+    time.sleep(6)  # a macro epoch and several micro epochs of the leader
+    assert low.output().count("applied:") == low_applied, "the paused standby still writes"
+    wait_for(lambda: running_as_planned(kube, namespace, "clicks") and running_as_planned(kube, namespace, "alerts"), timeout=60,
+             what="jobs as planned under the returning leader")
