@@ -39,8 +39,10 @@ def release(kubectl):
 
 
 def test_install_creates_everything(release, kube, kubectl):
-    for crd in ("streamtemplates", "streamjobs", "schedulingpolicies"):
-        kubectl("get", "crd", f"{crd}.kubesoda.io")
+    for crd in ("streamtemplates.kubesoda.io", "streamjobs.kubesoda.io", "schedulingpolicies.kubesoda.io", "clusterkopfpeerings.kopf.dev"):
+        kubectl("get", "crd", crd)
+    # leader election on by default: the release's own peering object, named in the operator's args
+    kubectl("get", "clusterkopfpeering", f"{REL}-{NS}")
     deps = {d.metadata.name for d in kube.apps.list_namespaced_deployment(NS).items}
     assert deps == {f"{REL}-operator", f"{REL}-extender", f"{REL}-scheduler"}
     op = kube.apps.read_namespaced_deployment(f"{REL}-operator", NS)
@@ -49,6 +51,7 @@ def test_install_creates_everything(release, kube, kubectl):
     c = pod.containers[0]
     assert c.security_context.read_only_root_filesystem and c.security_context.capabilities.drop == ["ALL"]
     assert c.liveness_probe and c.readiness_probe and c.resources.requests
+    assert f"--peering={REL}-{NS}" in c.args and "--priority=auto" in c.args
     pol = json.loads(kubectl("get", "sp", "default", "-o", "json").stdout)
     assert pol["spec"]["macroEpochSeconds"] == 6
     cm = kube.core.read_namespaced_config_map(f"{REL}-scheduler", NS)
@@ -66,6 +69,9 @@ def test_second_scheduler_can_do_its_job(release, kubectl):
 def test_bad_values_fail_at_install_with_a_clear_message():
     proc = helm("install", "bad", str(ROOT / "charts" / "kubesoda"), "-n", NS, "--set", "extender.port=0", "--dry-run", check=False)
     assert proc.returncode != 0 and "/extender/port" in proc.stderr and "minimum" in proc.stderr
+    proc = helm("install", "bad", str(ROOT / "charts" / "kubesoda"), "-n", NS, "--set", "operator.replicas=2", "--set", "operator.peering=",
+                "--dry-run", check=False)
+    assert proc.returncode != 0 and "operator.replicas > 1 needs operator.peering" in proc.stderr
 
 
 def test_upgrade_changes_a_value(release, kube):
@@ -155,3 +161,4 @@ def test_uninstall_leaves_no_operator_objects(kube, kubectl):
     assert not [r for r in kube.rbac.list_cluster_role().items if r.metadata.name.startswith("gone-")]
     assert not [b for b in kube.rbac.list_cluster_role_binding().items if b.metadata.name.startswith("gone-")]
     assert not kube.core.list_namespaced_config_map("kubesoda-gone", label_selector="app.kubernetes.io/instance=gone").items
+    assert kubectl("get", "clusterkopfpeering", "gone-kubesoda-gone", check=False).returncode != 0

@@ -12,3 +12,6 @@ allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 capabilities: {drop: [ALL]}
 {{- end -}}
+{{- define "kubesoda.peering" -}}
+{{- if eq .Values.operator.peering "auto" -}}{{ printf "%s-%s" .Release.Name .Release.Namespace | trunc 253 | trimSuffix "-" }}{{- else -}}{{ .Values.operator.peering }}{{- end -}}
+{{- end -}}
