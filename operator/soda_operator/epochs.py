@@ -55,6 +55,7 @@ class Loops:
         self.macro_due = threading.Event()
         self.micro_due = threading.Event()
         self.lock = threading.Lock()
+        self.apply_s = 0.0  # duration of the last apply (logged with the macro epoch)
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
@@ -81,6 +82,7 @@ class Loops:
         with self.lock:
             t0 = time.perf_counter()
             snap = self.snapshot()
+            t_snap = time.perf_counter() - t0
             scen, errors = crd.scenario_from_objects(snap.nodes, snap.templates, snap.jobs, snap.policy, snap.pods)
             self._report_invalid(snap, errors)
             mq, mw = pipeline.macro(scen)
@@ -95,8 +97,9 @@ class Loops:
             self.last = (mq, mw, {j.name for j in scen.jobs})
             plan = self._micro(snap, scen, mq, mw)
             metrics.EPOCH_SECONDS.labels("macro").observe(time.perf_counter() - t0)
-            log.info("macro epoch: %d/%d jobs admitted, importance %.2f, %.2fs", sum(d.admitted for d in plan.jobs), len(plan.jobs),
-                     plan.importance, time.perf_counter() - t0)
+            log.info("macro epoch: %d/%d jobs admitted, importance %.2f, %.2fs (snapshot %.2fs, macroQ %.2fs, macroW %.2fs, apply %.2fs)",
+                     sum(d.admitted for d in plan.jobs), len(plan.jobs), plan.importance, time.perf_counter() - t0, t_snap,
+                     mq.report.seconds, mw.report.seconds, self.apply_s)
             return plan
 
     def micro_epoch(self) -> Plan | None:
@@ -128,6 +131,13 @@ class Loops:
 
     # ------------------------------------------------------------------ apply
     def _apply(self, snap: Snapshot, scen: Scenario, plan: Plan, fractions: dict[str, dict[str, float]]) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._apply_plan(snap, scen, plan, fractions)
+        finally:
+            self.apply_s = time.perf_counter() - t0
+
+    def _apply_plan(self, snap: Snapshot, scen: Scenario, plan: Plan, fractions: dict[str, dict[str, float]]) -> None:
         node_cores = {n.name: n.cores for n in scen.nodes}
         jobs_by_key = {crd.key(j): j for j in snap.jobs}
         tmpl_by_key = {crd.key(t): t for t in snap.templates}
