@@ -69,7 +69,7 @@ def running_as_planned(kube: Any, ns: str, jobname: str) -> list[Any] | bool:
     cores = {n.metadata.name: float(n.status.allocatable["cpu"]) for n in kube.core.list_node().items}
     for p in pods:
         ann = p.metadata.annotations
-        if p.status.phase != "Running" or p.spec.node_name != ann["kubesoda.io/node"]:
+        if p.status.phase != "Running" or p.spec.node_name != ann["kubesoda.io/node"] or p.spec.node_name not in cores:
             return False
         if abs(milli(p.spec.containers[0].resources.limits["cpu"]) - round(float(ann["kubesoda.io/fraction"]) * cores[p.spec.node_name] * 1000)) > 1:
             return False

@@ -166,3 +166,35 @@ def test_extender_passes_foreign_pods_and_filters_kubesoda_pods(operator, extend
     res = post("filter", ours)
     assert res["NodeNames"] == ["b"] and "a" in res["FailedNodes"]
     assert post("prioritize", ours) == [{"Host": "a", "Score": 0}, {"Host": "b", "Score": 10}]
+
+
+@pytest.mark.parametrize("how", ["cordon", "not-ready", "delete"])
+def test_node_cordoned_not_ready_or_gone_loses_its_instances_within_epochs(operator, kube, kubectl, namespace, wait_for, how):
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+    pods = wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running")
+    victim = pods[0].spec.node_name
+    t0 = time.monotonic()
+    try:
+        if how == "cordon":
+            kube.core.patch_node(victim, {"spec": {"unschedulable": True}})
+        elif how == "not-ready":  # a failed kubelet: KWOK leaves the node alone while it has this annotation
+            kube.core.patch_node(victim, {"metadata": {"annotations": {"kubesoda.io/simulate-not-ready": "true"}}})
+            kube.core.patch_node_status(victim, {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletDown",
+                                                                             "message": "e2e"}]}})
+        else:
+            kube.core.delete_node(victim)
+        moved = wait_for(lambda: (p := running_as_planned(kube, namespace, "clicks")) and all(x.spec.node_name != victim for x in p) and p,
+                         timeout=60, what=f"clicks running off the {how} node")
+        elapsed = time.monotonic() - t0
+        print(f"{how}: instances off {victim} and Running again in {elapsed:.1f}s")
+        # the policy's micro epoch is 2 s; a PE whose candidates are all gone needs a macro epoch (1 s debounce + deadlines)
+        assert elapsed < 20, elapsed
+        assert {p.metadata.labels["kubesoda.io/pe"] for p in moved} == {"ingest", "parse", "enrich", "score"}
+    finally:
+        if how == "cordon":
+            kube.core.patch_node(victim, {"spec": {"unschedulable": False}})
+        elif how == "not-ready":
+            kube.core.patch_node(victim, {"metadata": {"annotations": {"kubesoda.io/simulate-not-ready": None}}})
+        else:
+            topo = os.environ.get("KUBESODA_TOPOLOGY", str(ROOT / "hack" / "topologies" / "small.yaml"))
+            subprocess.run([sys.executable, str(ROOT / "hack" / "nodes.py"), topo], check=False, timeout=120)

@@ -30,7 +30,7 @@ from soda_optimizer.plan import Plan
 from soda_optimizer.stages import MacroQResult, MacroWResult
 
 from . import crd, metrics
-from .apply import Applier, Fenced, Instance, status_changed
+from .apply import Applier, Fenced, Instance, list_json, status_changed
 
 log = logging.getLogger("kubesoda.epochs")
 
@@ -59,8 +59,7 @@ class Loops:
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
-        s = self.api.sanitize_for_serialization
-        nodes = [s(n) for n in self.core.list_node().items]
+        nodes = list_json(self.core.list_node)
         templates = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamtemplates")["items"]
         jobs = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs")["items"]
         try:
@@ -69,8 +68,9 @@ class Loops:
             if e.status != 404:
                 raise
             policy = None
-        pods = [s(p) for p in self.core.list_pod_for_all_namespaces(label_selector=crd.LABEL_JOB).items]
-        services = {(v.metadata.namespace, v.metadata.name) for v in self.core.list_service_for_all_namespaces(label_selector=crd.LABEL_JOB).items}
+        pods = list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
+        services = {(v["metadata"]["namespace"], v["metadata"]["name"])
+                    for v in list_json(self.core.list_service_for_all_namespaces, label_selector=crd.LABEL_JOB)}
         return Snapshot(nodes, templates, jobs, policy, pods, services)
 
     def policy_epochs(self, snap: Snapshot | None = None) -> tuple[float, float]:
@@ -170,8 +170,15 @@ class Loops:
                 running &= phase == "Running"
                 inst.setdefault(w.pe, []).append({"node": w.node, "fraction": round(w.fraction, 6), "pod": w.name})
             status = crd.job_status(plan, j.name, (obj.get("metadata") or {}).get("generation"), inst)
-            if status["phase"] == "Admitted" and running and inst:
-                status["phase"] = "Running"
+            if status["phase"] == "Admitted":
+                # Running = every PE has an instance and every instance runs; a PE left without one
+                # (its candidate nodes went away) makes the job Degraded until a macro epoch re-places it
+                missing = sorted(p["name"] for p in status["pes"] if not p["instances"])
+                if missing:
+                    status.update(phase="Degraded", reason="NoUsableCandidate",
+                                  message=f"no usable candidate node for PE(s) {', '.join(missing)}; waiting for the next macro epoch")
+                elif running:
+                    status["phase"] = "Running"
             if not plan.feasible and j.name not in admitted:
                 status.update(phase="Rejected", reason=status.get("reason") or "Infeasible", message=plan.message)
             old = obj.get("status") or {}
