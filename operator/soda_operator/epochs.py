@@ -211,7 +211,7 @@ class Loops:
                 self.applier.job_status(ns, name, status)
 
     # ------------------------------------------------------------------ loop
-    def run(self, stop: threading.Event, debounce_s: float = 1.0) -> None:
+    def run(self, stop: threading.Event, debounce_s: float = 1.0, max_debounce_s: float = 10.0) -> None:
         """Run both loops until ``stop`` is set (the leader's daemon). Once ``stop`` is set, the
         epoch in progress writes nothing more (the applier's fence)."""
         self.applier.fence = stop.is_set
@@ -227,8 +227,14 @@ class Loops:
                     pass
                 now = time.monotonic()
                 if self.macro_due.is_set():
-                    self.macro_due.clear()
-                    stop.wait(debounce_s)
+                    # debounce: wait for a quiet second (a `kubectl apply` of many jobs arrives over
+                    # several seconds; planning on half of them would place the rest around them),
+                    # but never longer than max_debounce_s
+                    first = time.monotonic()
+                    while True:
+                        self.macro_due.clear()
+                        if stop.wait(debounce_s) or not self.macro_due.is_set() or time.monotonic() - first >= max_debounce_s:
+                            break
                     next_macro = 0.0
                 if now >= next_macro:
                     self.macro_epoch()

@@ -23,6 +23,13 @@ Stages (paper 5.2.3):
    perturbation when no move improves; runs to the deadline and keeps the best feasible solution.
    ``method="miniw"`` skips the MILP (miniW alone).
 
+Incremental epochs (our addition; the paper states the change constraints 20-23 but not how a
+solver should start): when every PE still has feasible previous candidates, miniW starts from them;
+when only some have (jobs admitted since, or a PE whose nodes went away), those keep their
+candidates and the others are placed along their streams around them; in both cases miniW then
+moves a candidate set only for a >= 2% gain in the objective, because every move restarts PE
+instances. Only when neither start is feasible is the problem solved afresh (stages 1-3).
+
 Departure on alpha_n (constraint 4): the paper's  sum_p H_{p,n} v_{p,n} / H_n  counts every
 candidate PE as if it could fill the node; we count  min(phi_p g_p, H_{p,n})  so that a light PE
 weighs lightly (still linear in v).
@@ -510,6 +517,51 @@ def _from_previous(prob: Problem) -> Solution | None:
     return sol
 
 
+def _extend_previous(prob: Problem) -> Solution | None:
+    """Jobs came (or a PE lost its nodes) since the previous epoch: keep every previous candidate set
+    that is still usable and large enough, and place only the other PEs, along their streams (next to
+    the rack of an already placed partner, else in the rack with the most free mips). None when no PE
+    has previous candidates or the result violates a constraint (the caller then solves afresh)."""
+    cand: list[set[str]] = []
+    for u in prob.units:
+        kept = {n for n in u.prev if n in prob.nodes}
+        cand.append(kept if u.prev and len(kept) >= u.min_c else set())
+    if not any(cand) or all(cand):
+        return None
+    load = _loads(prob, cand)
+    free = {r: sum(prob.nodes[n].mips for n in ns) for r, ns in prob.topo.racks.items()}
+    for n, x in load.items():
+        free[prob.nodes[n].rack] -= x
+    g = nx.Graph()
+    g.add_nodes_from(range(len(prob.units)))
+    g.add_weighted_edges_from((a, b, t) for (a, b), t in prob.traffic.items())
+    todo = {i for i, c in enumerate(cand) if not c}
+    order: list[int] = []
+    for comp in sorted(nx.connected_components(g), key=lambda c: -sum(prob.units[k].goal for k in c)):
+        if not comp & todo:
+            continue
+        # grow outwards from what is placed (or from the component's heaviest PE), by hops
+        sources = {k for k in comp if k not in todo} or {max(comp, key=lambda k: (sum(t for _, t in prob.neighbours[k]), -k))}
+        hops = nx.multi_source_dijkstra_path_length(g, sources, weight=lambda *_: 1)
+        order.extend(sorted(comp & todo, key=lambda k: (hops.get(k, len(comp)), -prob.units[k].goal, k)))
+    for i in order:
+        partner_racks = sorted(((t, prob.nodes[next(iter(cand[j]))].rack) for j, t in prob.neighbours[i] if cand[j]), reverse=True)
+        prefer = [r for _, r in partner_racks] + sorted(free, key=lambda r: -free[r])
+        c = None
+        for r in dict.fromkeys(prefer):
+            c = _choose_nodes(prob, i, r, cand, load)
+            if c is not None:
+                break
+        if c is None:
+            return None
+        cand[i] = c
+        for n in c:
+            load[n] += prob.weight(i, n)
+            free[prob.nodes[n].rack] -= prob.weight(i, n)
+    sol = Solution(prob, cand)
+    return None if _violations(prob, _as_candidates(prob, sol)) else sol
+
+
 def _mini_w(prob: Problem, start: Solution, deadline: float, seed: int = 0, max_stale: int = 30, min_gain: float = 0.0) -> tuple[Solution, int]:
     """Local search from ``start``: first-improvement over the neighbourhood of each PE, PEs in
     decreasing order of the traffic they send across links; a random rack move perturbs the
@@ -565,12 +617,17 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
     stage = "miniw"
     racks = None
     start = _from_previous(prob)
+    stage = "previous epoch"
+    if start is None:
+        start = _extend_previous(prob)
+        stage = "previous epoch + new PEs placed along their streams"
     min_gain = 0.0
     if start is not None:
         # miniW's initialisation from the previous epoch's solution: where it is still feasible
         # the candidates stay, and miniW moves them only for a clear (2%) gain (stability: every
-        # move of a candidate set restarts PE instances)
-        stage, min_gain = "previous epoch", 0.02
+        # move of a candidate set restarts PE instances); PEs that are new (jobs admitted since)
+        # are placed next to their stream partners without moving the others
+        min_gain = 0.02
         best, moves = _mini_w(prob, start, deadline, min_gain=min_gain)
         cands = _as_candidates(prob, best)
         return MacroWResult(cands, best.objective(), report("feasible" if time.monotonic() < deadline else "deadline", best.objective(),
