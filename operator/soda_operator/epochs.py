@@ -173,7 +173,8 @@ class Loops:
             if status["phase"] == "Admitted":
                 # Running = every PE has an instance and every instance runs; a PE left without one
                 # (its candidate nodes went away) makes the job Degraded until a macro epoch re-places it
-                missing = sorted(p["name"] for p in status["pes"] if not p["instances"])
+                # (a PE whose goal is 0 has no instance by design: macroQ gave it nothing)
+                missing = sorted(p["name"] for p in status["pes"] if not p["instances"] and p["goalMips"] > 0)
                 if missing:
                     status.update(phase="Degraded", reason="NoUsableCandidate",
                                   message=f"no usable candidate node for PE(s) {', '.join(missing)}; waiting for the next macro epoch")
