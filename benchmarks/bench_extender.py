@@ -29,17 +29,25 @@ sys.path.insert(0, str(ROOT))
 
 from soda_operator import extender  # noqa: E402
 
+CANDIDATES = int(os.environ.get("BENCH_CANDIDATES", "0"))
+
 
 def pods_per_second(core: client.CoreV1Api, ns: str, scheduler: str, nodes: list[str], n: int) -> float:
     tag = uuid.uuid4().hex[:6]
 
     def create(i: int) -> None:
         md = client.V1ObjectMeta(name=f"{scheduler[:4]}-{tag}-{i}", labels={"bench": tag})
+        # kubesoda's pods name their planned node; with BENCH_CANDIDATES=k both schedulers' pods also
+        # carry node affinity to k candidate nodes (the planned one first), as the operator's pods do
         if scheduler == "kubesoda":
             md.labels["kubesoda.io/job"] = "bench"
             md.annotations = {"kubesoda.io/node": nodes[i % len(nodes)]}
+        cands = [nodes[(i + k) % len(nodes)] for k in range(CANDIDATES)]
+        affinity = None if not cands else client.V1Affinity(node_affinity=client.V1NodeAffinity(
+                required_during_scheduling_ignored_during_execution=client.V1NodeSelector(node_selector_terms=[client.V1NodeSelectorTerm(
+                    match_expressions=[client.V1NodeSelectorRequirement(key="kubernetes.io/hostname", operator="In", values=cands)])])))
         core.create_namespaced_pod(ns, client.V1Pod(metadata=md, spec=client.V1PodSpec(
-            scheduler_name=scheduler, containers=[client.V1Container(name="c", image="pause",
+            scheduler_name=scheduler, affinity=affinity, containers=[client.V1Container(name="c", image="pause",
             resources=client.V1ResourceRequirements(requests={"cpu": "10m"}))])))
 
     t0 = time.perf_counter()
@@ -78,7 +86,7 @@ def main() -> None:
             for _ in range(3):
                 plain.append(pods_per_second(core, ns, "default-scheduler", nodes, n_pods))
                 ext.append(pods_per_second(core, ns, "kubesoda", nodes, n_pods))
-            row = {"nodes": len(core.list_node().items), "pods": n_pods, "runs": 3,
+            row = {"nodes": len(core.list_node().items), "pods": n_pods, "runs": 3, "candidates_affinity": CANDIDATES,
                    "plain_pods_per_s_median": statistics.median(plain), "extender_pods_per_s_median": statistics.median(ext),
                    "ratio": statistics.median(ext) / statistics.median(plain), "plain_runs": plain, "extender_runs": ext}
             rows.append(row)
