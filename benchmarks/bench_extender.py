@@ -96,7 +96,7 @@ def main() -> None:
         srv.shutdown()
     out = ROOT / "docs" / "benchmarks"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "extender.json").write_text(json.dumps({"command": "KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh .venv/bin/python benchmarks/bench_extender.py",
+    (out / ("extender.json" if not CANDIDATES else f"extender-candidates{CANDIDATES}.json")).write_text(json.dumps({"command": (f"BENCH_CANDIDATES={CANDIDATES} " if CANDIDATES else "") + "KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh .venv/bin/python benchmarks/bench_extender.py",
                                                     "reference": "a Go extender: ~0.11x of the plain scheduler at 500 nodes (991 vs 111 pods/s)", "rows": rows}, indent=2))
 
 

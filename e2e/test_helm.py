@@ -56,6 +56,7 @@ def test_install_creates_everything(release, kube, kubectl):
     assert pol["spec"]["macroEpochSeconds"] == 6
     cm = kube.core.read_namespaced_config_map(f"{REL}-scheduler", NS)
     assert f"{REL}-extender.{NS}.svc" in cm.data["config.yaml"] and "ignorable: false" in cm.data["config.yaml"]
+    assert "percentageOfNodesToScore: 100" in cm.data["config.yaml"]  # every feasible node reaches the extender
 
 
 def test_second_scheduler_can_do_its_job(release, kubectl):
