@@ -9,7 +9,9 @@ loops" marks the moments it starts acting and "applied:" every write batch.
 from __future__ import annotations
 
 import signal
+import socket
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -25,6 +27,22 @@ LIFETIME = 8
 LEADS = "this replica runs the SODA loops"
 
 
+def free_port() -> int:
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+def leader_gauge(op: Operator) -> float | None:
+    """The replica's kubesoda_leader gauge, from its /metrics."""
+    port = op.args[op.args.index("--metrics-port") + 1]
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return None
+    return next((float(line.split()[1]) for line in text.splitlines() if line.startswith("kubesoda_leader ")), None)
+
+
 @pytest.fixture(scope="module")
 def replicas(kubectl, extender_port, kube, tmp_path_factory):
     install_crds_and_policy(kubectl, POLICY)
@@ -33,8 +51,8 @@ def replicas(kubectl, extender_port, kube, tmp_path_factory):
     ext = Operator("extender", "--port", str(extender_port), log=str(logs / "extender.log"))
     ext.start()
     common = ("run", "--extender-port", "0", "--peering", peering, "--peering-lifetime", str(LIFETIME))
-    high = Operator(*common, "--priority", "200", log=str(logs / "high.log"))
-    low = Operator(*common, "--priority", "100", log=str(logs / "low.log"))
+    high = Operator(*common, "--priority", "200", "--metrics-port", str(free_port()), log=str(logs / "high.log"))
+    low = Operator(*common, "--priority", "100", "--metrics-port", str(free_port()), log=str(logs / "low.log"))
     high.start()
     time.sleep(1)
     low.start()
@@ -56,6 +74,7 @@ def test_only_the_leader_acts_and_the_standby_takes_over(replicas, kube, kubectl
     assert sorted(p["priority"] for p in peers.values()) == [100, 200]
     assert LEADS in high.output() and "applied:" in high.output()
     assert LEADS not in low.output() and "applied:" not in low.output()
+    assert leader_gauge(high) == 1 and leader_gauge(low) == 0  # what an alert on "no leader" / "two leaders" reads
     before = {p.metadata.name: p.metadata.uid for p in pe_pods(kube, namespace, "clicks")}
 
     # the leader dies without saying goodbye: the standby acts once the leader's keep-alive expires
@@ -63,7 +82,9 @@ def test_only_the_leader_acts_and_the_standby_takes_over(replicas, kube, kubectl
     killed = time.monotonic()
     wait_for(lambda: LEADS in low.output(), timeout=LIFETIME * 4, what="standby takes over")
     takeover = time.monotonic() - killed
+    print(f"standby acted {takeover:.1f}s after the leader was SIGKILLed (peering lifetime {LIFETIME}s)")
     assert takeover <= LIFETIME * 3, takeover
+    assert leader_gauge(low) == 1
     # its first epochs on an unchanged cluster keep every pod (nothing duplicated or lost)...
     time.sleep(5)
     assert {p.metadata.name: p.metadata.uid for p in pe_pods(kube, namespace, "clicks")} == before

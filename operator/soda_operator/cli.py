@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds after which a silent replica (killed, partitioned) is presumed dead and another takes over")
     r.add_argument("--workers", type=int, default=16, help="API requests in flight while applying a plan")
     r.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    r.add_argument("--metrics-port", type=int, default=0,
+                   help="serve Prometheus /metrics on this port (0: only on the extender's port, when it runs)")
+    r.add_argument("--metrics-host", default="127.0.0.1")
     r.set_defaults(func=lambda a: _lazy("soda_operator.runner", a))
     e = sub.add_parser("extender", help="run only the scheduler extender")
     e.add_argument("--port", type=int, default=8888)

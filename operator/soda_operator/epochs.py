@@ -249,6 +249,7 @@ class Loops:
                 log.info("stopped mid-epoch: no more writes from this replica")
                 return
             except Exception:  # never crash-loop: log and try again next tick
+                metrics.EPOCH_FAILURES.inc()
                 log.exception("epoch failed")
                 stop.wait(2.0)
             wait = max(0.05, min(next_macro, next_micro) - time.monotonic())

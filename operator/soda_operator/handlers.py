@@ -22,7 +22,7 @@ from typing import Any
 
 import kopf
 
-from . import crd
+from . import crd, metrics
 from .epochs import Loops
 
 log = logging.getLogger("kubesoda.handlers")
@@ -75,8 +75,12 @@ def scheduler_loops(stopped: kopf.DaemonStopped, **_: Any) -> None:
     if STARTUP_GRACE_S and stopped.wait(STARTUP_GRACE_S):
         return  # peering paused this replica before it acted
     log.info("this replica runs the SODA loops")
-    _loops().run(stopped)  # type: ignore[arg-type]
-    log.info("this replica stopped running the SODA loops")
+    metrics.LEADER.set(1)
+    try:
+        _loops().run(stopped)  # type: ignore[arg-type]
+    finally:
+        metrics.LEADER.set(0)
+        log.info("this replica stopped running the SODA loops")
 
 
 def _no_finalizer_for_the_loops_daemon() -> None:

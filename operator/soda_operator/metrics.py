@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
 
 STAGE_SECONDS = Histogram("kubesoda_stage_seconds", "Duration of each optimizer stage", ["stage"], buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30))
 EPOCH_SECONDS = Histogram("kubesoda_epoch_seconds", "Duration of a macro or micro epoch (snapshot to applied)", ["epoch"], buckets=(0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60))
 IMPORTANCE = Gauge("kubesoda_projected_importance", "Projected importance of the current plan")
 JOBS = Gauge("kubesoda_jobs", "StreamJobs by decision", ["decision"])
 PATCHES = Counter("kubesoda_pod_changes_total", "Pod changes applied", ["kind"])  # create, resize, delete
+LEADER = Gauge("kubesoda_leader", "1 while this replica runs the SODA loops (it won the peering election, or runs standalone)")
+EPOCH_FAILURES = Counter("kubesoda_epoch_failures_total", "Epochs that raised (logged and retried at the next tick)")
 EXTENDER_LATENCY = Histogram("kubesoda_extender_seconds", "Extender request latency", ["verb"], buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1))
 
 
 def exposition() -> tuple[bytes, str]:
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def serve(host: str, port: int) -> None:
+    """Serve /metrics on its own port (the operator without the extender, e.g. in the chart)."""
+    start_http_server(port, addr=host)

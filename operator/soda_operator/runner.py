@@ -10,7 +10,7 @@ import threading
 import kopf
 from kubernetes import client, config
 
-from . import crd, extender, handlers
+from . import crd, extender, handlers, metrics
 from .epochs import Loops
 
 log = logging.getLogger("kubesoda.runner")
@@ -91,6 +91,9 @@ def main(args: argparse.Namespace) -> int:
         if priority is None:
             priority = random.SystemRandom().randint(1, 2**31 - 1)
         log.info("peering %s, priority %d, lifetime %ds", peering, priority, PEERING_LIFETIME_S)
+    if getattr(args, "metrics_port", 0):
+        metrics.serve(getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
+        log.info("metrics on %s:%d", getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
     srv = None
     if getattr(args, "extender_port", 0):
         srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port)
