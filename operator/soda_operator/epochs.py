@@ -56,6 +56,8 @@ class Loops:
         self.micro_due = threading.Event()
         self.lock = threading.Lock()
         self.apply_s = 0.0  # duration of the last apply (logged with the macro epoch)
+        # Admitted jobs whose instances were not all Running at the last apply: (job, status, pods)
+        self.awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> Snapshot:
@@ -158,6 +160,7 @@ class Loops:
         services = sorted({(*p.job.split("/", 1), p.name) for p in plan.pes if p.job in admitted})
         counts["service"] = self.applier.ensure_services([(ns, j, pe, jobs_by_key[f"{ns}/{j}"]) for ns, j, pe in services], snap.services)
         updates = []
+        awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
         pods_by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in snap.pods}
         for j in scen.jobs:
             obj = jobs_by_key[j.name]
@@ -173,13 +176,16 @@ class Loops:
             if status["phase"] == "Admitted":
                 # Running = every PE has an instance and every instance runs; a PE left without one
                 # (its candidate nodes went away) makes the job Degraded until a macro epoch re-places it
-                # (a PE whose goal is 0 has no instance by design: macroQ gave it nothing)
-                missing = sorted(p["name"] for p in status["pes"] if not p["instances"] and p["goalMips"] > 0)
+                # (a PE whose macroQ goal is 0 has no instance by design: macroQ gave it nothing; its
+                # microQ goal is also 0 when it cannot be hosted, so that one does not tell)
+                missing = sorted(p.name for p in plan.pes if p.job == j.name and p.macro_goal_mips > 0 and not inst.get(p.name))
                 if missing:
                     status.update(phase="Degraded", reason="NoUsableCandidate",
                                   message=f"no usable candidate node for PE(s) {', '.join(missing)}; waiting for the next macro epoch")
                 elif running:
                     status["phase"] = "Running"
+                else:  # promoted by refresh_running() as soon as its pods run, not an epoch later
+                    awaiting[(ns, name)] = (obj, status, [i["pod"] for v in inst.values() for i in v])
             if not plan.feasible and j.name not in admitted:
                 status.update(phase="Rejected", reason=status.get("reason") or "Infeasible", message=plan.message)
             old = obj.get("status") or {}
@@ -190,11 +196,30 @@ class Loops:
                 updates.append((ns, name, status))
         self.applier.job_statuses(updates)
         counts["status"] = len(updates)
+        self.awaiting = awaiting
         metrics.IMPORTANCE.set(plan.importance)
         metrics.JOBS.labels("admitted").set(len(admitted))
         metrics.JOBS.labels("rejected").set(len(plan.jobs) - len(admitted))
         if any(counts.values()):
             log.info("applied: %s", counts)
+
+    def refresh_running(self) -> int:
+        """Between epochs: an Admitted job whose planned instances all run becomes Running now, not
+        at the next epoch (one list of kubesoda's pods; the plan is the last epoch's, nothing else
+        changes). Returns how many jobs were promoted."""
+        with self.lock:
+            if not self.awaiting:
+                return 0
+            phase = {(p["metadata"]["namespace"], p["metadata"]["name"]): (p.get("status") or {}).get("phase")
+                     for p in list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)}
+            done = [(key, obj, status) for key, (obj, status, pods) in self.awaiting.items()
+                    if pods and all(phase.get((key[0], pod)) == "Running" for pod in pods)]
+            for key, obj, status in done:
+                status = dict(status, phase="Running")
+                self.applier.event(obj, "Running", status.get("message") or "every instance runs")
+                self.applier.job_status(key[0], key[1], status)
+                del self.awaiting[key]
+            return len(done)
 
     def _report_invalid(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
         jobs_by_key = {crd.key(j): j for j in snap.jobs}
@@ -212,12 +237,13 @@ class Loops:
                 self.applier.job_status(ns, name, status)
 
     # ------------------------------------------------------------------ loop
-    def run(self, stop: threading.Event, debounce_s: float = 1.0, max_debounce_s: float = 10.0) -> None:
+    def run(self, stop: threading.Event, debounce_s: float = 1.0, max_debounce_s: float = 10.0, refresh_s: float = 1.0) -> None:
         """Run both loops until ``stop`` is set (the leader's daemon). Once ``stop`` is set, the
         epoch in progress writes nothing more (the applier's fence)."""
         self.applier.fence = stop.is_set
         next_macro = 0.0
         next_micro = 0.0
+        next_refresh = 0.0
         while not stop.is_set():
             try:
                 macro_s, micro_s = self.policy_epochs(None)
@@ -245,6 +271,9 @@ class Loops:
                     self.micro_due.clear()
                     self.micro_epoch()
                     next_micro = time.monotonic() + micro_s
+                elif self.awaiting and now >= next_refresh:
+                    self.refresh_running()
+                    next_refresh = time.monotonic() + refresh_s
             except Fenced:
                 log.info("stopped mid-epoch: no more writes from this replica")
                 return
@@ -252,7 +281,7 @@ class Loops:
                 metrics.EPOCH_FAILURES.inc()
                 log.exception("epoch failed")
                 stop.wait(2.0)
-            wait = max(0.05, min(next_macro, next_micro) - time.monotonic())
+            wait = max(0.05, min(next_macro, next_micro, next_refresh if self.awaiting else next_micro) - time.monotonic())
             # wake early when a handler flags work
             for _ in range(int(wait / 0.1) + 1):
                 if stop.is_set() or self.macro_due.is_set() or self.micro_due.is_set():
