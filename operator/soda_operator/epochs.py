@@ -214,10 +214,9 @@ class Loops:
                      for p in list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)}
             done = [(key, obj, status) for key, (obj, status, pods) in self.awaiting.items()
                     if pods and all(phase.get((key[0], pod)) == "Running" for pod in pods)]
-            for key, obj, status in done:
-                status = dict(status, phase="Running")
-                self.applier.event(obj, "Running", status.get("message") or "every instance runs")
-                self.applier.job_status(key[0], key[1], status)
+            self.applier.job_statuses([(key[0], key[1], dict(status, phase="Running")) for key, _, status in done])
+            self.applier.events([(obj, "Running", status.get("message") or "every instance runs") for _, obj, status in done])
+            for key, _, _ in done:
                 del self.awaiting[key]
             return len(done)
 

@@ -403,29 +403,39 @@ def _choose_nodes(prob: Problem, i: int, rack: str, cand: list[set[str]], load: 
     return chosen
 
 
+def _stream_graph(prob: Problem) -> nx.Graph:
+    """Units joined by their streams, weighted by traffic."""
+    g = nx.Graph()
+    g.add_nodes_from(range(len(prob.units)))
+    g.add_weighted_edges_from((a, b, t) for (a, b), t in prob.traffic.items())
+    return g
+
+
+def _place(prob: Problem, i: int, racks: list[str], cand: list[set[str]], load: dict[str, float]) -> bool:
+    """BottomLevel for unit ``i`` in the first of ``racks`` (in order, repeats ignored) where it
+    fits; records its candidates in ``cand`` and their weight in ``load``."""
+    for r in dict.fromkeys(racks):
+        c = _choose_nodes(prob, i, r, cand, load)
+        if c is not None:
+            cand[i] = c
+            for n in c:
+                load[n] += prob.weight(i, n)
+            return True
+    return False
+
+
 def _build(prob: Problem, racks: dict[int, str]) -> Solution | None:
     cand: list[set[str]] = [set() for _ in prob.units]
     load = dict.fromkeys(prob.nodes, 0.0)
     # place PEs along their streams (heaviest first), so partners see each other's nodes
-    g = nx.Graph()
-    g.add_nodes_from(range(len(prob.units)))
-    g.add_weighted_edges_from((a, b, t) for (a, b), t in prob.traffic.items())
+    g = _stream_graph(prob)
     order: list[int] = []
     for comp in sorted(nx.connected_components(g), key=lambda c: -sum(prob.units[k].goal for k in c)):
         root = max(comp, key=lambda k: (sum(t for _, t in prob.neighbours[k]), -k))
         order.extend(nx.dfs_preorder_nodes(g, root))
     for i in order:
-        c = _choose_nodes(prob, i, racks[i], cand, load)
-        if c is None:
-            for r in sorted(prob.topo.racks, key=lambda r: r != racks[i]):
-                c = _choose_nodes(prob, i, r, cand, load)
-                if c is not None:
-                    break
-        if c is None:
+        if not _place(prob, i, [racks[i], *sorted(prob.topo.racks)], cand, load):
             return None
-        cand[i] = c
-        for n in c:
-            load[n] += prob.weight(i, n)
     return Solution(prob, cand)
 
 
@@ -532,9 +542,7 @@ def _extend_previous(prob: Problem) -> Solution | None:
     free = {r: sum(prob.nodes[n].mips for n in ns) for r, ns in prob.topo.racks.items()}
     for n, x in load.items():
         free[prob.nodes[n].rack] -= x
-    g = nx.Graph()
-    g.add_nodes_from(range(len(prob.units)))
-    g.add_weighted_edges_from((a, b, t) for (a, b), t in prob.traffic.items())
+    g = _stream_graph(prob)
     todo = {i for i, c in enumerate(cand) if not c}
     order: list[int] = []
     for comp in sorted(nx.connected_components(g), key=lambda c: -sum(prob.units[k].goal for k in c)):
@@ -546,17 +554,9 @@ def _extend_previous(prob: Problem) -> Solution | None:
         order.extend(sorted(comp & todo, key=lambda k: (hops.get(k, len(comp)), -prob.units[k].goal, k)))
     for i in order:
         partner_racks = sorted(((t, prob.nodes[next(iter(cand[j]))].rack) for j, t in prob.neighbours[i] if cand[j]), reverse=True)
-        prefer = [r for _, r in partner_racks] + sorted(free, key=lambda r: -free[r])
-        c = None
-        for r in dict.fromkeys(prefer):
-            c = _choose_nodes(prob, i, r, cand, load)
-            if c is not None:
-                break
-        if c is None:
+        if not _place(prob, i, [r for _, r in partner_racks] + sorted(free, key=lambda r: -free[r]), cand, load):
             return None
-        cand[i] = c
-        for n in c:
-            load[n] += prob.weight(i, n)
+        for n in cand[i]:
             free[prob.nodes[n].rack] -= prob.weight(i, n)
     sol = Solution(prob, cand)
     return None if _violations(prob, _as_candidates(prob, sol)) else sol
