@@ -297,8 +297,8 @@ class Applier:
             if e.status != 404:
                 log.error("status of %s/%s failed: %s", namespace, name, e.reason)
 
-    def events(self, items: list[tuple[dict[str, Any], str, str]]) -> None:
-        """Normal Events (object, reason, message), concurrently."""
+    def events(self, items: list[tuple[dict[str, Any], str, str, str]]) -> None:
+        """Events (object, reason, message, type), concurrently."""
         self._each(lambda e: self.event(*e), items)
 
     def event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:

@@ -155,11 +155,10 @@ class Loops:
             for node, f in fractions.get(pe.pe, {}).items():
                 if f > 0 and node in node_cores:
                     wanted.append(Instance(ns, jname, pe.name, node, f, node_cores[node], pe.candidates, spec, job_obj))
-        managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
-        counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
-        services = sorted({(*p.job.split("/", 1), p.name) for p in plan.pes if p.job in admitted})
-        counts["service"] = self.applier.ensure_services([(ns, j, pe, jobs_by_key[f"{ns}/{j}"]) for ns, j, pe in services], snap.services)
+        # statuses and Events first: a job shows its decision as soon as it is made, not after
+        # hundreds of pod creates (they follow; the status names the pods it plans)
         updates = []
+        events: list[tuple[dict[str, Any], str, str, str]] = []
         awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
         pods_by_name = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in snap.pods}
         for j in scen.jobs:
@@ -190,13 +189,18 @@ class Loops:
                 status.update(phase="Rejected", reason=status.get("reason") or "Infeasible", message=plan.message)
             old = obj.get("status") or {}
             if old.get("phase") != status["phase"] or old.get("reason") != status.get("reason"):
-                self.applier.event(obj, status["phase"], status.get("message") or status.get("reason") or status["phase"],
-                                   "Normal" if status["phase"] in ("Admitted", "Running") else "Warning")
+                events.append((obj, status["phase"], status.get("message") or status.get("reason") or status["phase"],
+                               "Normal" if status["phase"] in ("Admitted", "Running") else "Warning"))
             if status_changed(old, status):
                 updates.append((ns, name, status))
         self.applier.job_statuses(updates)
-        counts["status"] = len(updates)
+        self.applier.events(events)
         self.awaiting = awaiting
+        managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
+        counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
+        services = sorted({(*p.job.split("/", 1), p.name) for p in plan.pes if p.job in admitted})
+        counts["service"] = self.applier.ensure_services([(ns, j, pe, jobs_by_key[f"{ns}/{j}"]) for ns, j, pe in services], snap.services)
+        counts["status"] = len(updates)
         metrics.IMPORTANCE.set(plan.importance)
         metrics.JOBS.labels("admitted").set(len(admitted))
         metrics.JOBS.labels("rejected").set(len(plan.jobs) - len(admitted))
@@ -215,7 +219,7 @@ class Loops:
             done = [(key, obj, status) for key, (obj, status, pods) in self.awaiting.items()
                     if pods and all(phase.get((key[0], pod)) == "Running" for pod in pods)]
             self.applier.job_statuses([(key[0], key[1], dict(status, phase="Running")) for key, _, status in done])
-            self.applier.events([(obj, "Running", status.get("message") or "every instance runs") for _, obj, status in done])
+            self.applier.events([(obj, "Running", status.get("message") or "every instance runs", "Normal") for _, obj, status in done])
             for key, _, _ in done:
                 del self.awaiting[key]
             return len(done)
