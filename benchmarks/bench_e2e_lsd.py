@@ -3,8 +3,9 @@
     KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh .venv/bin/python benchmarks/bench_e2e_lsd.py
 
 Against the cluster KUBECONFIG names (with-cluster.sh starts a local one with 100 KWOK nodes when
-none is given). For each ``--workers`` value (API requests in flight while applying; 1 = the old
-sequential apply, the baseline), in one run: start `kubesoda run` (operator + extender), apply the
+none is given). For each ``--runs`` label (w<API requests in flight while applying>, with ``s`` when the extender
+runs as its own process; w1 = the old sequential apply, the baseline), in one run: start
+`kubesoda run` (operator + extender, or operator and `kubesoda extender`), apply the
 CRDs, a SchedulingPolicy with the default deadlines and examples/lsd with kubectl, poll until every
 StreamJob is Running or Rejected, read the epoch times from the operator's log, then delete the
 namespace and wait until its pods are gone. Writes docs/benchmarks/e2e-lsd.json.
@@ -34,11 +35,23 @@ def pods_left() -> int:
     return len(kubectl("get", "pods", "-n", NS, "-o", "name", "--ignore-not-found").split())
 
 
-def one_run(workers: int, port: str, timeout: float) -> dict:
-    logpath = Path(f"/tmp/kubesoda-bench-lsd-operator-w{workers}.log")
+def parse_config(label: str) -> tuple[int, bool]:
+    """``w16`` = 16 apply workers, extender inside `kubesoda run`; ``w16s`` = the extender as its own
+    process (`kubesoda extender`, as the chart deploys it)."""
+    m = re.fullmatch(r"w(\d+)(s?)", label)
+    if not m:
+        raise SystemExit(f"bad run label {label!r}: expected w<workers>[s], e.g. w1, w16, w16s")
+    return int(m.group(1)), bool(m.group(2))
+
+
+def one_run(label: str, port: str, timeout: float) -> dict:
+    workers, separate = parse_config(label)
+    logpath = Path(f"/tmp/kubesoda-bench-lsd-operator-{label}.log")
+    cli = [sys.executable, "-m", "soda_operator.cli"]
     with logpath.open("w") as log:
-        op = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", port, "--workers", str(workers)],
+        op = subprocess.Popen([*cli, "run", "--extender-port", "0" if separate else port, "--workers", str(workers)],
                               stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        ext = subprocess.Popen([*cli, "extender", "--port", port], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT) if separate else None
     try:
         time.sleep(3)
         t0 = time.perf_counter()
@@ -64,15 +77,19 @@ def one_run(workers: int, port: str, timeout: float) -> dict:
         total = time.perf_counter() - t0
         pods = json.loads(kubectl("get", "pods", "-n", NS, "-o", "json"))["items"]
     finally:
-        op.terminate()
-        op.wait(30)
+        for proc in (op, ext):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(30)
     text = logpath.read_text()
     # the first macro epoch that saw the jobs: total, snapshot, macroQ, macroW, apply (seconds)
     macro = [tuple(float(x) for x in m) for m in re.findall(
         r"macro epoch: \d+/([1-9]\d*) jobs admitted, importance [\d.]+, ([\d.]+)s \(snapshot ([\d.]+)s, macroQ ([\d.]+)s, "
         r"macroW ([\d.]+)s, apply ([\d.]+)s\)", text)]
     row = {
+        "run": label,
         "workers": workers,
+        "extender": "separate process" if separate else "inside kubesoda run",
         "jobs": len(jobs),
         "running_jobs": sum(p == "Running" for p in phases),
         "rejected_jobs": sum(p == "Rejected" for p in phases),
@@ -97,8 +114,8 @@ def one_run(workers: int, port: str, timeout: float) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 16, 1, 16, 1, 16],
-                    help="one run per value, in this order; 1 = sequential apply (the baseline)")
+    ap.add_argument("--runs", nargs="+", default=["w1", "w16", "w16s"] * 2,
+                    help="one run per label, in this order: w<apply workers>[s = extender in its own process]; w1 = sequential apply")
     ap.add_argument("--timeout", type=float, default=900)
     args = ap.parse_args()
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
@@ -108,18 +125,18 @@ def main() -> None:
     port = os.environ.get("KUBESODA_EXTENDER_PORT", "27006")
     n_nodes = len(kubectl("get", "nodes", "-o", "name").split())
     rows = []
-    for w in args.workers:
-        row = {"nodes": n_nodes, **one_run(w, port, args.timeout)}
+    for label in args.runs:
+        row = {"nodes": n_nodes, **one_run(label, port, args.timeout)}
         print(json.dumps(row), flush=True)
         rows.append(row)
     summary = {}
-    for w in sorted(set(args.workers)):
-        mine = [r for r in rows if r["workers"] == w]
-        summary[f"workers={w}"] = {k: statistics.median(r[k] for r in mine) for k in ("seconds_to_first_admitted", "seconds_to_all_pods_running",
-                                                                                 "seconds_to_all_running")}
+    for label in dict.fromkeys(args.runs):
+        mine = [r for r in rows if r["run"] == label]
+        summary[label] = {k: statistics.median(r[k] for r in mine) for k in ("seconds_to_first_admitted", "seconds_to_all_pods_running",
+                                                                             "seconds_to_all_running")}
         epochs = [r["first_macro_epoch_seconds"] for r in mine if r["first_macro_epoch_seconds"]]
         if epochs:
-            summary[f"workers={w}"]["first_macro_epoch_seconds"] = {k: statistics.median(e[k] for e in epochs) for k in epochs[0]}
+            summary[label]["first_macro_epoch_seconds"] = {k: statistics.median(e[k] for e in epochs) for k in epochs[0]}
     print(json.dumps(summary, indent=2))
     out = ROOT / "docs" / "benchmarks" / "e2e-lsd.json"
     out.write_text(json.dumps({
