@@ -53,6 +53,7 @@ demo: venv
 bench: venv
 	for b in quantity placement admission; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_extender.py
+	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_e2e_lsd.py
 
 clean: cluster-down
 	rm -rf .local
