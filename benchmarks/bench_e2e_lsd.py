@@ -31,10 +31,6 @@ def kubectl(*args: str, **kw) -> str:
     return subprocess.run(["kubectl", *args], check=True, capture_output=True, text=True, **kw).stdout
 
 
-def pods_left() -> int:
-    return len(kubectl("get", "pods", "-n", NS, "-o", "name", "--ignore-not-found").split())
-
-
 def parse_config(label: str) -> tuple[int, bool]:
     """``w16`` = 16 apply workers, extender inside `kubesoda run`; ``w16s`` = the extender as its own
     process (`kubesoda extender`, as the chart deploys it)."""

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from live import GROUP, ROOT, VERSION, Operator, install_crds_and_policy, job, pe_pods, running_as_planned
+from live import GROUP, ROOT, VERSION, Operator, install_crds_and_policy, job, milli, pe_pods, running_as_planned
 
 POLICY = """apiVersion: kubesoda.io/v1alpha1
 kind: SchedulingPolicy
@@ -90,18 +90,17 @@ def test_weight_to_zero_shrinks_cpu_in_place(operator, kube, kubectl, namespace,
     kubectl("apply", "-n", namespace, "-f", "-", input=BRANCHES)
     wait_for(lambda: running_as_planned(kube, namespace, "branchy"), timeout=90, what="branchy Running")
     before = {p.metadata.labels["kubesoda.io/pe"]: p for p in pe_pods(kube, namespace, "branchy")}
-    def milli(p):
-        cpu = p.spec.containers[0].resources.limits["cpu"]
-        return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+    def cpu(p):
+        return milli(p.spec.containers[0].resources.limits["cpu"])
 
-    cold_cpu = milli(before["cold"])
+    cold_cpu = cpu(before["cold"])
     kube.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "streamjobs", "branchy", {"spec": {"weightOverrides": {"sink:cold": 0}}})
 
     def shrunk():
         pods = [p for p in pe_pods(kube, namespace, "branchy") if p.metadata.labels["kubesoda.io/pe"] == "cold"]
-        return len(pods) == 1 and milli(pods[0]) < cold_cpu and pods[0]
+        return len(pods) == 1 and cpu(pods[0]) < cold_cpu and pods[0]
     cold = wait_for(shrunk, timeout=60, what="cold PE's CPU shrinking")
-    assert milli(cold) <= 250  # its minimum (100m) rounded up to macroQ's resolution
+    assert cpu(cold) <= 250  # its minimum (100m) rounded up to macroQ's resolution
     assert cold.metadata.uid == before["cold"].metadata.uid, "the pod was replaced instead of resized"
     assert cold.status.container_statuses[0].restart_count == 0
     hot = [p for p in pe_pods(kube, namespace, "branchy") if p.metadata.labels["kubesoda.io/pe"] == "hot"][0]
