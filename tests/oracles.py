@@ -18,11 +18,60 @@ def rank_legal(admitted: set[str], rev: dict[str, int]) -> bool:
     return all(rev[j] <= min(out, default=math.inf) for j in admitted)
 
 
+def promised_bruteforce(s: Scenario, unit: float) -> tuple[set[str], set[str]]:
+    """The admission rule for required jobs, by brute force: of every set of required jobs whose
+    minima (with the jobs they import from, transitively) fit, the one that is best in the rule's
+    order (lexicographically: the first required job in, then the second, ...). Returns
+    (promised jobs including their exporters, refused required jobs)."""
+    U = int(math.floor(s.capacity_mips / unit + 1e-9))
+    req = sorted((j for j in s.jobs if j.required), key=lambda j: (not j.incumbent, j.rank, j.created == "", j.created, j.name))
+
+    best: tuple[bool, ...] = ()
+    best_set: set[str] = set()
+    for bits in itertools.product([True, False], repeat=len(req)):
+        chosen = {j.name for j, b in zip(req, bits) if b}
+        if need_units(s, closure_of(s, chosen), unit) <= U and bits > best:
+            best, best_set = bits, chosen
+    return closure_of(s, best_set), {j.name for j in req} - best_set
+
+
+def closure_of(s: Scenario, names: set[str]) -> set[str]:
+    """``names`` and every job they import from, transitively."""
+    jobs = {j.name: j for j in s.jobs}
+    out = set(names)
+    while True:
+        more = {imp.job for n in out for imp in jobs[n].imports} - out
+        if not more:
+            return out
+        out |= more
+
+
+def need_units(s: Scenario, names: set[str], unit: float) -> int:
+    """Sum of the jobs' minima in units, each in its cheapest candidate template."""
+    jobs = {j.name: j for j in s.jobs}
+    return sum(min(sum(math.ceil(p.min_mips / unit - 1e-9) for p in s.template(t).pes) for t in jobs[n].candidate_templates)
+               for n in names)
+
+
+def admission_sets(s: Scenario, unit: float) -> tuple[set[str], set[str], dict[str, int]]:
+    """(promised, refused, revised ranks of the jobs among which rank legality holds): the jobs
+    that are neither promised, refused, nor hopeless (fit in no list beside the promised jobs)."""
+    promised, refused = promised_bruteforce(s, unit)
+    rev = revised_ranks(s, refused)
+    U = int(math.floor(s.capacity_mips / unit + 1e-9))
+    held = need_units(s, promised, unit)
+    hopeless = {j.name for j in s.jobs if j.name not in promised and j.name not in refused
+                and not (closure_of(s, {j.name}) & refused)
+                and held + need_units(s, closure_of(s, {j.name}) - promised, unit) > U}
+    return promised, refused, {j: r for j, r in rev.items() if j not in promised and j not in refused and j not in hopeless}
+
+
 def macroq_bruteforce(s: Scenario, unit: float) -> tuple[float, dict[str, str] | None]:
-    """Best importance over every rank-legal, dependency-closed job/template list containing the
-    required jobs, and every discrete allocation (ceil(min/unit) .. floor(max/unit) units per PE,
-    total <= floor(H/unit))."""
-    rev = revised_ranks(s)
+    """Best importance over every dependency-closed job/template list that contains the promised
+    jobs (:func:`promised_bruteforce`), none of the refused ones, is rank-legal among the other
+    jobs, and every discrete allocation (ceil(min/unit) .. floor(max/unit) units per PE, total <=
+    floor(H/unit))."""
+    promised, refused, free_rev = admission_sets(s, unit)
     U = int(math.floor(s.capacity_mips / unit + 1e-9))
     names = [j.name for j in s.jobs]
     jobs = {j.name: j for j in s.jobs}
@@ -30,7 +79,7 @@ def macroq_bruteforce(s: Scenario, unit: float) -> tuple[float, dict[str, str] |
     for k in range(len(names) + 1):
         for sub in itertools.combinations(names, k):
             js = set(sub)
-            if not rank_legal(js, rev) or not {j for j in names if jobs[j].required} <= js:
+            if not promised <= js or js - promised - free_rev.keys() or not rank_legal(js - promised, free_rev):
                 continue
             if any(imp.job not in js for j in js for imp in jobs[j].imports):
                 continue

@@ -47,6 +47,9 @@ def render(plan: Plan) -> str:
         "",
         _table(stages, ["STAGE", "STATUS", "TIME", "OBJECTIVE", "DETAIL"]),
     ]
+    why = [f"  {d.job}: {d.reason}: {d.message}" for d in plan.jobs if not d.admitted and d.message]
+    if why:
+        out[3:3] = ["rejected:", *why, ""]
     return "\n".join(out)
 
 
@@ -98,7 +101,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(render(plan))
     if errors:
         return 2
-    return 0 if plan.feasible else 1
+    refused = any(d.reason == "infeasible-required" for d in plan.jobs)
+    return 0 if plan.feasible and not refused else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -205,6 +205,7 @@ def job_from_object(obj: Mapping[str, Any]) -> Job:
             rank=sp.get("rank", 1),
             required=sp.get("required", False),
             owner=sp.get("owner", ""),
+            created=str((obj.get("metadata") or {}).get("creationTimestamp") or ""),
             templates=tuple(f"{ns}/{t}" for t in sp.get("templates") or ()),
             chosen_template=f"{ns}/{chosen}" if chosen else None,
             weight_overrides=dict(sp.get("weightOverrides") or {}),

@@ -51,7 +51,9 @@ class Loops:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.applier = Applier(api, workers)
-        self.last: tuple[MacroQResult, MacroWResult, set[str]] | None = None
+        self.last: tuple[MacroQResult, MacroWResult] | None = None  # the last feasible macro plan
+        self.seen: set[str] = set()  # jobs of the last macro epoch, feasible or not
+        self.seen_usable: set[str] = set()  # usable nodes at the last micro epoch
         self.macro_due = threading.Event()
         self.micro_due = threading.Event()
         self.lock = threading.Lock()
@@ -76,7 +78,10 @@ class Loops:
         return Snapshot(nodes, templates, jobs, policy, pods, services)
 
     def policy_epochs(self, snap: Snapshot | None = None) -> tuple[float, float]:
-        pol, _ = crd.policy_from_object((snap.policy if snap else None) or None)
+        try:
+            pol, _ = crd.policy_from_object((snap.policy if snap else None) or None)
+        except crd.TranslationError:
+            pol = crd.Policy()  # a bad policy is reported by the epoch's translation; the loop keeps its defaults
         return pol.macro_epoch_s, pol.micro_epoch_s
 
     # ------------------------------------------------------------------ epochs
@@ -90,13 +95,19 @@ class Loops:
             mq, mw = pipeline.macro(scen)
             for st in (mq.report, mw.report):
                 metrics.STAGE_SECONDS.labels(st.stage).observe(st.seconds)
+            # the jobs this epoch decided about: the micro loop asks for a macro epoch only when
+            # this set changes, never because the last one could not place everything
+            self.seen = {j.name for j in scen.jobs}
+            self.seen_usable = {n.name for n in scen.usable_nodes()}
             if mq.report.status == "infeasible" or mw.report.status == "infeasible":
+                # never tear down what runs: keep the last feasible plan (the micro loop keeps
+                # adjusting it to the live nodes); the next macro epoch, or a change, tries again
                 plan = pipeline.to_plan(scen, mq, mw, None, None)
-                self._apply(snap, scen, plan, {})
-                log.warning("macro epoch infeasible: %s", plan.message)
-                self.last = None
+                metrics.EPOCH_INFEASIBLE.inc()
+                log.warning("macro epoch infeasible, keeping the last feasible plan%s: %s",
+                            "" if self.last else " (none yet: nothing changes)", plan.message)
                 return plan
-            self.last = (mq, mw, {j.name for j in scen.jobs})
+            self.last = (mq, mw)
             plan = self._micro(snap, scen, mq, mw)
             metrics.EPOCH_SECONDS.labels("macro").observe(time.perf_counter() - t0)
             log.info("macro epoch: %d/%d jobs admitted, importance %.2f, %.2fs (snapshot %.2fs, macroQ %.2fs, macroW %.2fs, apply %.2fs)",
@@ -106,17 +117,18 @@ class Loops:
 
     def micro_epoch(self) -> Plan | None:
         if self.last is None:
-            return self.macro_epoch()
+            return None  # no feasible plan yet: the macro loop's own timing retries
         with self.lock:
             t0 = time.perf_counter()
             snap = self.snapshot()
             scen, errors = crd.scenario_from_objects(snap.nodes, snap.templates, snap.jobs, snap.policy, snap.pods)
-            mq, mw, jobs = self.last
-            if {j.name for j in scen.jobs} != jobs:
+            mq, mw = self.last
+            if {j.name for j in scen.jobs} != self.seen:
                 self.macro_due.set()  # jobs came or went: that is the macro model's decision
             usable = {n.name for n in scen.usable_nodes()}
-            if any(not (set(c) & usable) for c in mw.candidates.values()):
-                self.macro_due.set()
+            if any(not (set(c) & usable) for c in mw.candidates.values()) and self.seen_usable != usable:
+                self.macro_due.set()  # a PE lost its candidates (once per change of the usable nodes)
+            self.seen_usable = usable
             plan = self._micro(snap, scen, mq, mw)
             metrics.EPOCH_SECONDS.labels("micro").observe(time.perf_counter() - t0)
             return plan
@@ -185,8 +197,6 @@ class Loops:
                     status["phase"] = "Running"
                 else:  # promoted by refresh_running() as soon as its pods run, not an epoch later
                     awaiting[(ns, name)] = (obj, status, [i["pod"] for v in inst.values() for i in v])
-            if not plan.feasible and j.name not in admitted:
-                status.update(phase="Rejected", reason=status.get("reason") or "Infeasible", message=plan.message)
             old = obj.get("status") or {}
             if old.get("phase") != status["phase"] or old.get("reason") != status.get("reason"):
                 events.append((obj, status["phase"], status.get("message") or status.get("reason") or status["phase"],
@@ -267,11 +277,14 @@ class Loops:
                             break
                     next_macro = 0.0
                 if now >= next_macro:
+                    # a failed epoch is retried a micro epoch later, never in a tight loop
+                    next_macro = next_micro = time.monotonic() + micro_s
                     self.macro_epoch()
                     next_macro = time.monotonic() + macro_s
                     next_micro = time.monotonic() + micro_s
                 elif now >= next_micro or self.micro_due.is_set():
                     self.micro_due.clear()
+                    next_micro = time.monotonic() + micro_s
                     self.micro_epoch()
                     next_micro = time.monotonic() + micro_s
                 elif self.awaiting and now >= next_refresh:

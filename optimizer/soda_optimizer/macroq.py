@@ -9,8 +9,9 @@ The nested process of paper Fig. 10:
 - central loop, rank-legal job/template lists: revised ranks come from inter-job dependencies
   (an importer depends on its exporter, so the exporter's revised rank is the best rank among the
   jobs depending on it). Rank legality: for a waterline level r, every job of better revised rank
-  is admitted, a subset of level-r jobs is, none worse. Required jobs (and, by legality, every job
-  of better revised rank) are always in. Per level we enumerate subsets exhaustively when
+  is admitted, a subset of level-r jobs is, none worse. Required jobs are always in when their
+  minima fit, as the paper's "rank 1" jobs; when they do not all fit, :mod:`.required` decides
+  which are promised and refuses the others (the admission rule). Per level we enumerate subsets exhaustively when
   2^n x template combinations fits the evaluation budget, else admit level-r jobs greedily in
   order of importance per mips (the paper's shortcut when pressed for time);
 - inner loop: the PEs and streams of the list split into weak components; each component's
@@ -29,7 +30,10 @@ Departures from the paper, on purpose:
   maxima), so the discrete solution always honours the continuous m_p <= g_p <= M_p;
 - a PE never gets more than its saturation mips (b/a, or primal/a for sources): its output cannot
   grow past it, so the extra is left for others;
-- an importer is admitted only with its exporter (reason "dependency").
+- an importer is admitted only with its exporter (reason "dependency");
+- required jobs whose minima do not fit do not make the whole problem infeasible (the paper's
+  answer): the admission rule of :mod:`.required` refuses only those that do not fit, and promised
+  required jobs do not force every job of better rank in (they rank as 1, as the paper assumes).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from .graph import GluedGraph, glue
 from .importance import Evaluator, value
 from .model import Scenario
 from .plan import JobDecision, StageReport
+from .required import Promise, job_minimum, promise
 from .stages import ComponentCurve, MacroQResult
 
 EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
@@ -174,6 +179,7 @@ class _Solver:
         self.min_u = {
             t: sum(math.ceil(p.min_mips / unit - 1e-9) for p in tm[t].pes) for t in tm
         }
+        self.cheap = {j.name: min(j.candidate_templates, key=lambda t: self.min_u[t]) for j in scenario.jobs}
 
     def curve(self, glued: GluedGraph, comp: frozenset[str]) -> _Curve:
         key = tuple(sorted({(p, glued.choice[glued.graph.nodes[p]["job"]]) for p in comp}))
@@ -223,11 +229,13 @@ class _Solver:
         return _Eval(total, dict(choice), alloc, curves, method)
 
 
-def revised_ranks(scenario: Scenario) -> dict[str, int]:
-    """Pi_{J,T,j}: the best rank among j and the jobs that depend on j (paper 5.1.1)."""
+def revised_ranks(scenario: Scenario, exclude: Iterable[str] = ()) -> dict[str, int]:
+    """Pi_{J,T,j}: the best rank among j and the jobs that depend on j (paper 5.1.1). Jobs in
+    ``exclude`` (refused required jobs) lend their rank to nobody."""
+    out = set(exclude)
     g = nx.DiGraph()
     g.add_nodes_from(j.name for j in scenario.jobs)
-    g.add_edges_from((imp.job, j.name) for j in scenario.jobs for imp in j.imports)
+    g.add_edges_from((imp.job, j.name) for j in scenario.jobs for imp in j.imports if j.name not in out)
     rank = {j.name: j.rank for j in scenario.jobs}
     return {j: min([rank[j]] + [rank[d] for d in nx.descendants(g, j)]) for j in rank}
 
@@ -241,13 +249,42 @@ def _closed(jobs: Iterable[str], deps: dict[str, set[str]]) -> bool:
     return all(deps[j] <= js for j in js)
 
 
-def _search(sv: _Solver, scenario: Scenario, rev: dict[str, int]) -> tuple[_Eval | None, int | None, set[str], str]:
-    """Best rank-legal job/template list. Returns (best, waterline rank, considered-at-level, status)."""
+def _hopeless(sv: _Solver, scenario: Scenario, pr: Promise) -> dict[str, str]:
+    """Jobs that fit in no list: their minimum (cheapest template, with the jobs they import from)
+    exceeds what the promised jobs leave. They are rejected for capacity and, on purpose, do not
+    hold worse ranks back (rank legality among the jobs that can run at all): one job asking for
+    more than the cluster holds never costs the others their place."""
+    deps = _deps(scenario)
+    held = sv.min_units({j: sv.cheap[j] for j in pr.promised})
+    out: dict[str, str] = {}
+    for j in scenario.jobs:
+        if j.name in pr.promised or j.name in pr.refused:
+            continue
+        group, todo = set(), [j.name]
+        while todo:
+            x = todo.pop()
+            if x not in group and x not in pr.promised:
+                group.add(x)
+                todo.extend(deps[x])
+        if group & set(pr.refused):
+            continue  # rejected for its dependency on a refused job
+        need = sv.min_units({x: sv.cheap[x] for x in group})
+        if held + need > sv.U:
+            out[j.name] = (f"its minimum of {need * sv.unit:.0f} mips{' with the jobs it imports from' if len(group) > 1 else ''} "
+                           f"does not fit: the usable nodes offer {sv.U * sv.unit:.0f} mips, {held * sv.unit:.0f} of them "
+                           f"promised to required jobs; short by {(held + need - sv.U) * sv.unit:.0f} mips")
+    return out
+
+
+def _search(sv: _Solver, scenario: Scenario, rev: dict[str, int], pr: Promise,
+            hopeless: dict[str, str]) -> tuple[_Eval | None, int | None, set[str], str]:
+    """Best rank-legal job/template list containing the promised jobs. Returns (best, waterline
+    rank, considered-at-level, status)."""
     deps = _deps(scenario)
     jobs = {j.name: j for j in scenario.jobs}
-    levels = sorted(set(rev.values()))
-    required = {j.name for j in scenario.jobs if j.required}
-    need_level = max((rev[j] for j in required), default=levels[0] if levels else 0)
+    required = set(pr.promised)
+    free = {j: r for j, r in rev.items() if j not in required and j not in pr.refused and j not in hopeless}
+    levels = sorted(set(free.values())) or [1]
     best: _Eval | None = None
     best_level: int | None = None
     best_set: set[str] = set()
@@ -288,12 +325,10 @@ def _search(sv: _Solver, scenario: Scenario, rev: dict[str, int]) -> tuple[_Eval
         if time.monotonic() > sv.deadline and best is not None:
             status = "deadline"
             break
-        base = {j for j, r in rev.items() if r < lv}
-        if sv.min_units({j: pref[j] for j in base}) > sv.U:
+        base = required | {j for j, r in free.items() if r < lv}
+        if sv.min_units({j: sv.cheap[j] for j in base}) > sv.U:
             break  # worse levels are infeasible too
-        at = sorted(j for j, r in rev.items() if r == lv)
-        if lv < need_level:
-            continue  # required jobs force every job of this level in; only later levels decide
+        at = sorted(j for j, r in free.items() if r == lv)
         n_sub = 2 ** len(at) * math.prod(len(jobs[j].candidate_templates) for j in at)
         if n_sub <= EVAL_BUDGET:
             for k in range(len(at), -1, -1):
@@ -325,8 +360,6 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     pol = scenario.policy
     deadline = t0 + (deadline_s if deadline_s is not None else pol.macroq_deadline_s)
     H = scenario.capacity_mips
-    rev = revised_ranks(scenario)
-    jobs = {j.name: j for j in scenario.jobs}
 
     def report(status: str, objective: float | None, detail: str) -> StageReport:
         return StageReport(stage="macroq", seconds=time.monotonic() - t0, status=status, objective=objective, detail=detail)  # type: ignore
@@ -344,6 +377,9 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             units.append(units[-1] / 4)
     best = None
     best_meta: tuple[int | None, set[str], str, float, int] = (None, set(), "infeasible", 0.0, 0)
+    best_key: tuple[tuple[bool, ...], float] | None = None
+    pr = promise(scenario, units[-1] if units else None)
+    hopeless: dict[str, str] = {}
     for unit in units:
         t1 = time.monotonic()
         if best is not None and unit != units[0]:
@@ -351,34 +387,33 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             if t1 + 4 * max(spent, 1e-3) > deadline:  # the next resolution would not fit
                 break
         sv = _Solver(scenario, unit, deadline)
-        e, level, chosen, status = _search(sv, scenario, rev)
+        pr_u = promise(scenario, unit)  # minima rounded up to this resolution's units
+        hl_u = _hopeless(sv, scenario, pr_u)
+        e, level, chosen, status = _search(sv, scenario, revised_ranks(scenario, pr_u.refused), pr_u, hl_u)
         if e is not None:
-            # compare at the continuous level: importance of the mips allocation
-            if best is None or e.importance >= best.importance - 1e-9:
-                best, best_meta = e, (level, chosen, status, unit, sv.U)
+            # more of the rule's required jobs first, then importance (of the mips allocation)
+            k = (tuple(x in pr_u.promised for x in pr_u.order), e.importance)
+            if best_key is None or k[0] > best_key[0] or (k[0] == best_key[0] and k[1] >= best_key[1] - 1e-9):
+                best, best_meta, best_key, pr, hopeless = e, (level, chosen, status, unit, sv.U), k, pr_u, hl_u
         if time.monotonic() > deadline:
             break
-    required = [j.name for j in scenario.jobs if j.required]
+    rev = revised_ranks(scenario, pr.refused)
     if best is None:
-        need = sum(p.min_mips for j in required for p in scenario.template(jobs[j].candidate_templates[0]).pes)
-        msg = (
-            f"required jobs {required} cannot all be admitted: they (and every job of better revised rank) need "
-            f"at least {need:.0f} mips of minimum allocations, the usable nodes offer {H:.0f} mips"
-            if required
-            else "no job fits the usable capacity"
-        )
+        msg = "no usable node" if H <= 0 else "no job fits the usable capacity"
         decisions = tuple(
             JobDecision(
                 job=j.name,
                 admitted=False,
                 reason="infeasible-required" if j.required else "capacity",
-                message=msg if j.required else "",
+                message=pr.refused.get(j.name, f"{msg} ({H:.0f} mips usable, {job_minimum(scenario, j):.0f} needed)"),
                 rank=j.rank,
                 revised_rank=rev[j.name],
             )
             for j in scenario.jobs
         )
-        status = "infeasible" if required else "optimal"
+        # with no usable node the epoch decides nothing (the operator keeps what runs); otherwise
+        # no job fitting is a valid answer
+        status = "infeasible" if H <= 0 else "optimal"
         return MacroQResult(decisions, {}, {}, {}, (), 0.0, report(status, None, msg), 0.0)
     level, chosen, status, unit, U = best_meta
     goals = {p: u * unit for p, u in best.alloc.items()}
@@ -403,6 +438,12 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                     mips=mips,
                 )
             )
+        elif j.name in pr.refused:
+            out_dec.append(JobDecision(job=j.name, admitted=False, reason="infeasible-required", message=pr.refused[j.name],
+                                       rank=j.rank, revised_rank=rev[j.name]))
+        elif j.name in hopeless:
+            out_dec.append(JobDecision(job=j.name, admitted=False, reason="capacity", message=hopeless[j.name],
+                                       rank=j.rank, revised_rank=rev[j.name]))
         else:
             if level is not None and rev[j.name] > level:
                 reason, msg = "rank-waterline", f"revised rank {rev[j.name]} is worse than the waterline {level}"
@@ -433,7 +474,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         report=report(
             status,
             best.importance,
-            f"unit {unit:.1f} mips ({U} units), waterline rank {level}, {best.method}, {len(comps)} components",
+            f"unit {unit:.1f} mips ({U} units), waterline rank {level}, {best.method}, {len(comps)} components"
+            + (f"; {len(pr.refused)} required job(s) refused: {', '.join(sorted(pr.refused))}" if pr.refused else ""),
         ),
         resolution_mips=unit,
     )

@@ -643,12 +643,16 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         stage += ", greedy racks"
     if start is None:
         # name the constraint: try each unit alone
+        # name the constraint and the PEs that no rack can host even alone (the pipeline rejects
+        # their jobs and plans the others again)
         why = "(19/25) some PE cannot get enough candidate capacity"
+        alone: list[str] = []
         for i, u in enumerate(prob.units):
             if not any(_choose_nodes(prob, i, r, [set() for _ in prob.units], dict.fromkeys(prob.nodes, 0.0)) for r in prob.topo.racks):
-                why = f"(12/19/25) {u.name}: no rack has {u.min_c} matching nodes with {u.need:.0f} mips"
-                break
-        return MacroWResult({}, None, report("infeasible", None, why), violated=why)
+                if not alone:
+                    why = f"(12/19/25) {u.name}: no rack has {u.min_c} matching nodes with {u.need:.0f} mips"
+                alone.extend(u.members)
+        return MacroWResult({}, None, report("infeasible", None, why), violated=why, unplaceable=tuple(alone))
     best, moves = _mini_w(prob, start, deadline)
     for seed in range(1, 8):  # restarts with other perturbation seeds while time remains
         if time.monotonic() >= deadline:

@@ -33,13 +33,20 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-NonNeg = Annotated[float, Field(ge=0)]
-Pos = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Pos = Annotated[float, Field(gt=0)]  # may be infinite (an absent maximum)
+PosFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 def pe_id(job: str, pe: str) -> str:
     """Global PE identifier used by every stage and the Plan."""
     return f"{job}:{pe}"
+
+
+def split_pe_id(pid: str) -> tuple[str, str]:
+    """(job, pe) of a :func:`pe_id` (job names may hold '/', never ':')."""
+    job, _, pe = pid.rpartition(":")
+    return job, pe
 
 
 def stream_id(src: str, dst: str) -> str:
@@ -240,6 +247,7 @@ class Job(_Frozen):
     rank: int = Field(default=1, ge=1)
     required: bool = False
     owner: str = ""
+    created: str = ""  # creation time (RFC 3339, sorts as text): the tie-break of the admission rule
     templates: tuple[str, ...] = Field(min_length=1)
     chosen_template: str | None = None  # fixed once the job runs
     weight_overrides: dict[str, NonNeg] = Field(default_factory=dict)  # stream id or "sink:pe" -> weight
@@ -254,6 +262,11 @@ class Job(_Frozen):
         return self
 
     @property
+    def incumbent(self) -> bool:
+        """Admitted by an earlier epoch (its template is fixed from then on)."""
+        return self.chosen_template is not None
+
+    @property
     def candidate_templates(self) -> tuple[str, ...]:
         """Templates macroQ may choose: only the chosen one once the job runs (paper 5.1.1)."""
         return (self.chosen_template,) if self.chosen_template else self.templates
@@ -266,8 +279,8 @@ class Node(_Frozen):
     """A processing node (PN): a Kubernetes Node."""
 
     name: str = Field(min_length=1)
-    mips: Pos  # H_n
-    mips_per_core: Pos = 1000.0
+    mips: PosFinite  # H_n
+    mips_per_core: PosFinite = 1000.0
     rack: str = "default"  # SODA cluster kappa_n
     zone: str = "default"
     labels: dict[str, str] = Field(default_factory=dict)

@@ -2,24 +2,56 @@
 
 ``macro`` and ``micro`` are the operator's two loops; ``run`` chains both once (the offline
 planner, tests and benchmarks). Every stage runs under its own deadline from the Policy.
+
+One bad job never costs the others their place: when macroW finds PEs that no rack can host even
+alone (a node selector nobody matches, a minimum larger than any rack), their jobs are rejected
+(reason ``placement``, with macroW's explanation), jobs importing from them with reason
+``dependency``, and macroQ and macroW run again without them (at most ``PLACEMENT_RETRIES``
+times). The paper has no such step: its macroW is simply infeasible.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+
+import networkx as nx
 
 from . import macroq as _macroq
 from . import macrow as _macrow
 from . import microq as _microq
 from . import microw as _microw
-from .model import Scenario
+from .model import Scenario, split_pe_id
 from .plan import JobDecision, PEPlan, Plan
 from .stages import MacroQResult, MacroWResult, MicroQResult, MicroWResult
+
+PLACEMENT_RETRIES = 3
 
 
 def macro(scenario: Scenario) -> tuple[MacroQResult, MacroWResult]:
     q = _macroq.solve(scenario)
     w = _macrow.solve(scenario, q)
+    rejected: dict[str, JobDecision] = {}
+    names = [j.name for j in scenario.jobs]
+    for _ in range(PLACEMENT_RETRIES):
+        if w.report.status != "infeasible" or not w.unplaceable:
+            break
+        bad = {split_pe_id(p)[0] for p in w.unplaceable}
+        g = nx.DiGraph((imp.job, j.name) for j in scenario.jobs for imp in j.imports)
+        g.add_nodes_from(j.name for j in scenario.jobs)
+        gone = bad | {d for b in bad for d in nx.descendants(g, b)}
+        for j in scenario.jobs:
+            if j.name in gone:
+                why = (f"no node can host PE(s) {', '.join(sorted(split_pe_id(p)[1] for p in w.unplaceable if split_pe_id(p)[0] == j.name))}:"
+                       f" {w.violated}" if j.name in bad else f"imports from a job that cannot be placed: {sorted(bad & nx.ancestors(g, j.name))}")
+                rejected[j.name] = JobDecision(job=j.name, admitted=False, reason="placement" if j.name in bad else "dependency",
+                                               message=why, rank=j.rank, revised_rank=j.rank)
+        scenario = scenario.model_copy(update={"jobs": tuple(j for j in scenario.jobs if j.name not in gone)})
+        q = _macroq.solve(scenario)
+        w = _macrow.solve(scenario, q)
+    if rejected:
+        decided = {d.job: d for d in q.decisions} | rejected
+        q = dataclasses.replace(q, decisions=tuple(decided[j] for j in names if j in decided))
     return q, w
 
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RejectReason = Literal["", "rank-waterline", "capacity", "infeasible-required", "invalid", "dependency"]
+RejectReason = Literal["", "rank-waterline", "capacity", "infeasible-required", "invalid", "dependency", "placement"]
 
 
 class _Frozen(BaseModel):

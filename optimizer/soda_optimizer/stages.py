@@ -49,6 +49,7 @@ class MacroWResult:
     objective: float | None
     report: StageReport
     violated: str | None = None  # the constraint that could not be met, when infeasible
+    unplaceable: tuple[str, ...] = ()  # pe ids that no rack can host even alone (when infeasible)
 
 
 @dataclass(frozen=True)
