@@ -155,3 +155,73 @@ def test_separable_allocation_matches_enumeration(incs, budget, concave):
     got = sum(f[i] for f, i in zip(funcs, x))
     want = max(sum(f[i] for f, i in zip(funcs, xs)) for xs in itertools.product(*[range(len(f)) for f in funcs]) if sum(xs) <= budget)
     assert got == pytest.approx(want, abs=1e-6)  # rap ignores gains below its 1e-9 tolerance
+
+
+# ------------------------------------------------------------------ the admission rule (required jobs)
+
+
+@settings(max_examples=80, deadline=None)
+@given(scenarios(max_jobs=3), st.integers(1, 3), st.booleans(), st.sampled_from([0.0, 0.5, 1.0, 1.5]))
+def test_adding_a_job_never_takes_an_admitted_place(s, rank, required, share):
+    """Adding one job (required or not) never rejects an admitted job of better rank than the
+    added one, nor an admitted required job (a required job ranks as 1, the paper's assumption)."""
+    before = macroq.solve(s, deadline_s=30)
+    admitted = dict(before.choice)
+    # what the operator reads back: admitted jobs keep their template (incumbents)
+    jobs = tuple(j.model_copy(update={"chosen_template": admitted.get(j.name)}) for j in s.jobs)
+    min_mips = UNIT * math.floor(share * s.capacity_mips / UNIT)  # up to all of the capacity, and beyond
+    t = Template(name="tx", pes=(PE(name="src", kind="source", min_mips=min_mips, rf=ResourceFunction(a=0.005)),),
+                 primal_inputs=(PrimalInput(pe="src", rate=20.0),), sinks=(Sink(pe="src", weight=2.0),))
+    x = Job(name="x", rank=rank, required=required, templates=("tx",))
+    after = macroq.solve(s.model_copy(update={"templates": s.templates + (t,), "jobs": jobs + (x,)}), deadline_s=30)
+    assert after.report.status != "infeasible"
+    for j in jobs:
+        if j.name in admitted and (j.required or (not x.required and j.rank < x.rank)):
+            d = next(d for d in after.decisions if d.job == j.name)
+            assert d.admitted, f"{j.name} (rank {j.rank}, required {j.required}) lost its place to {x}: {d.reason} {d.message}"
+
+
+def _src(name: str, min_mips: float, **kw) -> Template:
+    return Template(name=name, pes=(PE(name="a", kind="source", min_mips=min_mips, rf=ResourceFunction(a=0.01), **kw),),
+                    primal_inputs=(PrimalInput(pe="a", rate=100),), sinks=(Sink(pe="a"),))
+
+
+def test_rule_order_incumbents_then_rank_then_creation():
+    nodes = tuple(Node(name=f"n{i}", mips=4000) for i in range(2))  # 8000 mips
+    ts = (_src("t3", 3000), _src("t5", 5000))
+    jobs = (
+        Job(name="new-rank1", rank=1, required=True, templates=("t5",), created="2026-01-02T00:00:00Z"),
+        Job(name="old", rank=3, required=True, templates=("t5",), chosen_template="t5", created="2026-01-03T00:00:00Z"),
+        Job(name="early", rank=2, required=True, templates=("t3",), created="2026-01-01T00:00:00Z"),
+        Job(name="late", rank=2, required=True, templates=("t3",), created="2026-01-04T00:00:00Z"),
+    )
+    res = macroq.solve(Scenario(nodes=nodes, templates=ts, jobs=jobs, policy=Policy(unit_mips=500)))
+    dec = {d.job: d for d in res.decisions}
+    # old (incumbent, 5000) first, then new-rank1 (5000) does not fit, early (3000) fits, late does not
+    assert {j for j, d in dec.items() if d.admitted} == {"old", "early"}
+    assert dec["new-rank1"].reason == dec["late"].reason == "infeasible-required"
+    assert "short by 2000 mips" in dec["new-rank1"].message and "2 required job(s) ahead" in dec["late"].message
+
+
+def test_a_job_that_fits_nowhere_holds_no_rank_back():
+    nodes = tuple(Node(name=f"n{i}", mips=4000) for i in range(2))
+    jobs = (Job(name="huge", rank=1, templates=("big",)), Job(name="small", rank=2, templates=("t",)))
+    res = macroq.solve(Scenario(nodes=nodes, templates=(_src("big", 100_000), _src("t", 1000)), jobs=jobs, policy=Policy(unit_mips=500)))
+    dec = {d.job: d for d in res.decisions}
+    assert dec["small"].admitted
+    assert dec["huge"].reason == "capacity" and "short by 92000 mips" in dec["huge"].message
+
+
+def test_unplaceable_job_is_rejected_alone():
+    from soda_optimizer import pipeline
+
+    nodes = tuple(Node(name=f"n{i}", mips=4000, labels={"disk": "hdd"}) for i in range(2))
+    ts = (_src("t", 1000), _src("gpu", 1000, node_selector={"accel": "gpu"}))
+    jobs = (Job(name="ok", templates=("t",)), Job(name="needs-gpu", templates=("gpu",)),
+            Job(name="reader", templates=("t",)))
+    plan = pipeline.run(Scenario(nodes=nodes, templates=ts, jobs=jobs))
+    dec = {d.job: d for d in plan.jobs}
+    assert plan.feasible
+    assert dec["ok"].admitted and dec["reader"].admitted
+    assert dec["needs-gpu"].reason == "placement" and "no node can host PE(s) a" in dec["needs-gpu"].message
+    assert all(p.fractions for p in plan.pes if p.job in ("ok", "reader"))
