@@ -303,11 +303,12 @@ class Applier:
 
     def event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
         md = obj.get("metadata") or {}
-        ns = md.get("namespace", "default")
+        ns = md.get("namespace") or "default"  # a cluster-scoped object's Events live in "default"
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         body = {
             "metadata": {"generateName": f"{md.get('name')}.", "namespace": ns},
-            "involvedObject": {"apiVersion": crd.API_VERSION, "kind": obj.get("kind", "StreamJob"), "name": md.get("name"), "namespace": ns, "uid": md.get("uid")},
+            "involvedObject": {"apiVersion": obj.get("apiVersion", crd.API_VERSION), "kind": obj.get("kind", "StreamJob"),
+                               "name": md.get("name"), "namespace": md.get("namespace") or "", "uid": md.get("uid")},
             "reason": reason, "message": message[:1000], "type": type_, "source": {"component": "kubesoda"},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }

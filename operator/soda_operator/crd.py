@@ -113,6 +113,8 @@ def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABE
         mpc = float(labels.get(MIPS_LABEL, REFERENCE_MIPS_PER_CORE))
     except ValueError as e:
         raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{labels.get(MIPS_LABEL)}' is not a number") from e
+    if not (math.isfinite(mpc) and mpc > 0):
+        raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{labels.get(MIPS_LABEL)}' is not a positive finite number")
     c = cores(alloc, "status.allocatable.cpu")
     ready = any(x.get("type") == "Ready" and x.get("status") == "True" for x in st.get("conditions") or [])
     if not st.get("conditions"):
@@ -319,12 +321,14 @@ def scenario_from_objects(
         except (TranslationError, KeyError) as e:
             err("Node", n, e if isinstance(e, TranslationError) else TranslationError("metadata.name", "missing"))
     tmpl = {}
+    bad_tmpl: dict[str, str] = {}  # namespace/name -> why it was dropped
     for t in templates:
         try:
             tt = template_from_object(t)
             tmpl[tt.name] = tt
         except TranslationError as e:
             err("StreamTemplate", t, e)
+            bad_tmpl[f"{_ns(t)}/{(t.get('metadata') or {}).get('name')}"] = f"{e.field}: {e.message}" if e.field else e.message
     job_objs: dict[str, tuple[Job, Mapping[str, Any]]] = {}
     for j in jobs:
         try:
@@ -339,6 +343,9 @@ def scenario_from_objects(
         for name, (jj, obj) in list(job_objs.items()):
             problem = None
             for i, t in enumerate(jj.templates):
+                if t in bad_tmpl:
+                    problem = TranslationError(f"spec.templates[{i}]", f"StreamTemplate '{t.split('/', 1)[1]}' is invalid: {bad_tmpl[t]}")
+                    break
                 if t not in tmpl:
                     problem = TranslationError(f"spec.templates[{i}]", f"StreamTemplate '{t.split('/', 1)[1]}' not found in namespace {name.split('/')[0]}")
                     break

@@ -33,6 +33,7 @@ from . import crd, metrics
 from .apply import Applier, Fenced, Instance, list_json, status_changed
 
 log = logging.getLogger("kubesoda.epochs")
+MIN_EPOCH_S = 1.0
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Loops:
         self.last: tuple[MacroQResult, MacroWResult] | None = None  # the last feasible macro plan
         self.seen: set[str] = set()  # jobs of the last macro epoch, feasible or not
         self.seen_usable: set[str] = set()  # usable nodes at the last micro epoch
+        self.reported: set[tuple[str, str, str]] = set()  # invalid Nodes/templates/policies already given an Event
         self.macro_due = threading.Event()
         self.micro_due = threading.Event()
         self.lock = threading.Lock()
@@ -82,7 +84,8 @@ class Loops:
             pol, _ = crd.policy_from_object((snap.policy if snap else None) or None)
         except crd.TranslationError:
             pol = crd.Policy()  # a bad policy is reported by the epoch's translation; the loop keeps its defaults
-        return pol.macro_epoch_s, pol.micro_epoch_s
+        # never faster than MIN_EPOCH_S, whatever the policy says (it would only load the API server)
+        return max(pol.macro_epoch_s, MIN_EPOCH_S), max(pol.micro_epoch_s, MIN_EPOCH_S)
 
     # ------------------------------------------------------------------ epochs
     def macro_epoch(self) -> Plan | None:
@@ -236,9 +239,24 @@ class Loops:
 
     def _report_invalid(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
         jobs_by_key = {crd.key(j): j for j in snap.jobs}
+        others = {("Node", crd.key(o)): ("v1", o) for o in snap.nodes}
+        others.update({("StreamTemplate", crd.key(o)): (crd.API_VERSION, o) for o in snap.templates})
+        if snap.policy:
+            others[("SchedulingPolicy", crd.key(snap.policy))] = (crd.API_VERSION, snap.policy)
         for e in errors:
+            if e.kind != "StreamJob":
+                # a bad Node, template or policy: a Warning Event on it, once per distinct message
+                # (the jobs it affects get their own status; a bad node is left out of the plan)
+                if (e.kind, e.name, str(e)) not in self.reported:
+                    self.reported.add((e.kind, e.name, str(e)))
+                    log.warning("invalid object: %s", e)
+                    if (e.kind, e.name) in others:
+                        api_version, o = others[(e.kind, e.name)]
+                        self.applier.event({"apiVersion": api_version, "kind": e.kind, "metadata": o.get("metadata") or {}},
+                                           "InvalidSpec", f"{e.field}: {e.message}" if e.field else e.message, "Warning")
+                continue
             log.warning("invalid object: %s", e)
-            if e.kind != "StreamJob" or e.name not in jobs_by_key:
+            if e.name not in jobs_by_key:
                 continue
             obj = jobs_by_key[e.name]
             ns, name = e.name.split("/", 1)

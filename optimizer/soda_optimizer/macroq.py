@@ -59,6 +59,7 @@ EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
 EVAL_BUDGET = 4096  # job/template lists enumerated exhaustively per waterline level
 COMBO_LIMIT = 16  # template combinations enumerated per list; beyond, each job's best standalone
 MIN_UNIT_MIPS = 100.0
+MAX_UNITS = 16384  # the finest resolution a policy may ask for (unitMips / resolutionUnits are clamped to it)
 
 
 class MacroQInfeasible(Exception):
@@ -367,6 +368,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     if not scenario.jobs:
         return MacroQResult((), {}, {}, {}, (), 0.0, report("optimal", 0.0, "no jobs"), 0.0)
     fixed_unit = pol.unit_mips or (H / pol.resolution_units if pol.resolution_units else None)
+    if fixed_unit and H > 0:
+        fixed_unit = max(fixed_unit, H / MAX_UNITS)  # a policy's tiny unit never exhausts time or memory
     if H <= 0:
         units: list[float] = []
     elif fixed_unit:
