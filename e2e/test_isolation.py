@@ -239,7 +239,7 @@ def test_policy_edited_to_nonsense_keeps_jobs_running(operator, kube, kubectl, n
 
 @pytest.mark.parametrize("value", ["garbage", "inf", "nan", "0", "1e400"])
 def test_node_label_garbage_ignores_that_node_only(operator, kube, kubectl, namespace, wait_for, value):
-    before = clicks_running(kube, kubectl, namespace, wait_for)
+    clicks_running(kube, kubectl, namespace, wait_for)
     # a node that no PE of clicks has among its candidates (losing a candidate may move an instance, by design)
     used = {c for pe in job(kube, namespace, "clicks")["status"]["pes"] for c in pe["candidates"]}
     victim = sorted(n.metadata.name for n in kube.core.list_node().items
