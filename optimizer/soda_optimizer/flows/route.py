@@ -1,0 +1,267 @@
+"""Level 1: single-flow, single-epoch optimisation and the rapid route builder (Montana & Zinky, sections 3.1-3.2).
+
+For the jobs of one flow arriving in one epoch:
+- *splitting*: when the flow could load some allowed pool above ``threshold`` (20%) of its capacity, it is cut into
+  the smallest number N of identical subflows that brings that load under the threshold; each subflow gets a
+  single-path route, in succession, and the routes are aggregated into the multipath policy (shares 1/N);
+- *pool choice* (greedy): for a step in a given epoch, the allowed pool whose assignment increases the penalty least;
+- *epoch choice* (dynamic programming, Fig. 4): over the layered graph of (step, epoch) states, keeping only the
+  best path into each state, searched best-first (Dijkstra): the penalty never decreases along a path, so the first
+  complete path popped is the best one. An epoch is legal for a step if it is not before the previous step's epoch,
+  inside the horizon, and some of the jobs are still alive then.
+
+The *rapid route builder* routes the flows of an epoch one after the other in a given order, each seeing the load
+of those routed before it (and of the epochs planned before, Level 3).
+
+Penalty of a hop (the increase of eq. (2)), from a *ledger* of the load already offered to every (epoch, pool) per
+utility class:
+- the subflow's own jobs not served at the pool (utility-ordered service against the ledger), charged as drops;
+- the throughput the other flows of equal or lower utility lose at the pool, charged as drops at their utility;
+- holding the jobs in backlog across epochs: (1 - P^tau) per job and epoch, and the jobs whose deadline passes
+  meanwhile as drops; everything weighted by P^{t(e)}.
+
+Departures from the paper, on purpose:
+- the hop penalty prices the retraction at the chosen pool only (first order); the full chain reaction is in the
+  simulator (:mod:`.sim`) that scores every ordering the GA proposes, so the GA still sees it. Doing the full
+  simulation for every (step, epoch, pool) candidate costs about a thousand simulations per route build;
+- unserved own jobs are charged as drops even when a long lifespan would let them wait for the next epoch (the
+  simulator carries them over; the builder is conservative);
+- the ledger holds offered load as routed (rates after the losses the builder predicted), and is not revised when
+  later flows take throughput from earlier ones.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+from .compiled import Compiled, class_throughput, mean_survival, survival
+from .model import INITIAL_COHORT
+from .sim import Decision, Policy
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    """A routed subflow: ``share`` of cohort ``cohort`` of flow ``flow``; ``hops[i]`` = (epoch, pool) of step
+    ``first_step + i``. ``queued`` means the first hop is an input queue the jobs already wait in (no decision)."""
+
+    flow: int
+    cohort: int
+    share: float
+    first_step: int
+    hops: tuple[tuple[int, int], ...]
+    queued: bool = False
+    rates: tuple[float, ...] = ()  #: predicted rate (jobs/min) entering each hop
+
+
+@dataclass(frozen=True)
+class Item:
+    """One unit the GA orders: a flow's arrivals in an epoch, or a group of jobs waiting at time 0."""
+
+    flow: int
+    cohort: int
+    rate: float  #: jobs per minute (waiting jobs: jobs / epoch length)
+    first_step: int = 0
+    pool: int | None = None  #: waiting in this pool's input queue
+    share: float = 1.0
+
+
+class Ledger:
+    """Offered load per (epoch, pool, utility class), in task-minutes and jobs per minute."""
+
+    def __init__(self, cp: Compiled, loads: list[list[list[float]]] | None = None, jobs: list[list[list[float]]] | None = None):
+        self.cp = cp
+        K = len(cp.utilities)
+        self.loads = loads if loads is not None else [[[0.0] * K for _ in range(cp.n_pools)] for _ in range(cp.n_epochs)]
+        self.jobs = jobs if jobs is not None else [[[0.0] * K for _ in range(cp.n_pools)] for _ in range(cp.n_epochs)]
+        self._thr: dict[tuple[int, int], list[float]] = {}
+
+    def copy(self) -> Ledger:
+        return Ledger(
+            self.cp,
+            [[row[:] for row in ep] for ep in self.loads],
+            [[row[:] for row in ep] for ep in self.jobs],
+        )
+
+    def throughput(self, e: int, c: int) -> list[float]:
+        key = (e, c)
+        t = self._thr.get(key)
+        if t is None:
+            t = self._thr[key] = class_throughput(self.cp.maps[c], float(self.cp.caps[e, c]), self.loads[e][c])
+        return t
+
+    def add(self, e: int, c: int, k: int, rate: float, run_time: float) -> None:
+        self.loads[e][c][k] += rate * run_time
+        self.jobs[e][c][k] += rate
+        self._thr.pop((e, c), None)
+
+
+def split_count(cp: Compiled, f: int, e: int, rate: float, threshold: float) -> int:
+    """N of section 3.1: the smallest number of identical subflows that keeps every pool's load <= threshold."""
+    worst = 0.0
+    for s, pools in enumerate(cp.allowed[f]):
+        for c in pools:
+            cap = float(cp.caps[e, c])
+            if cap > 0:
+                worst = max(worst, rate * cp.run_time[f][s] / cap)
+    if worst <= threshold:
+        return 1
+    return max(1, math.ceil(worst / threshold - 1e-9))
+
+
+def hop_penalty(cp: Compiled, ledger: Ledger, f: int, e: int, c: int, step: int, rate: float) -> tuple[float, float]:
+    """(penalty, served rate) of sending ``rate`` jobs/min of flow f's ``step`` to pool c in epoch e."""
+    cap = float(cp.caps[e, c])
+    u = cp.flow_utility[f]
+    tau = cp.tau
+    if cap <= 0.0:
+        return u * rate * tau * cp.weight(e), 0.0
+    k = cp.flow_class[f]
+    rt = cp.run_time[f][step]
+    loads = ledger.loads[e][c]
+    before = ledger.throughput(e, c)
+    after_loads = loads[:]
+    add = rate * rt
+    after_loads[k] += add
+    after = class_throughput(cp.maps[c], cap, after_loads)
+    ratio = after[k] / after_loads[k] if after_loads[k] > 0 else 1.0
+    pen = u * rate * (1.0 - ratio) * tau
+    jobs = ledger.jobs[e][c]
+    for j in range(k, len(loads)):
+        if loads[j] <= 0.0:
+            continue
+        others_after = after[j] - (ratio * add if j == k else 0.0)
+        lost = before[j] - others_after
+        if lost > 1e-12:
+            pen += cp.utilities[j] * lost / (loads[j] / jobs[j]) * tau
+    return pen * cp.weight(e), rate * ratio
+
+
+def _transfer(cp: Compiled, f: int, a: int, e_prev: int, e_next: int, rate: float) -> tuple[float, float]:
+    """(penalty, rate on release) of holding the subflow in backlog from epoch e_prev to e_next."""
+    if e_next == e_prev:
+        return 0.0, rate
+    tau = cp.tau
+    lo, hi = cp.window(f, a)
+    g_prev = survival(e_prev * tau, lo, hi) if a != e_prev else 1.0
+    if g_prev <= 0.0:
+        return math.inf, 0.0
+    u = cp.flow_utility[f]
+    n = rate * tau
+    hold = cp.hold_cost()
+    pen = 0.0
+    for k in range(e_prev, e_next):
+        alive = 1.0 if k == e_prev else survival(k * tau, lo, hi) / g_prev
+        pen += u * n * alive * hold * cp.weight(k)
+    presented = mean_survival(e_next * tau, (e_next + 1) * tau, lo, hi) / g_prev
+    pen += u * n * (1.0 - presented) * cp.weight(e_next)
+    return pen, rate * presented
+
+
+def route_subflow(cp: Compiled, ledger: Ledger, item: Item, rate: float) -> tuple[RouteSpec, float]:
+    """Best single-path route of one subflow (greedy pools, DP over (step, epoch)); returns it and its penalty."""
+    f, a = item.flow, item.cohort
+    start_epoch = max(a, 0)
+    S = cp.n_steps[f]
+    E = cp.n_epochs
+    counter = 0
+    # state: (penalty, tie, step done, epoch, rate, hops, rates)
+    heap: list[tuple[float, int, int, int, float, tuple[tuple[int, int], ...], tuple[float, ...]]] = []
+    best: dict[tuple[int, int], float] = {}
+    first = item.first_step
+    if item.pool is not None:
+        # already in the input queue of item.pool: served there in the first epoch, no decision
+        pen, out = hop_penalty(cp, ledger, f, start_epoch, item.pool, first, rate)
+        heap.append((pen, 0, first, start_epoch, out, ((start_epoch, item.pool),), (rate,)))
+    else:
+        heap.append((0.0, 0, first - 1, start_epoch, rate, (), ()))
+    while heap:
+        pen, _, s, e, r, hops, rates = heapq.heappop(heap)
+        if s == S - 1:
+            return RouteSpec(f, a, item.share, first, hops, item.pool is not None, rates), pen
+        if best.get((s, e), math.inf) < pen:
+            continue
+        ns = s + 1
+        for e2 in range(e, E):
+            tpen, r2 = _transfer(cp, f, a, e, e2, r)
+            if not math.isfinite(tpen) or r2 <= 1e-12:
+                if e2 > e:
+                    break
+                continue
+            choice: tuple[float, float, int] | None = None
+            for c in cp.allowed[f][ns]:
+                if cp.caps[e2, c] <= 0:
+                    continue
+                hp, out = hop_penalty(cp, ledger, f, e2, c, ns, r2)
+                if choice is None or hp < choice[0]:
+                    choice = (hp, out, c)
+            if choice is None:
+                continue
+            total = pen + tpen + choice[0]
+            if total < best.get((ns, e2), math.inf):
+                best[(ns, e2)] = total
+                counter += 1
+                heapq.heappush(heap, (total, counter, ns, e2, choice[1], hops + ((e2, choice[2]),), rates + (r2,)))
+    # no legal path (every allowed pool down in every legal epoch): send it to the first pools, where it drops
+    hops = tuple((start_epoch, cp.allowed[f][s][0]) for s in range(first, S))
+    return RouteSpec(f, a, item.share, first, hops, item.pool is not None, tuple(rate for _ in hops)), math.inf
+
+
+def commit(cp: Compiled, ledger: Ledger, route: RouteSpec) -> None:
+    k = cp.flow_class[route.flow]
+    for i, (e, c) in enumerate(route.hops):
+        r = route.rates[i] if i < len(route.rates) else 0.0
+        ledger.add(e, c, k, r, cp.run_time[route.flow][route.first_step + i])
+
+
+def build_epoch(cp: Compiled, ledger: Ledger, items: list[Item], order: list[int], threshold: float = 0.2) -> list[RouteSpec]:
+    """The rapid route builder: route ``items`` in ``order`` against ``ledger`` (which it updates)."""
+    routes: list[RouteSpec] = []
+    for i in order:
+        it = items[i]
+        e = max(it.cohort, 0)
+        n = split_count(cp, it.flow, e, it.rate, threshold)
+        for _ in range(n):
+            sub = Item(it.flow, it.cohort, it.rate, it.first_step, it.pool, it.share / n)
+            rs, _ = route_subflow(cp, ledger, sub, it.rate / n)
+            commit(cp, ledger, rs)
+            routes.append(rs)
+    return routes
+
+
+def epoch_items(cp: Compiled, e: int) -> list[Item]:
+    """The GA's items for epoch e: each flow with arrivals, and at epoch 0 the waiting jobs."""
+    items = [Item(f, e, float(cp.rates[f, e])) for f in range(cp.n_flows) if cp.rates[f, e] > 0]
+    if e == 0:
+        fidx = cp.problem.flow_index()
+        pidx = cp.problem.pool_index()
+        for w in cp.problem.waiting:
+            items.append(
+                Item(fidx[w.flow], INITIAL_COHORT, w.jobs / cp.tau, w.step, pidx[w.pool] if w.pool is not None else None)
+            )
+    return items
+
+
+def policy_from_routes(cp: Compiled, routes: list[RouteSpec]) -> Policy:
+    """Aggregate single-path routes into the per (epoch, flow, cohort, step) probabilities (section 3.1)."""
+    acc: dict[tuple[int, int, int, int], dict[int, float]] = {}
+    BL = -1
+    for r in routes:
+        prev = max(r.cohort, 0)
+        for i, (e_s, c) in enumerate(r.hops):
+            s = r.first_step + i
+            if not (i == 0 and r.queued):
+                for e in range(prev, e_s + 1):
+                    d = acc.setdefault((e, r.flow, r.cohort, s), {})
+                    dest = c if e == e_s else BL
+                    d[dest] = d.get(dest, 0.0) + r.share
+            prev = e_s
+    out: Policy = {}
+    for key, d in acc.items():
+        tot = sum(d.values())
+        pools = tuple(sorted((c, w / tot) for c, w in d.items() if c != BL))
+        bl = d.get(BL, 0.0) / tot
+        dec: Decision = (pools, bl)
+        out[key] = dec
+    return out
