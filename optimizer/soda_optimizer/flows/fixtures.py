@@ -10,9 +10,9 @@ Chosen by us, because the paper gives Fig. 2 and Fig. 9 only as pictures:
   flat at 90% beyond (so a pool of 13 serves at most 11.7 jobs/min of one-minute steps and 10.4 without loss);
 - ``PATTERNS`` (Fig. 9): per-flow jobs/min per epoch of a 24 h cycle, a rising-early (a) and a rising-late (b)
   pattern per spoke, both 2 at the spoke's peak; spoke i's cycle starts at epoch 2(i-1), so the spoke totals per
-  epoch (4 flows per pattern) are spoke 1: 16 11 7 5 5 10, spoke 2: 5 10 16 11 7 5, spoke 3: 7 5 5 10 16 11.
+  epoch (4 flows per pattern) are spoke 1: 16 13 7 5 5 11, spoke 2: 5 11 16 13 7 5, spoke 3: 7 5 5 11 16 13.
   This gives the paper's analysis: spoke 1 overloaded in epoch 1 with spare capacity in epochs 3-4; spoke 2
-  overloaded in epochs 2-4 with its peak in 3 and spare in 5-6; spoke 3 peaking in epoch 5 with no spare after;
+  overloaded in epochs 2-4 with its peak in 3 and spare in 5-6; spoke 3 peaking in epoch 5, nothing after epoch 6;
 - P of eq. (2): 0.995 per hour.
 """
 

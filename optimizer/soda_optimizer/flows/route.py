@@ -155,6 +155,7 @@ def _transfer(cp: Compiled, f: int, a: int, e_prev: int, e_next: int, rate: floa
         alive = 1.0 if k == e_prev else survival(k * tau, lo, hi) / g_prev
         pen += u * n * alive * hold * cp.weight(k)
     presented = mean_survival(e_next * tau, (e_next + 1) * tau, lo, hi) / g_prev
+    pen += 0.5 * u * n * presented * hold * cp.weight(e_next)  # released over the epoch: half of it still held
     pen += u * n * (1.0 - presented) * cp.weight(e_next)
     return pen, rate * presented
 

@@ -19,7 +19,11 @@ Across epochs, unserved jobs stay in their pool's input queue, backlogged jobs i
 next epoch if its deadline is later (see :mod:`.compiled` for the deadline arithmetic) and dropped otherwise.
 
 Score (eq. (2)): sum over epochs of P^{t(e)} * sum over flows of u(f) * (dropped + held * (1 - P^{tau})), where
-``held`` counts the jobs in backlog during the epoch (eq. (1)'s deferral penalty telescoped per epoch).
+``held`` counts the jobs in backlog during the epoch (eq. (1)'s deferral penalty telescoped per epoch); jobs
+released during an epoch count as half held in it, since they are re-presented at a constant rate over the epoch
+and so wait half of it on average. Without that half, deferring a job that is dropped anyway would cost exactly what
+dropping it now costs (P^{t(e)} (1 - P^tau) + P^{t(e+1)} = P^{t(e)}), and the planner would be indifferent to
+pointless backlog.
 
 Departures from the paper, on purpose:
 - jobs still queued or backlogged when the horizon ends are charged as dropped in the last epoch; otherwise a plan
@@ -178,6 +182,7 @@ def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: 
             for c, pr in pools:
                 jobs = n * pr
                 sx.released += jobs
+                sx.held += 0.5 * jobs  # re-presented at a constant rate: half an epoch more in backlog on average
                 if s == 0:
                     sx.admitted += jobs
                 sx.dropped += jobs * (1.0 - p_alive)
