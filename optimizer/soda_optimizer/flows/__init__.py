@@ -12,8 +12,8 @@ Distributed Computing Environment"). Pure: no Kubernetes, no I/O.
 
 from .model import (
     BACKLOG,
-    FlowEpochStats,
     Flow,
+    FlowEpochStats,
     Hop,
     LoadMap,
     Plan,

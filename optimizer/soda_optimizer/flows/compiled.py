@@ -95,7 +95,8 @@ def compile_problem(problem: Problem) -> Compiled:
     for i, p in enumerate(problem.pools):
         groups.setdefault(p.load_map.points, []).append(i)
     map_groups = [
-        (np.array(ix, dtype=int), np.array([x for x, _ in pts]), np.array([y for _, y in pts])) for pts, ix in groups.items()
+        (np.array(ix, dtype=int), np.array([x for x, _ in pts]), np.array([y for _, y in pts]))
+        for pts, ix in groups.items()
     ]
     fidx = problem.flow_index()
     initial: dict[int, tuple[float, float]] = {}

@@ -147,7 +147,9 @@ def scale_flows(problem: Problem, n: int) -> Problem:
 
 def scale_epochs(problem: Problem, n: int) -> Problem:
     """Each epoch becomes n epochs of 1/n its length (same rates and capacities)."""
-    pools = tuple(p.model_copy(update={"capacity": tuple(c for c in p.capacity for _ in range(n))}) for p in problem.pools)
+    pools = tuple(
+        p.model_copy(update={"capacity": tuple(c for c in p.capacity for _ in range(n))}) for p in problem.pools
+    )
     flows = tuple(
         f.model_copy(update={"arrival_rate": tuple(r for r in f.arrival_rate for _ in range(n))}) for f in problem.flows
     )
@@ -161,7 +163,9 @@ def scale_steps(problem: Problem, n: int) -> Problem:
     flows = []
     for f in problem.flows:
         steps = tuple(
-            s.model_copy(update={"name": f"{s.name}.{k}", "run_time": s.run_time / n}) for s in f.steps for k in range(n)
+            s.model_copy(update={"name": f"{s.name}.{k}", "run_time": s.run_time / n})
+            for s in f.steps
+            for k in range(n)
         )
         flows.append(f.model_copy(update={"steps": steps}))
     return problem.model_copy(update={"flows": tuple(flows)})

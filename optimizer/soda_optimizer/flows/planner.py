@@ -121,7 +121,9 @@ def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanRes
             optimised += 1
             continue
 
-        def evaluate(order: list[int], e: int = e, items: list[Item] = items) -> float:
+        def evaluate(
+            order: list[int], e: int = e, items: list[Item] = items, committed: list[RouteSpec] = committed
+        ) -> float:
             led = ledger.copy()
             routes = build_epoch(cp, led, items, order, th)
             return simulate_policy(cp, policy_from_routes(cp, committed + routes), start_epoch=e, detail=False).score

@@ -70,10 +70,14 @@ class Item:
 class Ledger:
     """Offered load per (epoch, pool, utility class), in task-minutes and jobs per minute."""
 
-    def __init__(self, cp: Compiled, loads: list[list[list[float]]] | None = None, jobs: list[list[list[float]]] | None = None):
+    def __init__(
+        self, cp: Compiled, loads: list[list[list[float]]] | None = None, jobs: list[list[list[float]]] | None = None
+    ):
         self.cp = cp
         K = len(cp.utilities)
-        self.loads = loads if loads is not None else [[[0.0] * K for _ in range(cp.n_pools)] for _ in range(cp.n_epochs)]
+        self.loads = (
+            loads if loads is not None else [[[0.0] * K for _ in range(cp.n_pools)] for _ in range(cp.n_epochs)]
+        )
         self.jobs = jobs if jobs is not None else [[[0.0] * K for _ in range(cp.n_pools)] for _ in range(cp.n_epochs)]
         self._thr: dict[tuple[int, int], list[float]] = {}
 
@@ -216,7 +220,9 @@ def commit(cp: Compiled, ledger: Ledger, route: RouteSpec) -> None:
         ledger.add(e, c, k, r, cp.run_time[route.flow][route.first_step + i])
 
 
-def build_epoch(cp: Compiled, ledger: Ledger, items: list[Item], order: list[int], threshold: float = 0.2) -> list[RouteSpec]:
+def build_epoch(
+    cp: Compiled, ledger: Ledger, items: list[Item], order: list[int], threshold: float = 0.2
+) -> list[RouteSpec]:
     """The rapid route builder: route ``items`` in ``order`` against ``ledger`` (which it updates)."""
     routes: list[RouteSpec] = []
     for i in order:
@@ -239,7 +245,9 @@ def epoch_items(cp: Compiled, e: int) -> list[Item]:
         pidx = cp.problem.pool_index()
         for w in cp.problem.waiting:
             items.append(
-                Item(fidx[w.flow], INITIAL_COHORT, w.jobs / cp.tau, w.step, pidx[w.pool] if w.pool is not None else None)
+                Item(
+                    fidx[w.flow], INITIAL_COHORT, w.jobs / cp.tau, w.step, pidx[w.pool] if w.pool is not None else None
+                )
             )
     return items
 

@@ -36,6 +36,7 @@ Departures from the paper, on purpose:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,9 +98,6 @@ def simulate(problem: Problem, plan: Plan) -> SimResult:
 def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: bool = True) -> SimResult:
     """Simulate an index-keyed policy from ``start_epoch`` (no carried jobs before it, except the waiting jobs
     of time 0 when it is 0). ``detail=False`` skips the per-flow and per-pool records (the planner's fast path)."""
-    tau = cp.tau
-    K = len(cp.utilities)
-    P = cp.n_pools
     hold_cost = cp.hold_cost()
     fidx = cp.problem.flow_index()
     pidx = cp.problem.pool_index()
@@ -126,160 +124,7 @@ def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: 
         return s
 
     for e in range(start_epoch, cp.n_epochs):
-        s0, s1 = e * tau, (e + 1) * tau
-        caps = cp.caps[e]
-        # per cohort: (alive at presentation, survive to end | presented, survive to end | alive at start)
-        surv_cache: dict[tuple[int, int], tuple[float, float, float]] = {}
-
-        def surv(f: int, a: int, e: int = e, s0: float = s0, s1: float = s1) -> tuple[float, float, float]:
-            key = (f, a)
-            v = surv_cache.get(key)
-            if v is None:
-                lo, hi = cp.window(f, a)
-                if a == e:
-                    g_end = survival(s1, lo, hi)
-                    v = (1.0, g_end, g_end)
-                else:
-                    g0 = survival(s0, lo, hi)
-                    if g0 <= 0.0:
-                        v = (0.0, 0.0, 0.0)
-                    else:
-                        gm = mean_survival(s0, s1, lo, hi)
-                        g1 = survival(s1, lo, hi)
-                        v = (gm / g0, (g1 / gm) if gm > 0 else 0.0, g1 / g0)
-                surv_cache[key] = v
-            return v
-
-        node_of: dict[tuple[int, int, int, int], int] = {}
-        keys: list[tuple[int, int, int, int]] = []
-        src: list[float] = []
-
-        def node(key: tuple[int, int, int, int]) -> int:
-            i = node_of.get(key)
-            if i is None:
-                i = node_of[key] = len(keys)
-                keys.append(key)
-                src.append(0.0)
-            return i
-
-        new_backlog: dict[tuple[int, int, int], float] = defaultdict(float)
-        new_queue: dict[tuple[int, int, int, int], float] = defaultdict(float)
-
-        def to_backlog(f: int, a: int, s: int, jobs: float, keep: float) -> None:
-            sx = st(e, f, a)
-            sx.held += jobs
-            new_backlog[(f, a, s)] += jobs * keep
-            sx.dropped += jobs * (1.0 - keep)
-
-        # carried backlog: release or hold
-        for (f, a, s), n in backlog.items():
-            if n <= 0:
-                continue
-            p_alive, _, keep_start = surv(f, a)
-            dec = policy.get((e, f, a, s))
-            pools, bl = dec if dec is not None else ((), 1.0)
-            sx = st(e, f, a)
-            for c, pr in pools:
-                jobs = n * pr
-                sx.released += jobs
-                sx.held += 0.5 * jobs  # re-presented at a constant rate: half an epoch more in backlog on average
-                if s == 0:
-                    sx.admitted += jobs
-                sx.dropped += jobs * (1.0 - p_alive)
-                src[node((f, a, s, c))] += jobs * p_alive / tau
-            rest = n * (1.0 - sum(pr for _, pr in pools)) if dec is not None else n
-            if rest > 1e-12:
-                to_backlog(f, a, s, rest, keep_start)
-        # carried input queues: re-presented over the epoch at the same pool
-        for (f, a, s, c), n in queue.items():
-            if n <= 0:
-                continue
-            p_alive, _, _ = surv(f, a)
-            st(e, f, a).dropped += n * (1.0 - p_alive)
-            src[node((f, a, s, c))] += n * p_alive / tau
-        # fresh arrivals
-        for f in range(cp.n_flows):
-            r = float(cp.rates[f, e])
-            dec = policy.get((e, f, e, 0))
-            if r <= 0 or dec is None:
-                continue
-            sx = st(e, f, e)
-            sx.arrived += r * tau
-            pools, _ = dec
-            for c, pr in pools:
-                src[node((f, e, 0, c))] += r * pr
-                sx.admitted += r * pr * tau
-            rest = 1.0 - sum(pr for _, pr in pools)
-            if rest > 1e-12:
-                sx.backlogged += r * rest * tau
-                to_backlog(f, e, 0, r * rest * tau, surv(f, e)[1])
-        # expand the node graph step by step (nodes only ever feed the next step)
-        edges: list[tuple[int, int, float]] = []
-        out_backlog: dict[int, float] = {}
-        i = 0
-        while i < len(keys):
-            f, a, s, c = keys[i]
-            if s + 1 < cp.n_steps[f]:
-                dec = policy.get((e, f, a, s + 1))
-                pools, _ = dec if dec is not None else ((), 1.0)
-                for c2, pr in pools:
-                    edges.append((node((f, a, s + 1, c2)), i, pr))
-                rest = 1.0 - sum(pr for _, pr in pools)
-                if rest > 1e-12:
-                    out_backlog[i] = rest
-            i += 1
-        n_nodes = len(keys)
-        if n_nodes:
-            src_v = np.array(src)
-            M = np.zeros((n_nodes, n_nodes))
-            for j, i2, pr in edges:
-                M[j, i2] += pr
-            rt = np.array([cp.run_time[k[0]][k[2]] for k in keys])
-            pc = np.array([k[3] * K + cp.flow_class[k[0]] for k in keys])
-            x, rho, load_pc, thr_pc = _fixed_point(cp, caps, src_v, M, rt, pc, P, K)
-            served = rho * x
-            for i2 in range(n_nodes):
-                f, a, s, c = keys[i2]
-                _, keep_p, _ = surv(f, a)
-                sx = st(e, f, a)
-                un = (1.0 - rho[i2]) * x[i2] * tau
-                if un > 1e-12:
-                    new_queue[(f, a, s, c)] += un * keep_p
-                    sx.dropped += un * (1.0 - keep_p)
-                if s + 1 == cp.n_steps[f]:
-                    sx.completed += served[i2] * tau
-                else:
-                    rest = out_backlog.get(i2)
-                    if rest:
-                        jobs = served[i2] * rest * tau
-                        sx.backlogged += jobs
-                        to_backlog(f, a, s + 1, jobs, keep_p)
-            if detail:
-                names = [p.name for p in cp.problem.pools]
-                jobs_in = np.bincount(np.array([k[3] for k in keys]), weights=x, minlength=P)
-                jobs_out = np.bincount(np.array([k[3] for k in keys]), weights=served, minlength=P)
-                loadp = load_pc.sum(axis=1)
-                thrp = thr_pc.sum(axis=1)
-                for c in range(P):
-                    pool_stats.append(
-                        PoolEpochStats(
-                            epoch=e,
-                            pool=names[c],
-                            capacity=float(caps[c]),
-                            load=float(loadp[c]),
-                            throughput=float(thrp[c]),
-                            jobs_in=float(jobs_in[c]),
-                            jobs_out=float(jobs_out[c]),
-                        )
-                    )
-        elif detail:
-            for c, p in enumerate(cp.problem.pools):
-                pool_stats.append(
-                    PoolEpochStats(
-                        epoch=e, pool=p.name, capacity=float(caps[c]), load=0.0, throughput=0.0, jobs_in=0.0, jobs_out=0.0
-                    )
-                )
-        backlog, queue = new_backlog, new_queue
+        backlog, queue = _epoch(cp, policy, e, backlog, queue, st, pool_stats, detail)
         if e == cp.n_epochs - 1:
             for (f, a, _s), n in backlog.items():
                 st(e, f, a).dropped += n
@@ -287,12 +132,12 @@ def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: 
             for (f, a, _s, _c), n in queue.items():
                 st(e, f, a).dropped += n
                 left += n
-        w = cp.weight(e)
+        wt = cp.weight(e)
         tot = 0.0
         for (e2, f, _a), sx in flow_stats.items():
             if e2 == e:
                 tot += cp.flow_utility[f] * (sx.dropped + sx.held * hold_cost)
-        scores[e] = w * tot
+        scores[e] = wt * tot
     flows: tuple[FlowEpochStats, ...] = ()
     if detail:
         flows = tuple(
@@ -306,6 +151,176 @@ def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: 
         pools=tuple(pool_stats),
         left_at_horizon=left,
     )
+
+
+def _epoch(
+    cp: Compiled,
+    policy: Policy,
+    e: int,
+    backlog: dict[tuple[int, int, int], float],
+    queue: dict[tuple[int, int, int, int], float],
+    st: Callable[[int, int, int], _Stats],
+    pool_stats: list[PoolEpochStats],
+    detail: bool,
+) -> tuple[dict[tuple[int, int, int], float], dict[tuple[int, int, int, int], float]]:
+    """One epoch at steady state: carried jobs and fresh arrivals through the policy, service by the fixed point."""
+    tau = cp.tau
+    K = len(cp.utilities)
+    P = cp.n_pools
+    s0, s1 = e * tau, (e + 1) * tau
+    caps = cp.caps[e]
+    # per cohort: (alive at presentation, survive to end | presented, survive to end | alive at start)
+    surv_cache: dict[tuple[int, int], tuple[float, float, float]] = {}
+
+    def surv(f: int, a: int) -> tuple[float, float, float]:
+        key = (f, a)
+        v = surv_cache.get(key)
+        if v is None:
+            lo, hi = cp.window(f, a)
+            if a == e:
+                g_end = survival(s1, lo, hi)
+                v = (1.0, g_end, g_end)
+            else:
+                g0 = survival(s0, lo, hi)
+                if g0 <= 0.0:
+                    v = (0.0, 0.0, 0.0)
+                else:
+                    gm = mean_survival(s0, s1, lo, hi)
+                    g1 = survival(s1, lo, hi)
+                    v = (gm / g0, (g1 / gm) if gm > 0 else 0.0, g1 / g0)
+            surv_cache[key] = v
+        return v
+
+    node_of: dict[tuple[int, int, int, int], int] = {}
+    keys: list[tuple[int, int, int, int]] = []
+    src: list[float] = []
+
+    def node(key: tuple[int, int, int, int]) -> int:
+        i = node_of.get(key)
+        if i is None:
+            i = node_of[key] = len(keys)
+            keys.append(key)
+            src.append(0.0)
+        return i
+
+    new_backlog: dict[tuple[int, int, int], float] = defaultdict(float)
+    new_queue: dict[tuple[int, int, int, int], float] = defaultdict(float)
+
+    def to_backlog(f: int, a: int, s: int, jobs: float, keep: float) -> None:
+        sx = st(e, f, a)
+        sx.held += jobs
+        new_backlog[(f, a, s)] += jobs * keep
+        sx.dropped += jobs * (1.0 - keep)
+
+    # carried backlog: release or hold
+    for (f, a, s), n in backlog.items():
+        if n <= 0:
+            continue
+        p_alive, _, keep_start = surv(f, a)
+        dec = policy.get((e, f, a, s))
+        pools, bl = dec if dec is not None else ((), 1.0)
+        sx = st(e, f, a)
+        for c, pr in pools:
+            jobs = n * pr
+            sx.released += jobs
+            sx.held += 0.5 * jobs  # re-presented at a constant rate: half an epoch more in backlog on average
+            if s == 0:
+                sx.admitted += jobs
+            sx.dropped += jobs * (1.0 - p_alive)
+            src[node((f, a, s, c))] += jobs * p_alive / tau
+        rest = n * (1.0 - sum(pr for _, pr in pools)) if dec is not None else n
+        if rest > 1e-12:
+            to_backlog(f, a, s, rest, keep_start)
+    # carried input queues: re-presented over the epoch at the same pool
+    for (f, a, s, c), n in queue.items():
+        if n <= 0:
+            continue
+        p_alive, _, _ = surv(f, a)
+        st(e, f, a).dropped += n * (1.0 - p_alive)
+        src[node((f, a, s, c))] += n * p_alive / tau
+    # fresh arrivals
+    for f in range(cp.n_flows):
+        r = float(cp.rates[f, e])
+        dec = policy.get((e, f, e, 0))
+        if r <= 0 or dec is None:
+            continue
+        sx = st(e, f, e)
+        sx.arrived += r * tau
+        pools, _ = dec
+        for c, pr in pools:
+            src[node((f, e, 0, c))] += r * pr
+            sx.admitted += r * pr * tau
+        rest = 1.0 - sum(pr for _, pr in pools)
+        if rest > 1e-12:
+            sx.backlogged += r * rest * tau
+            to_backlog(f, e, 0, r * rest * tau, surv(f, e)[1])
+    # expand the node graph step by step (nodes only ever feed the next step)
+    edges: list[tuple[int, int, float]] = []
+    out_backlog: dict[int, float] = {}
+    i = 0
+    while i < len(keys):
+        f, a, s, c = keys[i]
+        if s + 1 < cp.n_steps[f]:
+            dec = policy.get((e, f, a, s + 1))
+            pools, _ = dec if dec is not None else ((), 1.0)
+            for c2, pr in pools:
+                edges.append((node((f, a, s + 1, c2)), i, pr))
+            rest = 1.0 - sum(pr for _, pr in pools)
+            if rest > 1e-12:
+                out_backlog[i] = rest
+        i += 1
+    n_nodes = len(keys)
+    if n_nodes:
+        src_v = np.array(src)
+        M = np.zeros((n_nodes, n_nodes))
+        for j, i2, pr in edges:
+            M[j, i2] += pr
+        rt = np.array([cp.run_time[k[0]][k[2]] for k in keys])
+        pc = np.array([k[3] * K + cp.flow_class[k[0]] for k in keys])
+        x, rho, load_pc, thr_pc = _fixed_point(cp, caps, src_v, M, rt, pc, P, K)
+        served = rho * x
+        for i2 in range(n_nodes):
+            f, a, s, c = keys[i2]
+            _, keep_p, _ = surv(f, a)
+            sx = st(e, f, a)
+            un = (1.0 - rho[i2]) * x[i2] * tau
+            if un > 1e-12:
+                new_queue[(f, a, s, c)] += un * keep_p
+                sx.dropped += un * (1.0 - keep_p)
+            if s + 1 == cp.n_steps[f]:
+                sx.completed += served[i2] * tau
+            else:
+                frac_bl = out_backlog.get(i2, 0.0)
+                if frac_bl > 0.0:
+                    jobs = served[i2] * frac_bl * tau
+                    sx.backlogged += jobs
+                    to_backlog(f, a, s + 1, jobs, keep_p)
+        if detail:
+            names = [p.name for p in cp.problem.pools]
+            jobs_in = np.bincount(np.array([k[3] for k in keys]), weights=x, minlength=P)
+            jobs_out = np.bincount(np.array([k[3] for k in keys]), weights=served, minlength=P)
+            loadp = load_pc.sum(axis=1)
+            thrp = thr_pc.sum(axis=1)
+            for c in range(P):
+                pool_stats.append(
+                    PoolEpochStats(
+                        epoch=e,
+                        pool=names[c],
+                        capacity=float(caps[c]),
+                        load=float(loadp[c]),
+                        throughput=float(thrp[c]),
+                        jobs_in=float(jobs_in[c]),
+                        jobs_out=float(jobs_out[c]),
+                    )
+                )
+    elif detail:
+        for c, p in enumerate(cp.problem.pools):
+            pool_stats.append(
+                PoolEpochStats(
+                    epoch=e, pool=p.name, capacity=float(caps[c]), load=0.0, throughput=0.0, jobs_in=0.0, jobs_out=0.0
+                )
+            )
+    return new_backlog, new_queue
 
 
 def _fixed_point(
@@ -327,7 +342,7 @@ def _fixed_point(
     load_pc = np.zeros((P, K))
     thr_pc = np.zeros((P, K))
     for _ in range(max_iter):
-        load_pc = np.bincount(pc, weights=x * rt, minlength=P * K).reshape(P, K)
+        load_pc = np.bincount(pc, weights=x * rt, minlength=P * K).astype(float).reshape(P, K)
         cum = np.cumsum(load_pc, axis=1) / safe_cap[:, None]
         tput = np.empty_like(cum)
         for ix, xs, ys in cp.map_groups:
@@ -344,7 +359,7 @@ def _fixed_point(
             break
         x = x_new
     # final consistent ratios for the converged rates
-    load_pc = np.bincount(pc, weights=x * rt, minlength=P * K).reshape(P, K)
+    load_pc = np.bincount(pc, weights=x * rt, minlength=P * K).astype(float).reshape(P, K)
     cum = np.cumsum(load_pc, axis=1) / safe_cap[:, None]
     tput = np.empty_like(cum)
     for ix, xs, ys in cp.map_groups:
