@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from soda_optimizer import macroq  # noqa: E402
 from soda_optimizer.model import PE, Job, Node, Policy, PrimalInput, ResourceFunction, Scenario, Sink, Stream, Template  # noqa: E402
+from soda_optimizer.soda import macroq  # noqa: E402
 
 NODE_MIPS = 11000.0
 SPLIT = (0.5, 0.3, 0.2)  # share of a job's minimum and saturation per PE

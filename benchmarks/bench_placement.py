@@ -22,8 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import workloads  # noqa: E402
 from benchmarks.metrics import placement_metrics  # noqa: E402
-from soda_optimizer import baselines, macroq, macrow, microq, microw  # noqa: E402
+from soda_optimizer import baselines  # noqa
 from soda_optimizer.model import LinkCapacities, Policy  # noqa: E402
+from soda_optimizer.soda import macroq, macrow, microq, microw  # noqa: E402
 
 
 def run_case(name: str, wl, n_nodes: int, macrow_deadline: float, reps: int) -> dict:

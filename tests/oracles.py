@@ -9,8 +9,8 @@ import numpy as np
 
 from soda_optimizer.graph import glue
 from soda_optimizer.importance import Evaluator
-from soda_optimizer.macroq import revised_ranks
 from soda_optimizer.model import Scenario
+from soda_optimizer.soda.macroq import revised_ranks
 
 
 def rank_legal(admitted: set[str], rev: dict[str, int]) -> bool:

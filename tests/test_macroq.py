@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import admission_sets, macroq_bruteforce, rank_legal
 
-from soda_optimizer import macroq, rap
 from soda_optimizer.model import (
     PE,
     Export,
@@ -26,6 +25,7 @@ from soda_optimizer.model import (
     Template,
     ValueFunction,
 )
+from soda_optimizer.soda import macroq, rap
 
 UNIT = 1000.0
 

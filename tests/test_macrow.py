@@ -6,7 +6,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from soda_optimizer import macrow
 from soda_optimizer.model import (
     PE,
     Job,
@@ -19,7 +18,8 @@ from soda_optimizer.model import (
     Template,
 )
 from soda_optimizer.plan import StageReport
-from soda_optimizer.stages import MacroQResult
+from soda_optimizer.soda import macrow
+from soda_optimizer.soda.stages import MacroQResult
 
 
 @st.composite

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ortools.linear_solver import pywraplp
 
-from soda_optimizer import microq
 from soda_optimizer.model import PE, Job, Node, PrimalInput, Scenario, Template
 from soda_optimizer.plan import StageReport
-from soda_optimizer.stages import ComponentCurve, MacroQResult
+from soda_optimizer.soda import microq
+from soda_optimizer.soda.stages import ComponentCurve, MacroQResult
 
 
 @st.composite

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ortools.linear_solver import pywraplp
 
-from soda_optimizer import microw
 from soda_optimizer.model import PE, Job, Node, Policy, PreviousState, PrimalInput, Scenario, Template
+from soda_optimizer.soda import microw
 
 
 def lp_reachable(s: Scenario, goals, cands, cap) -> bool:
@@ -73,3 +73,16 @@ def test_churn_limits_and_constraints_hold(inst):
     s, goals, cands = inst
     res = microw.solve(s, goals, cands, deadline_s=10)
     assert microw.check(s, goals, cands, res) == []
+
+
+def test_max_instances_caps_the_nodes_of_a_pe():
+    t = Template(name="t", pes=(PE(name="a", kind="source", max_instances=2),), primal_inputs=(PrimalInput(pe="a", rate=1),))
+    s = Scenario(nodes=tuple(Node(name=f"n{i}", mips=1000) for i in range(4)), templates=(t,), jobs=(Job(name="j", templates=("t",)),))
+    goals = {"j:a": 3500.0}
+    cands = {"j:a": ("n0", "n1", "n2", "n3")}
+    res = microw.solve(s, goals, cands, deadline_s=10)
+    assert len(res.fractions["j:a"]) == 2  # 2000 of its 3500 mips: two nodes, no more
+    assert microw.check(s, goals, cands, res) == []
+    unbounded = microw.solve(s.model_copy(update={"templates": (t.model_copy(update={"pes": (t.pes[0].model_copy(update={"max_instances": None}),)}),)}),
+                             goals, cands, deadline_s=10)
+    assert len(unbounded.fractions["j:a"]) == 4

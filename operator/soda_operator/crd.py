@@ -42,7 +42,6 @@ from soda_optimizer.model import (
     Template,
     ValueFunction,
 )
-from soda_optimizer.plan import Plan
 
 GROUP = "kubesoda.io"
 VERSION = "v1alpha1"
@@ -239,6 +238,7 @@ POLICY_FIELDS = {
     "microMaxTouchedNodes": "micro_max_touched_nodes",
     "rankManager": "rank_manager",
     "weightManager": "weight_manager",
+    "placement": "placement",
 }
 
 
@@ -396,37 +396,6 @@ def scenario_from_objects(
 
 
 # ------------------------------------------------------------------------------------ from model
-
-
-def job_status(plan: Plan, job_key: str, generation: int | None = None, instances: Mapping[str, list[dict]] | None = None) -> dict[str, Any]:
-    """The status body of one StreamJob from a Plan."""
-    dec = next((d for d in plan.jobs if d.job == job_key), None)
-    if dec is None:
-        return {"phase": "Pending", "reason": "NotPlanned", "message": "not in the last plan"}
-    pes = []
-    for pe in plan.pes:
-        if pe.job != job_key:
-            continue
-        item: dict[str, Any] = {"name": pe.name, "goalMips": round(pe.goal_mips, 3), "candidates": list(pe.candidates)}
-        if instances is not None:
-            item["instances"] = instances.get(pe.name, [])
-        else:
-            item["instances"] = [{"node": n, "fraction": round(f, 6)} for n, f in sorted(pe.fractions.items())]
-        pes.append(item)
-    status: dict[str, Any] = {
-        "phase": "Admitted" if dec.admitted else "Rejected",
-        "reason": dec.reason or ("Admitted" if dec.admitted else ""),
-        "message": dec.message,
-        "revisedRank": dec.revised_rank,
-        "importance": round(dec.importance, 6),
-        "mips": round(dec.mips, 3),
-        "pes": pes,
-    }
-    if dec.template:
-        status["chosenTemplate"] = dec.template.split("/", 1)[-1]
-    if generation is not None:
-        status["observedGeneration"] = generation
-    return status
 
 
 def _vf_obj(vf: ValueFunction) -> dict[str, Any]:

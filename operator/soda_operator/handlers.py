@@ -8,11 +8,14 @@
 - the daemon on SchedulingPolicy ``default`` runs the macro and micro loops. Kopf stops daemons on
   a replica that peering pauses, so with ``kubesoda run --peering`` only the highest-priority live
   replica acts (leader election). Two guards close the gaps around a hand-over: a replica waits
-  ``STARTUP_GRACE_S`` before its first epoch (it sees a live leader's keep-alive and pauses first),
+  ``memo.startup_grace_s`` before its first epoch (it sees a live leader's keep-alive and pauses first),
   and a replica paused mid-epoch makes no further write (the applier's fence).
 
 Validation failures never reach Kopf as exceptions: the loops write them to the StreamJob's status
 and an Event.
+
+The handlers reach the loops through Kopf's ``memo`` (``kubesoda run`` passes
+``kopf.Memo(loops=..., startup_grace_s=..., nodes={})``), never through module globals.
 """
 
 from __future__ import annotations
@@ -26,58 +29,56 @@ from . import crd, metrics
 from .epochs import Loops
 
 log = logging.getLogger("kubesoda.handlers")
-LOOPS: Loops | None = None
-STARTUP_GRACE_S = 0.0  # set by the runner when peering is on
-_nodes: dict[str, tuple] = {}
 
 
-def _loops() -> Loops:
-    assert LOOPS is not None, "handlers registered before the loops were created"
-    return LOOPS
+def memo(loops: Loops, startup_grace_s: float = 0.0) -> kopf.Memo:
+    """What the handlers share: the loops, the grace before the first epoch (peering), and the
+    last seen state of each node (to tell a relevant change from a heartbeat)."""
+    return kopf.Memo(loops=loops, startup_grace_s=startup_grace_s, nodes={})
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamjobs")
-def on_job(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+def on_job(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     gen = body.get("metadata", {}).get("generation")
     seen = (body.get("status") or {}).get("observedGeneration")
     if event.get("type") == "DELETED" or gen != seen:
-        _loops().macro_due.set()
+        memo.loops.macro_due.set()
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamtemplates")
-def on_template(**_: Any) -> None:
-    _loops().macro_due.set()
+def on_template(memo: kopf.Memo, **_: Any) -> None:
+    memo.loops.macro_due.set()
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "schedulingpolicies")
-def on_policy(**_: Any) -> None:
-    _loops().macro_due.set()
+def on_policy(memo: kopf.Memo, **_: Any) -> None:
+    memo.loops.macro_due.set()
 
 
 @kopf.on.event("", "v1", "nodes")
-def on_node(event: dict[str, Any], body: kopf.Body, name: str, **_: Any) -> None:
+def on_node(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
     if event.get("type") == "DELETED":
-        _nodes.pop(name, None)
-        _loops().micro_due.set()
+        memo.nodes.pop(name, None)
+        memo.loops.micro_due.set()
         return
     st = body.get("status") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
     labels = body.get("metadata", {}).get("labels") or {}
     state = (ready, bool((body.get("spec") or {}).get("unschedulable")), (st.get("allocatable") or {}).get("cpu"),
              labels.get(crd.MIPS_LABEL), labels.get(crd.DEFAULT_RACK_LABEL), labels.get(crd.ZONE_LABEL))
-    if _nodes.get(name) != state:
-        _nodes[name] = state
-        _loops().micro_due.set()
+    if memo.nodes.get(name) != state:
+        memo.nodes[name] = state
+        memo.loops.micro_due.set()
 
 
 @kopf.daemon(crd.GROUP, crd.VERSION, "schedulingpolicies", when=lambda name, **_: name == "default", cancellation_timeout=10)
-def scheduler_loops(stopped: kopf.DaemonStopped, **_: Any) -> None:
-    if STARTUP_GRACE_S and stopped.wait(STARTUP_GRACE_S):
+def scheduler_loops(stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
+    if memo.startup_grace_s and stopped.wait(memo.startup_grace_s):
         return  # peering paused this replica before it acted
     log.info("this replica runs the SODA loops")
     metrics.LEADER.set(1)
     try:
-        _loops().run(stopped)  # type: ignore[arg-type]
+        memo.loops.run(stopped)
     finally:
         metrics.LEADER.set(0)
         log.info("this replica stopped running the SODA loops")

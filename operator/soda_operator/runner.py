@@ -79,7 +79,8 @@ def main(args: argparse.Namespace) -> int:
     workers = getattr(args, "workers", 16)
     api = api_client(workers)
     ensure_policy(api)
-    handlers.LOOPS = Loops(api, workers)
+    loops = Loops(api, workers)
+    grace = 0.0
     peering = getattr(args, "peering", None)
     priority = getattr(args, "priority", None)
     if peering:
@@ -87,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
         PEERING_LIFETIME_S = getattr(args, "peering_lifetime", 60)
         # Wait for the peers' keep-alives before acting: a replica that starts next to a leader
         # sees it within this time and pauses before its first write.
-        handlers.STARTUP_GRACE_S = 3.0
+        grace = 3.0
         if priority is None:
             priority = random.SystemRandom().randint(1, 2**31 - 1)
         log.info("peering %s, priority %d, lifetime %ds", peering, priority, PEERING_LIFETIME_S)
@@ -106,6 +107,7 @@ def main(args: argparse.Namespace) -> int:
             peering_name=peering or None,
             priority=priority or 0,
             liveness_endpoint=getattr(args, "liveness", None),
+            memo=handlers.memo(loops, grace),
         )
     finally:
         if srv is not None:

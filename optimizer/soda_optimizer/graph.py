@@ -2,7 +2,8 @@
 
 Given a choice of template per admitted job, the templates' PE/stream graphs are "glued" together
 through exported/imported streams into one directed graph over global PE ids (``job:pe``). Every
-stage that needs the graph (importance, macroQ, macroW, microQ) builds it here, once.
+stage that needs the graph (importance, macroQ, macroW, microQ) gets it from
+``Scenario.glued(choice)``, which builds it here once per choice.
 
 Node attributes: ``job``, ``name``, ``spec`` (the :class:`~.model.PE`), ``primal_rate`` (sum of
 its primal inputs), ``sinks`` (tuple of (weight, ValueFunction) for valued terminal outputs).
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .model import Scenario, ValueFunction, pe_id
+from .model import PE, Scenario, ValueFunction, pe_id
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,10 @@ class GluedGraph:
 
     def pes_of(self, job: str) -> list[str]:
         return [p for p, d in self.graph.nodes(data=True) if d["job"] == job]
+
+    def spec(self, pe: str) -> PE:
+        """The :class:`~.model.PE` of a global PE id in this choice."""
+        return self.graph.nodes[pe]["spec"]  # type: ignore[no-any-return]
 
 
 def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:

@@ -47,6 +47,7 @@ class Evaluator:
 
     def __init__(self, glued: GluedGraph, pes: Sequence[str] | None = None, max_iter: int = 200, tol: float = 1e-9):
         g = glued.graph if pes is None else glued.graph.subgraph(pes)
+        self.glued = glued
         self.graph: nx.DiGraph = g
         self.pes: list[str] = sorted(g.nodes) if pes is None else list(pes)
         self.index = {p: i for i, p in enumerate(self.pes)}

@@ -27,11 +27,14 @@ PE or stream) and the field.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import Enum
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+if TYPE_CHECKING:
+    from .graph import GluedGraph
 
 NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Pos = Annotated[float, Field(gt=0)]  # may be infinite (an absent maximum)
@@ -336,8 +339,13 @@ class Policy(_Frozen):
     micro_max_change: NonNeg | None = None  # delta: total |f - f_hat| x H_n in mips
     micro_max_change_per_pe: NonNeg | None = None  # delta_p
     micro_max_touched_nodes: int | None = Field(default=None, ge=0)  # zeta
-    rank_manager: Literal["static", "merit", "budget"] = "static"
-    weight_manager: Literal["static", "simple", "budget"] = "static"
+    # Scenario -> Scenario steps before the policy (soda_optimizer.managers); only implemented
+    # managers are accepted (the paper's budget and merit managers are not built yet)
+    rank_manager: Literal["static"] = "static"
+    weight_manager: Literal["static", "simple"] = "static"
+    # the allocation policy (soda_optimizer.policy): SODA, or a placement baseline of the paper's
+    # comparisons placing macroQ's goals without SODA's macroW/microW
+    placement: Literal["soda", "rr", "rand", "spread"] = "soda"
 
 
 class PreviousState(_Frozen):
@@ -345,7 +353,6 @@ class PreviousState(_Frozen):
 
     candidates: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # pe_id -> node names (v-hat)
     fractions: dict[str, dict[str, float]] = Field(default_factory=dict)  # pe_id -> node -> f-hat
-    fixed: dict[str, dict[str, float]] = Field(default_factory=dict)  # pe_id -> node -> fixed fraction
 
 
 # --------------------------------------------------------------------------- the scenario
@@ -394,18 +401,35 @@ class Scenario(_Frozen):
             raise ValueError(f"jobs import each other in a cycle: {' -> '.join(cyc)}")
         return self
 
-    # convenience look-ups (cheap; the model is immutable)
+    # look-ups, built once per Scenario (it is immutable); the one owner of "which template, which
+    # job, which glued graph" for every stage
+    _memo: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def _cache(self) -> dict[str, Any]:
+        # model_copy() shares private attributes with the copy: the owner check keeps a copy
+        # (another Scenario) from reading the original's cache
+        if self._memo is None or self._memo.get("owner") != id(self):
+            self._memo = {"owner": id(self), "templates": {t.name: t for t in self.templates},
+                          "jobs": {j.name: j for j in self.jobs}, "glued": {}}
+        return self._memo
+
     def template(self, name: str) -> Template:
-        for t in self.templates:
-            if t.name == name:
-                return t
-        raise KeyError(name)
+        return self._cache()["templates"][name]  # type: ignore[no-any-return]
 
     def job(self, name: str) -> Job:
-        for j in self.jobs:
-            if j.name == name:
-                return j
-        raise KeyError(name)
+        return self._cache()["jobs"][name]  # type: ignore[no-any-return]
+
+    def glued(self, choice: Mapping[str, str]) -> GluedGraph:
+        """The glued graph of a job/template choice (:func:`.graph.glue`), built once per choice."""
+        from .graph import glue
+
+        memo = self._cache()["glued"]
+        key = tuple(sorted(choice.items()))
+        if key not in memo:
+            if len(memo) > 4096:
+                memo.clear()
+            memo[key] = glue(self, choice)
+        return memo[key]  # type: ignore[no-any-return]
 
     def usable_nodes(self) -> Iterator[Node]:
         return (n for n in self.nodes if n.usable)

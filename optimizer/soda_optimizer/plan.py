@@ -1,12 +1,14 @@
 """The Plan: what one macro + micro epoch decided (the optimizer's only output).
 
 The operator's ``apply`` turns it into Kubernetes objects; ``kubesoda plan --json`` prints it
-(schema in docs/plan-json.md). Everything is in mips and node names; no Kubernetes types.
+(schema in docs/plan-json.md). Everything is in mips and node names; no Kubernetes types. It is the
+only thing that crosses from the optimizer to the operator: the operator hands the last feasible
+Plan back to the policy's ``replan`` for a micro epoch (``state`` carries what the policy needs).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +50,7 @@ class StageReport(_Frozen):
 
 
 class Plan(_Frozen):
+    policy: str = "soda"  # the allocation policy that made it (soda_optimizer.policy)
     feasible: bool
     message: str = ""
     importance: float = 0.0
@@ -55,3 +58,6 @@ class Plan(_Frozen):
     pes: tuple[PEPlan, ...] = ()
     stream_rates: dict[str, float] = Field(default_factory=dict)  # "p1->p2" (pe ids) -> t(p1,p2)
     stages: tuple[StageReport, ...] = ()
+    # the policy's own macro decisions that its replan() reads (SODA: macroQ's and macroW's
+    # results, with macroQ's component curves); opaque to everyone else, not serialised
+    state: Any = Field(default=None, exclude=True, repr=False)

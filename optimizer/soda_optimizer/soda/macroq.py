@@ -47,11 +47,11 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from ..graph import GluedGraph
+from ..importance import Evaluator, value
+from ..model import Scenario
+from ..plan import JobDecision, StageReport
 from . import rap
-from .graph import GluedGraph, glue
-from .importance import Evaluator, value
-from .model import Scenario
-from .plan import JobDecision, StageReport
 from .required import Promise, job_minimum, promise
 from .stages import ComponentCurve, MacroQResult
 
@@ -81,7 +81,7 @@ class _Curve:
 
 
 def _bounds(ev: Evaluator, unit: float) -> tuple[np.ndarray, np.ndarray]:
-    specs = [ev.graph.nodes[p]["spec"] for p in ev.pes]
+    specs = [ev.glued.spec(p) for p in ev.pes]
     lo = np.array([math.ceil(s.min_mips / unit - 1e-9) for s in specs], dtype=int)
     mx = np.array([math.floor(s.max_mips / unit + 1e-9) if math.isfinite(s.max_mips) else 1 << 30 for s in specs])
     sat = np.ceil(ev.saturation() / unit - 1e-9).astype(int)
@@ -199,7 +199,7 @@ class _Solver:
         k = ("job", job, template)
         got = self.job_cache.get(k)
         if got is None:
-            glued = glue(self.s, {job: template})
+            glued = self.s.glued({job: template})
             got = [self.curve(glued, c) for c in glued.components()]
             self.job_cache[k] = got
         return got
@@ -218,7 +218,7 @@ class _Solver:
                 (j,) = grp
                 curves.extend(self.job_components(j, choice[j]))
             else:
-                glued = glue(self.s, {j: choice[j] for j in grp})
+                glued = self.s.glued({j: choice[j] for j in grp})
                 curves.extend(self.curve(glued, c) for c in glued.components())
         budget = self.U - sum(int(c.lo.sum()) for c in curves)
         x, method = rap.allocate([c.values for c in curves], budget, [c.concave for c in curves])
@@ -420,7 +420,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         return MacroQResult(decisions, {}, {}, {}, (), 0.0, report(status, None, msg), 0.0)
     level, chosen, status, unit, U = best_meta
     goals = {p: u * unit for p, u in best.alloc.items()}
-    glued = glue(scenario, best.choice)
+    glued = scenario.glued(best.choice)
     ev = Evaluator(glued)
     vec = np.array([[goals[p] for p in ev.pes]])
     traffic = ev.traffic(vec[0])

@@ -31,10 +31,9 @@ import numpy as np
 from ortools.graph.python import min_cost_flow
 from ortools.linear_solver import pywraplp
 
-from .graph import glue
-from .importance import Evaluator
-from .model import Scenario
-from .plan import StageReport
+from ..importance import Evaluator
+from ..model import Scenario
+from ..plan import StageReport
 from .stages import ComponentCurve, MacroQResult, MicroQResult
 
 PENALTY = 1e3  # per mips of slack in (38), above any importance slope per mips we expect
@@ -72,10 +71,8 @@ def solve(
     t0 = time.monotonic()
     deadline = t0 + (deadline_s if deadline_s is not None else scenario.policy.microq_deadline_s)
     nodes = {n.name: n.mips for n in scenario.usable_nodes()}
-    specs = {}
-    for job, tname in macroq.choice.items():
-        for p in scenario.template(tname).pes:
-            specs[f"{job}:{p.name}"] = p
+    glued = scenario.glued(macroq.choice)
+    specs = {p: glued.spec(p) for p in glued.graph.nodes}
     comps = [c for c in macroq.components if c.pes]
     fits = [concave_fit(c) for c in comps]
     if not comps:
@@ -120,7 +117,7 @@ def solve(
         goals = dict(macroq.goals)
         return MicroQResult(goals, macroq.importance, StageReport(stage="microq", seconds=time.monotonic() - t0, status="fallback", detail="LP failed; macroQ goals kept"))
     # report the importance the goals really produce (the fit is an upper envelope)
-    glued = glue(scenario, macroq.choice)
+    glued = scenario.glued(macroq.choice)
     ev = Evaluator(glued)
     true_imp = float(ev.importance(np.array([[best[1].get(p, 0.0) for p in ev.pes]]))[0])
     return MicroQResult(

@@ -2,7 +2,7 @@
 
 A flow-pushing heuristic over the graph of under-allocated PEs, nodes and over-allocated PEs:
 1. start from the previous fractions f-hat (read back from the cluster), restricted to usable
-   candidate nodes; fixed assignments are copied and never moved;
+   candidate nodes;
 2. over-allocated PEs give back mips, largest fractions first (fewest nodes touched); nodes that
    are overloaded (after shrinking) shed load proportionally;
 3. under-allocated PEs, largest deficit first, receive mips: directly on a candidate node with idle
@@ -13,7 +13,8 @@ A flow-pushing heuristic over the graph of under-allocated PEs, nodes and over-a
    changes: nodes gone or not ready, illegal fractions, overloaded nodes): the global and per-PE change limits (delta,
    delta_p, in mips of |f - f-hat| H_n), the limit zeta on touched nodes, legal fractions
    (a single-threaded PE gets at most one core of a node, 1/cores; an all-or-nothing PE gets 0 or
-   its whole legal share of a node), fixed assignments, and no node above 100%.
+   its whole legal share of a node), at most ``max_instances`` nodes per PE (a PE runs one pod per
+   node it has a fraction on), and no node above 100%.
 
 Departure: the paper's doubly nested loop orders PEs by deficit and nodes by spare capacity; we use
 the same orders but search augmenting paths with BFS (fewest hops = fewest nodes touched) rather
@@ -23,18 +24,20 @@ than enumerating pairs.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import networkx as nx
 
-from .model import PE, Scenario
-from .plan import StageReport
+from ..model import PE, Scenario, split_pe_id
+from ..plan import StageReport
 from .stages import MicroWResult
 
 EPS = 1e-9
 
 
 class _State:
-    def __init__(self, scenario: Scenario, goals: dict[str, float], candidates: dict[str, tuple[str, ...]]):
+    def __init__(self, scenario: Scenario, goals: dict[str, float], candidates: dict[str, tuple[str, ...]],
+                 choice: Mapping[str, str] | None = None):
         pol = scenario.policy
         self.H = {n.name: n.mips for n in scenario.usable_nodes()}
         self.cores = {n.name: n.cores for n in scenario.usable_nodes()}
@@ -42,29 +45,16 @@ class _State:
         self.delta = pol.micro_max_change
         self.delta_p = pol.micro_max_change_per_pe
         self.zeta = pol.micro_max_touched_nodes
-        specs: dict[str, PE | None] = {}
-        for p in goals:
-            job, _, pe = p.rpartition(":")
-            try:
-                jb = scenario.job(job)
-                tname = jb.chosen_template or jb.templates[0]
-                for t in jb.candidate_templates:
-                    if any(x.name == pe for x in scenario.template(t).pes):
-                        tname = t
-                        break
-                specs[p] = scenario.template(tname).pe(pe)
-            except KeyError:
-                specs[p] = None
+        glued = scenario.glued(choice or _default_choice(scenario, goals))
+        specs: dict[str, PE | None] = {p: glued.spec(p) if p in glued.graph else None for p in goals}
         self.specs = specs
         self.cand = {p: [n for n in candidates.get(p, ()) if n in self.H] for p in goals}
         self.prev = {p: dict(scenario.previous.fractions.get(p, {})) for p in goals}
-        self.fixed = {p: dict(fx) for p, fx in scenario.previous.fixed.items() if p in goals}
         self.f: dict[str, dict[str, float]] = {}
         for p in goals:
             self.f[p] = {n: v for n, v in self.prev[p].items() if n in self.H and (n in self.cand[p]) and v > EPS}
             for n in list(self.f[p]):  # legal fraction sets come before churn limits
                 self.f[p][n] = min(self.f[p][n], self.cap(p, n))
-            self.f[p].update({n: v for n, v in self.fixed.get(p, {}).items() if n in self.H})
         # forced changes: nodes that are overloaded (after shrinking) shed movable load
         # proportionally; these and the removals above are not voluntary, so the churn limits
         # (47-49) are measured from the state after them (``self.prev``)
@@ -123,7 +113,11 @@ class _State:
         return max(0.0, r)
 
     def movable(self, p: str, n: str) -> bool:
-        return n not in self.fixed.get(p, {})
+        """May PE p grow on node n: it is there already, or it runs on fewer than its
+        ``max_instances`` nodes (one pod per node)."""
+        spec = self.specs.get(p)
+        mi = spec.max_instances if spec is not None else None
+        return mi is None or n in self.f[p] or len(self.f[p]) < mi
 
     def set(self, p: str, n: str, v: float) -> None:
         if v <= EPS:
@@ -137,10 +131,13 @@ def solve(
     goals: dict[str, float],
     candidates: dict[str, tuple[str, ...]],
     deadline_s: float | None = None,
+    choice: Mapping[str, str] | None = None,
 ) -> MicroWResult:
+    """Fractions for ``goals`` on ``candidates``; ``choice`` (job -> template, macroQ's) names the
+    PEs' specs (default: each job's chosen, else first, template)."""
     t0 = time.monotonic()
     deadline = t0 + (deadline_s if deadline_s is not None else scenario.policy.microw_deadline_s)
-    st = _State(scenario, goals, candidates)
+    st = _State(scenario, goals, candidates, choice or _default_choice(scenario, goals))
     status = "feasible"
     # 2b. over-allocated PEs give back, largest fractions first
     for p in st.f:
@@ -255,9 +252,10 @@ def _push_path(st: _State, p: str, deficit: float) -> float:
     return amt
 
 
-def check(scenario: Scenario, goals: dict[str, float], candidates: dict[str, tuple[str, ...]], result: MicroWResult) -> list[str]:
+def check(scenario: Scenario, goals: dict[str, float], candidates: dict[str, tuple[str, ...]], result: MicroWResult,
+          choice: Mapping[str, str] | None = None) -> list[str]:
     """Every violated constraint of a microW result (empty when it satisfies all)."""
-    st = _State(scenario, goals, candidates)
+    st = _State(scenario, goals, candidates, choice or _default_choice(scenario, goals))
     errs = []
     load: dict[str, float] = {}
     for p, fs in result.fractions.items():
@@ -265,7 +263,7 @@ def check(scenario: Scenario, goals: dict[str, float], candidates: dict[str, tup
             if n not in st.H:
                 errs.append(f"{p} has fraction on unusable node {n}")
                 continue
-            if n not in candidates.get(p, ()) and n not in st.fixed.get(p, {}):
+            if n not in candidates.get(p, ()):
                 errs.append(f"{p} has fraction on non-candidate node {n}")
             if v > st.cap(p, n) + 1e-6:
                 errs.append(f"{p} on {n}: fraction {v:.4f} above its legal maximum {st.cap(p, n):.4f}")
@@ -273,10 +271,10 @@ def check(scenario: Scenario, goals: dict[str, float], candidates: dict[str, tup
     for n, v in load.items():
         if v > 1 + 1e-6:
             errs.append(f"node {n} overloaded: {v:.4f}")
-    for p, fx in st.fixed.items():
-        for n, v in fx.items():
-            if n in st.H and abs(result.fractions.get(p, {}).get(n, 0.0) - v) > 1e-9:
-                errs.append(f"fixed assignment {p} on {n} moved")
+    for p, fs in result.fractions.items():
+        mi = st.specs.get(p).max_instances if st.specs.get(p) is not None else None  # type: ignore[union-attr]
+        if mi is not None and len(fs) > mi:
+            errs.append(f"{p} on {len(fs)} nodes > maxInstances {mi}")
     pol = scenario.policy
     st.f = {p: dict(result.fractions.get(p, {})) for p in goals}
     if pol.micro_max_change is not None and st.change() > pol.micro_max_change + 1e-6:
@@ -288,3 +286,8 @@ def check(scenario: Scenario, goals: dict[str, float], candidates: dict[str, tup
     if pol.micro_max_touched_nodes is not None and len(st.touched()) > pol.micro_max_touched_nodes:
         errs.append(f"{len(st.touched())} nodes touched > zeta {pol.micro_max_touched_nodes}")
     return errs
+
+
+def _default_choice(scenario: Scenario, goals: Mapping[str, float]) -> dict[str, str]:
+    jobs = {split_pe_id(p)[0] for p in goals}
+    return {j.name: j.candidate_templates[0] for j in scenario.jobs if j.name in jobs}

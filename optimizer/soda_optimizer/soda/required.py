@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .model import Job, Scenario
+from ..model import Job, Scenario
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .plan import JobDecision, StageReport
+from ..plan import JobDecision, StageReport
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,103 @@
+"""A StreamJob's status: the one place that computes its phase, reason, message and conditions.
+
+Phases: ``Pending`` (not planned yet), ``Admitted`` (planned, instances not all Running yet),
+``Running`` (every PE with a macroQ goal > 0 has an instance and every instance pod runs; a PE to
+which macroQ gives nothing has no pod by design), ``Degraded`` (admitted, but a PE with a goal has
+no instance: none of its candidate nodes is usable), ``Rejected`` (the Plan's reason and message),
+``Invalid`` (the spec fails validation; the message names the field).
+
+``conditions`` follow the Kubernetes API conventions: ``Admitted`` and ``Running``, each with
+status, reason, message and ``observedGeneration``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from soda_optimizer.plan import Plan
+
+Instances = Mapping[str, list[dict[str, Any]]]  # PE name -> [{node, fraction, pod}]
+
+
+def _conditions(phase: str, reason: str, message: str, generation: int | None) -> list[dict[str, Any]]:
+    admitted = phase in ("Admitted", "Running", "Degraded")
+    running = phase == "Running"
+    conds = [
+        {"type": "Admitted", "status": "True" if admitted else "False",
+         "reason": reason if not admitted else "Admitted", "message": message if not admitted else ""},
+        {"type": "Running", "status": "True" if running else "False",
+         "reason": "Running" if running else (reason or phase), "message": "" if running else message},
+    ]
+    for c in conds:
+        c["reason"] = "".join(w[:1].upper() + w[1:] for w in str(c["reason"] or "Unknown").replace("-", " ").split())
+        if generation is not None:
+            c["observedGeneration"] = generation
+    return conds
+
+
+def _finish(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
+    status["conditions"] = _conditions(status["phase"], status.get("reason", ""), status.get("message", ""), generation)
+    if generation is not None:
+        status["observedGeneration"] = generation
+    return status
+
+
+def planned(plan: Plan, job_key: str, generation: int | None, instances: Instances,
+            pod_phases: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """The status of a job the Plan decided about (or did not), with its instances and, when the
+    pods' phases are given, whether it runs."""
+    dec = next((d for d in plan.jobs if d.job == job_key), None)
+    if dec is None:
+        return _finish({"phase": "Pending", "reason": "NotPlanned", "message": "not in the last plan"}, generation)
+    pes = [{"name": pe.name, "goalMips": round(pe.goal_mips, 3), "candidates": list(pe.candidates),
+            "instances": list(instances.get(pe.name, []))}
+           for pe in plan.pes if pe.job == job_key]
+    status: dict[str, Any] = {
+        "phase": "Admitted" if dec.admitted else "Rejected",
+        "reason": dec.reason or ("Admitted" if dec.admitted else ""),
+        "message": dec.message,
+        "revisedRank": dec.revised_rank,
+        "importance": round(dec.importance, 6),
+        "mips": round(dec.mips, 3),
+        "pes": pes,
+    }
+    if dec.template:
+        status["chosenTemplate"] = dec.template.split("/", 1)[-1]
+    if dec.admitted and pod_phases is not None:
+        missing = sorted(p.name for p in plan.pes if p.job == job_key and p.macro_goal_mips > 0 and not instances.get(p.name))
+        pods = [i["pod"] for v in instances.values() for i in v]
+        if missing:
+            status.update(phase="Degraded", reason="NoUsableCandidate",
+                          message=f"no usable candidate node for PE(s) {', '.join(missing)}; waiting for the next macro epoch")
+        elif all(pod_phases.get(p) == "Running" for p in pods):
+            status["phase"] = "Running"
+    return _finish(status, generation)
+
+
+def running(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
+    """An Admitted status whose pods all run now."""
+    return _finish(dict(status, phase="Running"), generation)
+
+
+def invalid(field: str, message: str, generation: int | None) -> dict[str, Any]:
+    return _finish({"phase": "Invalid", "reason": "InvalidSpec", "message": f"{field}: {message}" if field else message}, generation)
+
+
+def with_transitions(old: Mapping[str, Any] | None, new: dict[str, Any], now: str) -> dict[str, Any]:
+    """``new`` with each condition's ``lastTransitionTime``: kept from ``old`` while the
+    condition's status stays, ``now`` when it changes."""
+    before = {c.get("type"): c for c in (old or {}).get("conditions") or []}
+    for c in new.get("conditions") or []:
+        o = before.get(c["type"])
+        c["lastTransitionTime"] = o["lastTransitionTime"] if o and o.get("status") == c["status"] and o.get("lastTransitionTime") else now
+    return new
+
+
+def event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(reason, message, type) of the Event a status change deserves, or None."""
+    old = old or {}
+    if old.get("phase") == new["phase"] and old.get("reason") == new.get("reason"):
+        return None
+    kind = "Normal" if new["phase"] in ("Admitted", "Running") else "Warning"
+    return new["phase"], new.get("message") or new.get("reason") or new["phase"], kind

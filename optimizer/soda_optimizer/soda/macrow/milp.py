@@ -1,0 +1,85 @@
+"""TopLevelMILP (SODA paper 5.2.3.1): one rack per unit, rack capacity, rack utilisation and the
+link terms of the objective (OR-Tools pywraplp/SCIP); and the greedy rack assignment by stream
+traffic that takes its place when the MILP has no solution in time.
+"""
+
+from __future__ import annotations
+
+from ortools.linear_solver import pywraplp
+
+from .problem import Problem, Unit
+
+
+def _top_level_milp(prob: Problem, time_limit: float) -> dict[int, str] | None:
+    """TopLevelMILP: one rack per unit, rack capacity, link and rack-utilisation objective."""
+    racks = sorted(prob.topo.racks)
+    if len(racks) <= 1:
+        return {i: racks[0] for i in range(len(prob.units))} if racks else None
+    solver = pywraplp.Solver.CreateSolver("SCIP")
+    if solver is None:
+        return None
+    solver.SetTimeLimit(int(max(0.05, time_limit) * 1000))
+    cap = {r: sum(prob.nodes[n].mips for n in prob.topo.racks[r]) for r in racks}
+    w: dict[tuple[int, str], pywraplp.Variable] = {}
+    for i in range(len(prob.units)):
+        ok = [r for r in racks if len([n for n in prob.match[i] if prob.nodes[n].rack == r]) >= prob.units[i].min_c]
+        if not ok:
+            return None
+        for r in ok:
+            w[i, r] = solver.BoolVar(f"w{i}_{r}")
+        solver.Add(sum(w[i, r] for r in ok) == 1)
+    umax = solver.NumVar(0, solver.infinity(), "umax")
+    util_terms = []
+    for r in racks:
+        load = sum(prob.units[i].goal * w[i, r] for i in range(len(prob.units)) if (i, r) in w)
+        solver.Add(load <= cap[r])
+        solver.Add(load <= umax * cap[r])
+        util_terms.append(load * (1.0 / cap[r]))
+    links = prob.topo.links
+    bmax = solver.NumVar(0, solver.infinity(), "bmax")
+    beta_terms = []
+    for e, lk in enumerate(links):
+        flows = []
+        for (a, b), t in prob.traffic.items():
+            side_a = sum(w[a, r] for r in lk.below if (a, r) in w)
+            side_b = sum(w[b, r] for r in lk.below if (b, r) in w)
+            y = solver.NumVar(0, 1, f"y{a}_{b}_{e}")
+            solver.Add(y >= side_a - side_b)
+            solver.Add(y >= side_b - side_a)
+            flows.append(t * y)
+        beta = sum(flows) * (1.0 / lk.capacity) if flows else 0
+        beta_terms.append(beta)
+        if flows:
+            solver.Add(beta <= bmax)
+    pol = prob.pol
+    obj = pol.w2 * umax + pol.w1 * sum(util_terms) * (1.0 / len(racks))
+    if links:
+        obj += pol.w4 * bmax + pol.w3 * sum(beta_terms) * (1.0 / len(links))
+    solver.Minimize(obj)
+    st = solver.Solve()
+    if st not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return None
+    return {i: r for (i, r), v in w.items() if v.solution_value() > 0.5}
+
+
+def _greedy_racks(prob: Problem) -> dict[int, str]:
+    racks = sorted(prob.topo.racks)
+    free = {r: sum(prob.nodes[n].mips for n in prob.topo.racks[r]) for r in racks}
+    out: dict[int, str] = {}
+    traffic_of = {i: sum(t for _, t in prob.neighbours[i]) for i in range(len(prob.units))}
+    order = sorted(range(len(prob.units)), key=lambda i: (-traffic_of[i], -prob.units[i].goal, i))
+    for i in order:
+        u = prob.units[i]
+        prev_rack = prob.nodes[next(iter(u.prev))].rack if u.prev and next(iter(u.prev)) in prob.nodes else None
+        ok = [r for r in racks if len([n for n in prob.match[i] if prob.nodes[n].rack == r]) >= u.min_c]
+        if not ok:
+            ok = racks
+
+        def score(r: str, i: int = i, prev_rack: str | None = prev_rack, u: Unit = u) -> tuple:
+            aff = sum(t for j, t in prob.neighbours[i] if out.get(j) == r)
+            return (free[r] >= u.goal, r == prev_rack, aff, free[r])
+
+        r = max(ok, key=score)
+        out[i] = r
+        free[r] -= u.goal
+    return out

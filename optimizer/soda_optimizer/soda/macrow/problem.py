@@ -1,0 +1,165 @@
+"""macroW's problem (SODA paper 5.2.1): the units to place (super-PEs of colocated PEs, constraint
+27), their goals, candidate need (19), traffic between them, exlocation (28), resource matching
+(12) and the per-unit attributes the constraints read; and a :class:`Solution` (candidate sets) with
+the objective W1/N sum alpha + W2 max alpha + W3/E sum beta + W4 max beta.
+
+Departure on alpha_n (constraint 4): the paper's  sum_p H_{p,n} v_{p,n} / H_n  counts every
+candidate PE as if it could fill the node; we count  min(phi_p g_p, H_{p,n})  so that a light PE
+weighs lightly (still linear in v).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ... import topology as topo_mod
+from ...model import PE, Node, Scenario, pe_id
+from ..stages import MacroQResult
+
+
+@dataclass
+class Unit:
+    """A super-PE: PEs colocated together (constraint 27) share one candidate set."""
+
+    name: str
+    members: tuple[str, ...]
+    goal: float
+    specs: tuple[PE, ...]
+    phi: float
+    min_c: int
+    max_c: int | None
+    max_change: int | None
+    prev: frozenset[str] = field(default_factory=frozenset)
+    need: float = 0.0  # candidate mips required by (19)
+
+    @property
+    def single_threaded(self) -> bool:
+        return any(s.single_threaded for s in self.specs)
+
+    @property
+    def isolated(self) -> bool:
+        return any(s.isolated for s in self.specs)
+
+
+class Problem:
+    def __init__(self, scenario: Scenario, macroq: MacroQResult):
+        self.s = scenario
+        pol = scenario.policy
+        self.pol = pol
+        self.topo = topo_mod.build(scenario)
+        self.nodes: dict[str, Node] = {n.name: n for n in scenario.usable_nodes()}
+        glued = scenario.glued(macroq.choice)
+        g = glued.graph
+        uf = nx.Graph()
+        uf.add_nodes_from(g.nodes)
+        for job in macroq.choice:
+            for a, b in scenario.job(job).colocate:
+                uf.add_edge(pe_id(job, a), pe_id(job, b))
+        self.units: list[Unit] = []
+        self.unit_of: dict[str, int] = {}
+        for comp in sorted(nx.connected_components(uf), key=lambda c: min(c)):
+            members = tuple(sorted(comp))
+            specs = tuple(glued.spec(p) for p in members)
+            goal = sum(macroq.goals.get(p, 0.0) for p in members)
+            prev_sets = [frozenset(scenario.previous.candidates.get(p, ())) for p in members]
+            mc = [s.max_candidates for s in specs if s.max_candidates is not None]
+            mch = [s.max_change for s in specs if s.max_change is not None]
+            u = Unit(
+                name=members[0],
+                members=members,
+                goal=goal,
+                specs=specs,
+                phi=max([s.fairness for s in specs if s.fairness > 0] or [pol.overallocation]),
+                min_c=max(s.min_candidates for s in specs),
+                max_c=min(mc) if mc else None,
+                max_change=min(mch) if mch else None,
+                prev=prev_sets[0] if prev_sets else frozenset(),
+            )
+            explicit = any(s.fairness > 0 for s in specs)
+            u.need = u.phi * u.goal
+            if not explicit:  # the policy's default over-allocation is capped by the biggest rack
+                best_rack = max((sum(self.nodes[n].mips for n in ns) for ns in self.topo.racks.values()), default=0.0)
+                u.need = max(u.goal, min(u.need, best_rack))
+            for p in members:
+                self.unit_of[p] = len(self.units)
+            self.units.append(u)
+        # streams between units with their traffic
+        self.traffic: dict[tuple[int, int], float] = {}
+        for (a, b), t in macroq.stream_rates.items():
+            ua, ub = self.unit_of.get(a), self.unit_of.get(b)
+            if ua is None or ub is None or ua == ub:
+                continue
+            key = (min(ua, ub), max(ua, ub))
+            self.traffic[key] = self.traffic.get(key, 0.0) + t
+        self.neighbours: dict[int, list[tuple[int, float]]] = {i: [] for i in range(len(self.units))}
+        for (ia, ib), t in self.traffic.items():
+            self.neighbours[ia].append((ib, t))
+            self.neighbours[ib].append((ia, t))
+        # exlocation (28) between units
+        self.exl: dict[int, set[int]] = {i: set() for i in range(len(self.units))}
+        for job in macroq.choice:
+            for a, b in scenario.job(job).exlocate:
+                ua, ub = self.unit_of[pe_id(job, a)], self.unit_of[pe_id(job, b)]
+                self.exl[ua].add(ub)
+                self.exl[ub].add(ua)
+        for i, u in enumerate(self.units):
+            if u.isolated:
+                for j in range(len(self.units)):
+                    if j != i:
+                        self.exl[i].add(j)
+                        self.exl[j].add(i)
+        # resource matching (12)
+        self.match: list[list[str]] = []
+        for u in self.units:
+            sel: dict[str, str] = {}
+            for sp in u.specs:
+                sel.update(sp.node_selector)
+            self.match.append([n for n, node in self.nodes.items() if all(node.labels.get(k) == v for k, v in sel.items())])
+        self.integrity = [max(s.integrity for s in u.specs) for u in self.units]
+        self.integrity_lo = [min(s.integrity for s in u.specs) for u in self.units]
+        self.colors = [{s.color for s in u.specs if s.color} for u in self.units]
+        self.risk = [sum(s.risk for s in u.specs) for u in self.units]
+        self.licenses = [{lic for s in u.specs for lic in s.licenses} for u in self.units]
+
+    def H(self, i: int, n: str) -> float:
+        node = self.nodes[n]
+        return min(node.mips, node.mips_per_core) if self.units[i].single_threaded else node.mips
+
+    def weight(self, i: int, n: str) -> float:
+        u = self.units[i]
+        return min(u.need, self.H(i, n))
+
+
+class Solution:
+    def __init__(self, prob: Problem, cand: list[set[str]]):
+        self.p = prob
+        self.cand = cand
+
+    def copy(self) -> Solution:
+        return Solution(self.p, [set(c) for c in self.cand])
+
+    def rack(self, i: int) -> str | None:
+        c = self.cand[i]
+        return self.p.nodes[next(iter(c))].rack if c else None
+
+    def objective(self) -> float:
+        p, pol = self.p, self.p.pol
+        load = dict.fromkeys(p.nodes, 0.0)
+        for i, c in enumerate(self.cand):
+            for n in c:
+                load[n] += p.weight(i, n)
+        alpha = [load[n] / p.nodes[n].mips for n in p.nodes]
+        racks = {i: self.rack(i) for i in range(len(self.cand))}
+        beta = [0.0] * len(p.topo.links)
+        for (a, b), t in p.traffic.items():
+            ra, rb = racks[a], racks[b]
+            if ra and rb and ra != rb:
+                for e in p.topo.crossed(ra, rb):
+                    beta[e] += t
+        beta = [x / lk.capacity for x, lk in zip(beta, p.topo.links)]
+        obj = pol.w1 * sum(alpha) / max(1, len(alpha)) + pol.w2 * max(alpha, default=0.0)
+        if beta:
+            obj += pol.w3 * sum(beta) / len(beta) + pol.w4 * max(beta)
+        return obj
