@@ -161,6 +161,7 @@ def test_p3_surge_partly_admitted_partly_backlogged_low_utility_dropped(runs: di
     # high-utility spoke-1 jobs are all completed
     hi_arrived = _total(res, "arrived", lambda f, e, a: spoke(f) == 1 and hi(f))
     assert _total(res, "dropped", lambda f, e, a: spoke(f) == 1 and hi(f)) <= 0.01 * hi_arrived
+
     # low-utility jobs of the first four epochs are dropped (by cohort: in our model a job is dropped when its
     # deadline passes, so the planner sacrifices them by backlog or queueing and the drop may register later) ...
     def lo_drops(r: PlanResult, pred: Callable[[int, int], bool]) -> float:

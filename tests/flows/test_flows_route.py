@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers import flow, pool, stats
+from flows_helpers import flow, pool, stats
 
 from soda_optimizer.flows import PlannerParams, Problem, Step, plan_flows
 from soda_optimizer.flows.compiled import compile_problem
@@ -59,7 +59,11 @@ def test_dp_does_not_backlog_past_the_deadline() -> None:
 
 
 def test_policy_aggregates_subflows_into_probabilities() -> None:
-    p = Problem(pools=(pool("X", 10, epochs=3), pool("Y", 10, epochs=3)), flows=(flow("f", ["X", "Y"], 1.0, epochs=3),), epochs=3)
+    p = Problem(
+        pools=(pool("X", 10, epochs=3), pool("Y", 10, epochs=3)),
+        flows=(flow("f", ["X", "Y"], 1.0, epochs=3),),
+        epochs=3,
+    )
     cp = compile_problem(p)
     routes = [
         RouteSpec(0, 0, 0.5, 0, ((0, 0), (0, 1))),

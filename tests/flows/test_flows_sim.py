@@ -4,7 +4,7 @@ backlog and its penalty, waiting jobs)."""
 from __future__ import annotations
 
 import pytest
-from helpers import FLAT1, admit_all, flow, pool, stats
+from flows_helpers import FLAT1, admit_all, flow, pool, stats
 
 from soda_optimizer.flows import LoadMap, Plan, PolicyEntry, Problem, Waiting, simulate
 

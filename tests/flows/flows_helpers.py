@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from soda_optimizer.flows import FlowEpochStats, LoadMap, Plan, PolicyEntry, Pool, Problem, SimResult, Step
 from soda_optimizer.flows import Flow as FlowModel
+from soda_optimizer.flows import FlowEpochStats, LoadMap, Plan, PolicyEntry, Pool, Problem, SimResult, Step
 
 FLAT1 = LoadMap(points=((0.0, 0.0), (1.0, 1.0), (2.0, 1.0)))
 
@@ -14,8 +14,14 @@ def pool(name: str, cap: float, epochs: int = 1, load_map: LoadMap = FLAT1) -> P
     return Pool(name=name, capacity=(cap,) * epochs, load_map=load_map)
 
 
-def flow(name: str, pools: list[str], rate: float | tuple[float, ...], utility: float = 1.0, lifespan: float = 1e4,
-         epochs: int = 1) -> FlowModel:
+def flow(
+    name: str,
+    pools: list[str],
+    rate: float | tuple[float, ...],
+    utility: float = 1.0,
+    lifespan: float = 1e4,
+    epochs: int = 1,
+) -> FlowModel:
     rates = rate if isinstance(rate, tuple) else (rate,) * epochs
     steps = tuple(Step(name=f"s{i}", run_time=1.0, pools=(p,)) for i, p in enumerate(pools))
     return FlowModel(name=name, steps=steps, lifespan=lifespan, utility=utility, arrival_rate=rates)
@@ -31,12 +37,16 @@ def admit_all(problem: Problem, epochs: range | None = None) -> Plan:
     return Plan(entries=tuple(entries))
 
 
-def stats(res: SimResult, flow: str | None = None, epoch: int | None = None, cohort: int | None = None) -> FlowEpochStats:
+def stats(
+    res: SimResult, flow: str | None = None, epoch: int | None = None, cohort: int | None = None
+) -> FlowEpochStats:
     """Sum of the flow records matching the filters, as one record."""
     tot: dict[str, float] = defaultdict(float)
     for s in res.flows:
-        if (flow is None or s.flow == flow) and (epoch is None or s.epoch == epoch) and (
-            cohort is None or s.cohort == cohort
+        if (
+            (flow is None or s.flow == flow)
+            and (epoch is None or s.epoch == epoch)
+            and (cohort is None or s.cohort == cohort)
         ):
             for k in ("arrived", "admitted", "completed", "dropped", "backlogged", "released", "held"):
                 tot[k] += getattr(s, k)
