@@ -13,6 +13,18 @@ ROOT = Path(__file__).resolve().parents[1]
 GROUP, VERSION = "kubesoda.io", "v1alpha1"
 
 
+# short epochs for the live suites: macro 6 s, micro 2 s, deadlines 1 s
+FAST_POLICY = """apiVersion: kubesoda.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: default}
+spec:
+  macroEpochSeconds: 6
+  microEpochSeconds: 2
+  macroQDeadlineSeconds: 1
+  macroWDeadlineSeconds: 1
+"""
+
+
 def install_crds_and_policy(kubectl: Any, policy: str) -> None:
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
     for name in ("streamtemplates.kubesoda.io", "streamjobs.kubesoda.io", "schedulingpolicies.kubesoda.io", "clusterkopfpeerings.kopf.dev"):
@@ -76,3 +88,11 @@ def running_as_planned(kube: Any, ns: str, jobname: str) -> list[Any] | bool:
         if (p.metadata.name, p.spec.node_name, round(float(ann["kubesoda.io/fraction"]), 6)) not in planned:
             return False
     return pods
+
+
+def start_operator(kubectl: Any, extender_port: int, log: str | None = None, policy: str = FAST_POLICY) -> Operator:
+    """CRDs and the policy installed, then ``kubesoda run`` with the extender on ``extender_port``."""
+    install_crds_and_policy(kubectl, policy)
+    proc = Operator("run", "--extender-port", str(extender_port), log=log)
+    proc.start()
+    return proc

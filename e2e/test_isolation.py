@@ -14,17 +14,7 @@ import sys
 import time
 
 import pytest
-from live import GROUP, ROOT, VERSION, Operator, install_crds_and_policy, job, pe_pods, running_as_planned
-
-POLICY = """apiVersion: kubesoda.io/v1alpha1
-kind: SchedulingPolicy
-metadata: {name: default}
-spec:
-  macroEpochSeconds: 6
-  microEpochSeconds: 2
-  macroQDeadlineSeconds: 1
-  macroWDeadlineSeconds: 1
-"""
+from live import FAST_POLICY, GROUP, ROOT, VERSION, job, pe_pods, running_as_planned, start_operator
 
 OOPS = """apiVersion: kubesoda.io/v1alpha1
 kind: StreamTemplate
@@ -61,11 +51,9 @@ spec: {{templates: [{name}], rank: 1, required: {str(required).lower()}}}
 
 @pytest.fixture(scope="module")
 def operator(kubectl, extender_port):
-    install_crds_and_policy(kubectl, POLICY)
     log = "/tmp/kubesoda-e2e-isolation.log"
     open(log, "w").close()
-    proc = Operator("run", "--extender-port", str(extender_port), log=log)
-    proc.start()
+    proc = start_operator(kubectl, extender_port, log=log)
     yield proc
     proc.stop()
 
@@ -232,7 +220,7 @@ def test_policy_edited_to_nonsense_keeps_jobs_running(operator, kube, kubectl, n
         still_running(kube, namespace, before, wait_for)
         assert operator.proc.poll() is None, "the operator died"
     finally:
-        kubectl("apply", "-f", "-", input=POLICY)
+        kubectl("apply", "-f", "-", input=FAST_POLICY)
         kube.custom.patch_cluster_custom_object(GROUP, VERSION, "schedulingpolicies", "default",
                                                 {"spec": {k: None for k in spec} | {"microEpochSeconds": 2}})
 

@@ -13,17 +13,7 @@ import sys
 import time
 
 import pytest
-from live import GROUP, ROOT, VERSION, Operator, install_crds_and_policy, job, milli, pe_pods, running_as_planned
-
-POLICY = """apiVersion: kubesoda.io/v1alpha1
-kind: SchedulingPolicy
-metadata: {name: default}
-spec:
-  macroEpochSeconds: 6
-  microEpochSeconds: 2
-  macroQDeadlineSeconds: 1
-  macroWDeadlineSeconds: 1
-"""
+from live import GROUP, ROOT, VERSION, job, milli, pe_pods, running_as_planned, start_operator
 
 BRANCHES = """apiVersion: kubesoda.io/v1alpha1
 kind: StreamTemplate
@@ -65,9 +55,7 @@ spec: {templates: [big], rank: 3}
 
 @pytest.fixture(scope="module")
 def operator(kubectl, extender_port):
-    install_crds_and_policy(kubectl, POLICY)
-    proc = Operator("run", "--extender-port", str(extender_port))
-    proc.start()
+    proc = start_operator(kubectl, extender_port)
     yield proc
     proc.stop()
 

@@ -62,10 +62,6 @@ MIN_UNIT_MIPS = 100.0
 MAX_UNITS = 16384  # the finest resolution a policy may ask for (unitMips / resolutionUnits are clamped to it)
 
 
-class MacroQInfeasible(Exception):
-    pass
-
-
 # ---------------------------------------------------------------------------------------- curves
 
 
