@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .compiled import Compiled, compile_problem
 from .ga import steady_state_ga
 from .model import Hop, Plan, Problem, Route, SimResult
-from .route import Item, Ledger, RouteSpec, build_epoch, commit, epoch_items, policy_from_routes
+from .route import Item, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes
 from .sim import plan_entries, simulate_policy
 
 
@@ -170,4 +170,4 @@ def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanRes
     )
 
 
-__all__ = ["PlanResult", "PlannerParams", "commit", "heuristic_order", "plan_flows"]
+__all__ = ["PlanResult", "PlannerParams", "heuristic_order", "plan_flows", "utility_order"]
