@@ -1,0 +1,348 @@
+"""Admission, template choice and the allocation across jobs, as one knapsack per waterline level
+(SODA paper 5.1.2-5.1.3; the macroQ admission paper).
+
+The paper's central loop enumerates rank-legal job/template lists and, for each, allocates the
+units across the list's weak components. We fold the enumeration into the allocation, exactly:
+
+- an **item** is a job, or a group of jobs tied by imports (an importer only with its exporter);
+  its **options** are the job sets it may admit (closed under imports) with a template per job;
+  an option's curve is the max-plus convolution of its components' curves I_c;
+- at waterline level r, the promised required jobs and every other job of better revised rank are
+  *forced* (their item must take an option containing them), jobs of rank r are *optional* (their
+  item may also take nothing: 0 units, importance 0), worse jobs are absent. The item curve is
+  the elementwise best over its allowed options (the template alternatives become a max inside
+  the item, not a product of combinations);
+- one max-plus knapsack over the items per level (vectorised with numpy: one shifted
+  ``np.maximum`` per allocation size of an item) gives the best importance for every number of
+  units, with the tie rule of the enumeration (equal importance: more jobs admitted) carried as a
+  second key; the level with the best (importance, jobs) wins. This is exact for the discrete
+  problem, with no subset enumeration and no greedy prefix fallback.
+
+**Resolution per job.** Each option's curve is computed at its own unit, fine enough for its own
+PEs (``own_unit``: a quarter of its smallest useful PE need, no finer than its saturation /
+``MAX_JOB_UNITS``), and resampled onto the global grid of the knapsack (the mips of k global units
+buy the option's best curve point at or below them). So a coarse global grid (a 2000-node cluster)
+never rounds a small PE to 0: a job's allocation is a multiple of the global unit, its PEs' split
+inside it is fine. With a fixed resolution (``Policy.unit_mips``/``resolution_units``, reproducible
+runs and the oracle tests) every option uses the global unit.
+
+**Anytime.** Levels run from the highest one whose forced minima fit downwards, so the first
+answer already admits every rank that fits; a level that the deadline interrupts is dropped (the
+caller keeps the best answer of the levels done, or of a coarser resolution).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from ..importance import Evaluator
+from ..model import Scenario
+from .curves import Curve, component_curve
+
+NEG = -np.inf
+MAX_JOB_UNITS = 2048  # the finest an option's own grid gets: its saturation in at most this many units
+COMBO_LIMIT = 16  # template combinations enumerated per job group option; beyond, each job's first template
+GROUP_LIMIT = 10  # job subsets enumerated per import group (2^n); beyond, only prefixes by rank
+
+
+@dataclass
+class Option:
+    """One way an item can be in: a set of jobs, a template each, its curve on the global grid."""
+
+    jobs: frozenset[str]
+    choice: dict[str, str]
+    curves: list[Curve]
+    unit: float  # mips per own unit
+    base: int  # own units of the components' minima
+    values: np.ndarray  # own grid: best importance with base + k own units
+    steps: list[np.ndarray]  # convolution arguments, to split an own-grid point over the components
+    g_values: np.ndarray = field(default_factory=lambda: np.zeros(0))  # global grid
+    g_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # own-grid point per global point
+
+    def resample(self, g: float) -> None:
+        top = self.base + len(self.values) - 1
+        K = max(1, math.ceil(top * self.unit / g - 1e-9) + 1)
+        own = np.floor(np.arange(K) * g / self.unit + 1e-9).astype(np.int64) - self.base
+        ok = own >= 0
+        idx = np.clip(own, 0, len(self.values) - 1)
+        self.g_values = np.where(ok, self.values[idx], NEG)
+        self.g_index = np.where(ok, idx, -1)
+
+    def split(self, k: int) -> dict[str, float]:
+        """PE -> mips at global point ``k``."""
+        x = int(self.g_index[k])
+        parts = []
+        for arg in reversed(self.steps):
+            i = int(arg[x])
+            parts.append(i)
+            x -= i
+        parts.append(x)
+        parts.reverse()
+        out: dict[str, float] = {}
+        for c, xi in zip(self.curves, parts):
+            out.update({p: float(u) * c.unit for p, u in zip(c.pes, c.allocs[xi])})
+        return out
+
+
+def convolve(curves: list[Curve]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Max-plus convolution of the components' curves (exactly k units above their minima)."""
+    values = curves[0].values.astype(float)
+    steps: list[np.ndarray] = []
+    for c in curves[1:]:
+        n = len(values) + len(c.values) - 1
+        new = np.full(n, NEG)
+        arg = np.zeros(n, dtype=np.int64)
+        for i, v in enumerate(c.values):
+            seg = new[i:i + len(values)]
+            cand = values + v
+            better = cand > seg
+            seg[better] = cand[better]
+            arg[i:i + len(values)][better] = i
+        values = new
+        steps.append(arg)
+    return values, steps
+
+
+def own_unit(ev: Evaluator, g: float) -> float:
+    """An option's own unit: fine enough that no PE with a useful minimum or a positive marginal
+    value rounds to 0 (a quarter of its smallest need), no finer than its saturation over
+    ``MAX_JOB_UNITS``, never coarser than the global unit."""
+    specs = [ev.glued.spec(p) for p in ev.pes]
+    sat = ev.saturation()
+    need = [s.min_mips if s.min_mips > 0 else float(x) for s, x in zip(specs, sat)]
+    need = [x for x in need if 0 < x < math.inf]
+    cap = [min(float(x), s.max_mips) for s, x in zip(specs, sat)]
+    total = sum(max(c, s.min_mips) for c, s in zip(cap, specs) if math.isfinite(c))
+    if not need:
+        return g
+    u = max(min(need) / 4, total / MAX_JOB_UNITS, 1.0)
+    return min(u, g)
+
+
+class Items:
+    """The items of one resolution: options per job group, their curves on the global grid."""
+
+    def __init__(self, scenario: Scenario, g: float, per_job: bool, deadline: float, jobs: Iterable[str]):
+        self.s = scenario
+        self.g = g
+        self.per_job = per_job
+        self.deadline = deadline
+        self.H = scenario.capacity_mips
+        names = set(jobs)
+        deps = {j.name: {i.job for i in j.imports if i.job in names} for j in scenario.jobs if j.name in names}
+        graph = nx.Graph()
+        graph.add_nodes_from(names)
+        graph.add_edges_from((d, j) for j, ds in deps.items() for d in ds)
+        self.deps = deps
+        self.groups = [frozenset(c) for c in sorted(nx.connected_components(graph), key=lambda c: min(c))]
+        self.group_of = {j: i for i, grp in enumerate(self.groups) for j in grp}
+        self.options: list[list[Option]] = [[] for _ in self.groups]
+        self._curves: dict[tuple, Curve] = {}
+        self._built: set[int] = set()
+
+    def _curve(self, choice: dict[str, str], comp: frozenset[str]) -> Curve:
+        glued = self.s.glued(choice)
+        ev = Evaluator(glued, sorted(comp))
+        u = own_unit(ev, self.g) if self.per_job else self.g
+        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u)
+        c = self._curves.get(key)
+        if c is None:
+            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline)
+            self._curves[key] = c
+        return c
+
+    def _option(self, choice: dict[str, str]) -> Option | None:
+        glued = self.s.glued(choice)
+        curves = [self._curve(choice, c) for c in glued.components()]
+        if self.per_job and len({c.unit for c in curves}) > 1:
+            # one grid per option: the finest of its components' units
+            u = min(c.unit for c in curves)
+            curves = [c if c.unit == u else self._rescaled(choice, comp, u) for c, comp in zip(curves, glued.components())]
+        values, steps = convolve(curves)
+        unit = curves[0].unit
+        opt = Option(frozenset(choice), dict(choice), curves, unit, int(sum(int(c.lo.sum()) for c in curves)), values, steps)
+        opt.resample(self.g)
+        return opt
+
+    def _rescaled(self, choice: dict[str, str], comp: frozenset[str], u: float) -> Curve:
+        glued = self.s.glued(choice)
+        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u)
+        c = self._curves.get(key)
+        if c is None:
+            c = component_curve(Evaluator(glued, sorted(comp)), u, int(math.floor(self.H / u + 1e-9)), self.deadline)
+            self._curves[key] = c
+        return c
+
+    def build(self, gi: int) -> list[Option]:
+        """Every option of group ``gi`` (job subsets closed under imports, templates)."""
+        if gi in self._built:
+            return self.options[gi]
+        grp = sorted(self.groups[gi])
+        jobs = {j.name: j for j in self.s.jobs}
+        if len(grp) <= GROUP_LIMIT:
+            subsets: Iterable[tuple[str, ...]] = (sub for k in range(1, len(grp) + 1) for sub in itertools.combinations(grp, k))
+        else:  # prefixes in import order (exporters first)
+            order = list(nx.topological_sort(nx.DiGraph([(d, j) for j in grp for d in self.deps[j]])))
+            order += [j for j in grp if j not in order]
+            subsets = (tuple(order[:k]) for k in range(1, len(order) + 1))
+        for sub in subsets:
+            s = set(sub)
+            if any(not self.deps[j] <= s for j in s):
+                continue  # an importer only with its exporter
+            alts = [jobs[j].candidate_templates for j in sub]
+            combos = (itertools.product(*alts) if math.prod(len(a) for a in alts) <= COMBO_LIMIT
+                      else [tuple(a[0] for a in alts)])
+            for combo in combos:
+                opt = self._option(dict(zip(sub, combo)))
+                if opt is not None:
+                    self.options[gi].append(opt)
+        self._built.add(gi)
+        return self.options[gi]
+
+
+@dataclass
+class LevelResult:
+    importance: float
+    count: int
+    level: int
+    picks: list[tuple[Option, int]]  # (option, global units) per admitted item
+
+
+def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Option | None]]], U: int,
+             expired: Callable[[], bool]) -> tuple[float, int, list[tuple[Option, int]]] | None:
+    """Max-plus knapsack over items (values by global units, jobs counted, the option at each point)
+    with at most ``U`` units; ties go to more jobs. None when infeasible or ``expired()``."""
+    F = np.full(U + 1, NEG)
+    F[0] = 0.0
+    C = np.zeros(U + 1, dtype=np.int64)
+    args: list[np.ndarray] = []
+    for V, N, _ in items:
+        if expired():
+            return None
+        G = np.full(U + 1, NEG)
+        GC = np.zeros(U + 1, dtype=np.int64)
+        arg = np.full(U + 1, -1, dtype=np.int64)
+        for kk in np.nonzero(V > NEG)[0].tolist():
+            k = int(kk)
+            if k > U:
+                break
+            cand = F[:U + 1 - k] + V[k]
+            cc = C[:U + 1 - k] + N[k]
+            seg, segc, sega = G[k:], GC[k:], arg[k:]
+            tol = _tol(seg)
+            better = (cand > seg + tol) | ((cand >= seg - tol) & (cc > segc))
+            seg[better] = cand[better]
+            segc[better] = cc[better]
+            sega[better] = k
+        F, C = G, GC
+        args.append(arg)
+    if not np.isfinite(F).any():
+        return None
+    best = float(F.max())
+    near = np.nonzero(F >= best - 1e-9 * (1.0 + abs(best)))[0]
+    u = int(near[np.argmax(C[near])])  # ties: more jobs, then fewer units
+    total, count = float(F[u]), int(C[u])
+    picks: list[tuple[Option, int]] = []
+    for (_, _, opts), arg in zip(reversed(items), reversed(args)):
+        step = int(arg[u])
+        o = opts[step]
+        if o is not None:
+            picks.append((o, step))
+        u -= step
+    picks.reverse()
+    return total, count, picks
+
+
+def item_curve(options: list[Option], forced: frozenset[str], allowed: frozenset[str]) -> tuple[np.ndarray, np.ndarray, list[Option | None]]:
+    """The best allowed option at each global point (more jobs on ties); the empty option (0 units,
+    importance 0) when nothing in the group is forced."""
+    ok = [o for o in options if forced <= o.jobs <= allowed]
+    K = max([len(o.g_values) for o in ok] + [1])
+    V = np.full(K, NEG)
+    N = np.zeros(K, dtype=np.int64)
+    pick: list[Option | None] = [None] * K
+    if not forced:
+        V[0] = 0.0
+    for o in ok:
+        gv = o.g_values
+        cur = V[:len(gv)]
+        tol = _tol(cur)
+        better = (gv > cur + tol) | ((gv >= cur - tol) & (len(o.jobs) > N[:len(gv)]) & (gv > NEG))
+        for k in np.nonzero(better)[0]:
+            V[k], N[k], pick[int(k)] = gv[k], len(o.jobs), o
+    return V, N, pick
+
+
+def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, int], expired: Callable[[], bool],
+                 have_answer: Callable[[], bool]) -> tuple[LevelResult | None, str]:
+    """The best (importance, jobs) over waterline levels; status 'optimal' or 'deadline'."""
+    levels = sorted(set(free_rank.values())) or [1]
+    rank_of = dict(free_rank)
+    min_g = {}  # global units of each job's cheapest option containing it alone (for the level check)
+
+    def forced_at(r: int) -> set[str]:
+        return set(promised) | {j for j, x in rank_of.items() if x < r}
+
+    def minimum(jobs: set[str]) -> int:
+        tot = 0
+        for gi, grp in enumerate(items.groups):
+            need = grp & jobs
+            if not need:
+                continue
+            key = (gi, frozenset(need))
+            if key not in min_g:
+                opts = [o for o in items.build(gi) if need <= o.jobs]
+                min_g[key] = min((int(np.argmax(o.g_values > NEG)) for o in opts if (o.g_values > NEG).any()), default=U + 1)
+            tot += min_g[key]
+        return tot
+
+    feasible = [r for r in levels if minimum(forced_at(r)) <= U]
+    if not feasible:
+        return None, "optimal"
+    top = max(feasible)
+    order = [top] + [r for r in reversed(feasible) if r != top]
+    best: LevelResult | None = None
+    status = "optimal"
+    for r in order:
+        if expired() and (best is not None or have_answer()):
+            status = "deadline"
+            break
+        forced = forced_at(r)
+        allowed = forced | {j for j, x in rank_of.items() if x == r}
+        curves = []
+        for gi, grp in enumerate(items.groups):
+            if not grp & allowed:
+                continue
+            curves.append(item_curve(items.build(gi), grp & forced, grp & allowed))
+        answered = best is not None or have_answer()
+
+        def give_up(answered: bool = answered) -> bool:
+            return expired() and answered
+
+        got = knapsack(curves, U, give_up)
+        if got is None:
+            if expired() and (best is not None or have_answer()):
+                status = "deadline"
+                break
+            continue
+        imp, count, picks = got
+        tol = 1e-9 * (1.0 + abs(imp))
+        if best is None or imp > best.importance + tol or (imp >= best.importance - tol and count > best.count):
+            best = LevelResult(imp, count, r, picks)
+    return best, status
+
+
+def _tol(x: np.ndarray) -> np.ndarray:
+    """Relative tolerance of importance comparisons (0-safe, -inf-safe)."""
+    return 1e-9 * (1.0 + np.abs(np.where(np.isfinite(x), x, 0.0)))
+
+
+def timer(deadline: float) -> Callable[[], bool]:
+    return lambda: time.monotonic() > deadline

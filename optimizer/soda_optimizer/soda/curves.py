@@ -1,0 +1,116 @@
+"""Component curves I_c (SODA paper 5.1.3; the NSDP of Ibaraki and Katoh): a weak component's best
+importance, and the PE allocation reaching it, for every number of atomic units above its minimum.
+
+Departures from the paper, on purpose:
+- exact, by enumerating every discrete allocation vector, when that fits ``EXACT_LIMIT`` vectors;
+  otherwise a greedy marginal scheme over unit bundles (single PEs, doubling bundles, and a bundle
+  for the whole component so that serial bottlenecks with zero single-unit gain still progress).
+  The greedy curve is a lower bound of the true one; this is the paper's "partially greedy scheme"
+  used always for large components rather than only under time pressure; it stops at the deadline;
+- discrete bounds use ceil for minima and floor for maxima (the paper floors minima and ceils
+  maxima), so the discrete solution always honours the continuous m_p <= g_p <= M_p;
+- a PE never gets more than its saturation mips (b/a, or primal/a for sources): its output cannot
+  grow past it, so the extra is left for others.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..importance import Evaluator
+from . import rap
+
+EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
+
+
+@dataclass
+class Curve:
+    """I_c: a weak component's best importance for each number of units above its minimum."""
+
+    pes: tuple[str, ...]
+    lo: np.ndarray  # per PE minimum units
+    values: np.ndarray  # I_c(lo_sum + k), k = 0..len-1, nondecreasing
+    allocs: np.ndarray  # (len x P) units
+    unit: float = 0.0  # mips per unit of this curve
+
+    def __post_init__(self) -> None:
+        self.concave = rap.is_concave(self.values)
+
+
+def bounds(ev: Evaluator, unit: float) -> tuple[np.ndarray, np.ndarray]:
+    specs = [ev.glued.spec(p) for p in ev.pes]
+    lo = np.array([math.ceil(s.min_mips / unit - 1e-9) for s in specs], dtype=int)
+    mx = np.array([math.floor(s.max_mips / unit + 1e-9) if math.isfinite(s.max_mips) else 1 << 30 for s in specs])
+    sat = np.ceil(ev.saturation() / unit - 1e-9).astype(int)
+    hi = np.maximum(lo, np.minimum(mx, sat))
+    return lo, hi
+
+
+def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None) -> Curve:
+    """Best importance of the component for each number of units (paper's I_c), with allocations."""
+    lo, hi = bounds(ev, unit)
+    span = np.minimum(hi - lo, max(0, max_units - int(lo.sum())))
+    total = int(min(span.sum(), max(0, max_units - int(lo.sum()))))
+    n_vec = float(np.prod((span + 1).astype(float)))
+    if n_vec <= EXACT_LIMIT:
+        grids = np.array(list(itertools.product(*[range(int(s) + 1) for s in span])), dtype=int).reshape(-1, len(span))
+        grids = grids[grids.sum(axis=1) <= total]
+        vals = ev.importance((grids + lo) * unit)
+        sums = grids.sum(axis=1)
+        values = np.full(total + 1, -np.inf)
+        allocs = np.zeros((total + 1, len(span)), dtype=int)
+        for k in range(total + 1):
+            mask = sums == k
+            if mask.any():
+                j = int(np.argmax(np.where(mask, vals, -np.inf)))
+                values[k], allocs[k] = vals[j], grids[j]
+        for k in range(1, total + 1):  # nondecreasing: with more units you may leave some idle
+            if values[k - 1] >= values[k]:
+                values[k], allocs[k] = values[k - 1], allocs[k - 1]
+        return Curve(tuple(ev.pes), lo, values, allocs + lo, unit)
+    # greedy marginal over bundles
+    x = np.zeros(len(span), dtype=int)
+    cur = float(ev.importance((x + lo) * unit)[0])
+    vals_l: list[float] = [cur]
+    allocs_l: list[np.ndarray] = [x.copy()]
+    used = 0
+    while used < total:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        room = np.minimum(span - x, total - used)
+        moves = []
+        for p in np.nonzero(room > 0)[0]:
+            k = 1
+            while k <= room[p]:
+                mv = np.zeros_like(x)
+                mv[p] = k
+                moves.append(mv)
+                k *= 2
+        free = span - x > 0
+        if free.sum() > 1:
+            mv = free.astype(int)
+            if mv.sum() <= total - used:
+                moves.append(mv)
+        if not moves:
+            break
+        mv_arr = np.array(moves)
+        vals = ev.importance((x + mv_arr + lo) * unit)
+        gain = (vals - cur) / mv_arr.sum(axis=1)
+        j = int(np.argmax(gain))
+        if gain[j] <= 1e-12:
+            break
+        x = x + mv_arr[j]
+        step = int(mv_arr[j].sum())
+        for _ in range(step - 1):  # intermediate totals keep the previous solution
+            vals_l.append(cur)
+            allocs_l.append(allocs_l[-1].copy())
+        cur = float(vals[j])
+        vals_l.append(cur)
+        allocs_l.append(x.copy())
+        used += step
+    return Curve(tuple(ev.pes), lo, np.array(vals_l), np.array(allocs_l) + lo, unit)
