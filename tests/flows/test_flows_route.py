@@ -92,3 +92,22 @@ def test_planner_first_answer_is_valid_under_a_tiny_deadline() -> None:
     from soda_optimizer.flows.sim import policy_from_plan
 
     assert simulate_policy(cp, policy_from_plan(p, res.plan)).score == res.result.score
+
+
+def test_planner_routes_jobs_waiting_at_time_zero() -> None:
+    from soda_optimizer.flows import Waiting
+
+    p = Problem(
+        pools=(pool("X", 10, epochs=2), pool("Y", 10, epochs=2)),
+        flows=(flow("f", ["X", "Y"], 0.0, epochs=2),),
+        epochs=2,
+        epoch_length=60,
+        waiting=(
+            Waiting(flow="f", step=0, pool=None, jobs=120, min_remaining=500, max_remaining=600),
+            Waiting(flow="f", step=1, pool="Y", jobs=60, min_remaining=500, max_remaining=600),
+        ),
+    )
+    res = plan_flows(p, PlannerParams(evaluations=5))
+    s = stats(res.result, "f")
+    assert abs(s.completed - 180) < 1e-6 and abs(s.dropped) < 1e-6
+    assert {r.cohort for r in res.plan.routes} == {-1}
