@@ -9,7 +9,7 @@ import numpy as np
 
 from soda_optimizer.graph import glue
 from soda_optimizer.importance import Evaluator
-from soda_optimizer.model import Scenario
+from soda_optimizer.model import Scenario, floor_units
 from soda_optimizer.soda.macroq import revised_ranks
 
 
@@ -49,7 +49,7 @@ def closure_of(s: Scenario, names: set[str]) -> set[str]:
 def need_units(s: Scenario, names: set[str], unit: float) -> int:
     """Sum of the jobs' minima in units, each in its cheapest candidate template."""
     jobs = {j.name: j for j in s.jobs}
-    return sum(min(sum(math.ceil(p.min_mips / unit - 1e-9) for p in s.template(t).pes) for t in jobs[n].candidate_templates)
+    return sum(min(sum(floor_units(p, unit, s.policy.pe_floor_mips) for p in s.template(t).pes) for t in jobs[n].candidate_templates)
                for n in names)
 
 
@@ -91,7 +91,7 @@ def macroq_bruteforce(s: Scenario, unit: float) -> tuple[float, dict[str, str] |
                     continue
                 ev = Evaluator(glue(s, choice))
                 specs = [ev.graph.nodes[p]["spec"] for p in ev.pes]
-                lo = [math.ceil(p.min_mips / unit - 1e-9) for p in specs]
+                lo = [floor_units(p, unit, s.policy.pe_floor_mips) for p in specs]
                 hi = [min(U, math.floor(p.max_mips / unit + 1e-9)) if math.isfinite(p.max_mips) else U for p in specs]
                 grid = list(_bounded(lo, hi, U))
                 if not grid:

@@ -24,6 +24,7 @@ from soda_optimizer.model import (
     Stream,
     Template,
     ValueFunction,
+    floor_mips,
 )
 from soda_optimizer.soda import macroq, rap
 
@@ -92,7 +93,8 @@ def test_macroq_output_is_legal(s):
         assert tname in s.job(jname).candidate_templates
         for p in s.template(tname).pes:
             g = res.goals[f"{jname}:{p.name}"]
-            assert p.min_mips - 1e-6 <= g <= p.max_mips + 1e-6
+            # admitted means every PE runs: at least its minimum, the policy's floor, one unit
+            assert g > 0 and floor_mips(p, s.policy.pe_floor_mips) - 1e-6 <= g <= max(p.max_mips, UNIT) + 1e-6
     for d in res.decisions:
         assert d.admitted == (d.job in admitted)
         assert d.admitted or d.reason in ("rank-waterline", "capacity", "dependency", "infeasible-required")

@@ -27,6 +27,7 @@ PE or stream) and the field.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -145,6 +146,17 @@ class PE(_Frozen):
         if self.max_candidates is not None and self.min_candidates > self.max_candidates:
             raise ValueError(f"PE '{self.name}': minCandidates > maxCandidates")
         return self
+
+
+def floor_mips(pe: PE, floor: float) -> float:
+    """The mips a PE of an admitted job gets at least: its minimum, and the policy's floor
+    (``Policy.pe_floor_mips``) capped by its maximum. Admitted means every PE runs."""
+    return max(pe.min_mips, min(floor, pe.max_mips))
+
+
+def floor_units(pe: PE, unit: float, floor: float) -> int:
+    """:func:`floor_mips` in atomic units of ``unit`` mips, and at least one unit."""
+    return max(1, math.ceil(floor_mips(pe, floor) / unit - 1e-9))
 
 
 class Stream(_Frozen):
@@ -339,6 +351,9 @@ class Policy(_Frozen):
     micro_max_change: NonNeg | None = None  # delta: total |f - f_hat| x H_n in mips
     micro_max_change_per_pe: NonNeg | None = None  # delta_p
     micro_max_touched_nodes: int | None = Field(default=None, ge=0)  # zeta
+    # every PE of an admitted job gets at least max(its minimum, this, one resolution unit) mips:
+    # admitted means every PE runs (a job whose floors do not fit is not admitted)
+    pe_floor_mips: NonNeg = 10.0
     # Scenario -> Scenario steps before the policy (soda_optimizer.managers); only implemented
     # managers are accepted (the paper's budget and merit managers are not built yet)
     rank_manager: Literal["static"] = "static"

@@ -43,7 +43,7 @@ import networkx as nx
 import numpy as np
 
 from ..importance import Evaluator
-from ..model import Scenario
+from ..model import Scenario, floor_mips
 from .curves import Curve, component_curve
 
 NEG = -np.inf
@@ -110,13 +110,13 @@ def convolve(curves: list[Curve]) -> tuple[np.ndarray, list[np.ndarray]]:
     return values, steps
 
 
-def own_unit(ev: Evaluator, g: float) -> float:
+def own_unit(ev: Evaluator, g: float, floor: float = 0.0) -> float:
     """An option's own unit: fine enough that no PE with a useful minimum or a positive marginal
     value rounds to 0 (a quarter of its smallest need), no finer than its saturation over
     ``MAX_JOB_UNITS``, never coarser than the global unit."""
     specs = [ev.glued.spec(p) for p in ev.pes]
     sat = ev.saturation()
-    need = [s.min_mips if s.min_mips > 0 else float(x) for s, x in zip(specs, sat)]
+    need = [floor_mips(s, floor) if floor_mips(s, floor) > 0 else float(x) for s, x in zip(specs, sat)]
     need = [x for x in need if 0 < x < math.inf]
     cap = [min(float(x), s.max_mips) for s, x in zip(specs, sat)]
     total = sum(max(c, s.min_mips) for c, s in zip(cap, specs) if math.isfinite(c))
@@ -135,6 +135,7 @@ class Items:
         self.per_job = per_job
         self.deadline = deadline
         self.H = scenario.capacity_mips
+        self.floor = scenario.policy.pe_floor_mips
         names = set(jobs)
         deps = {j.name: {i.job for i in j.imports if i.job in names} for j in scenario.jobs if j.name in names}
         graph = nx.Graph()
@@ -150,11 +151,11 @@ class Items:
     def _curve(self, choice: dict[str, str], comp: frozenset[str]) -> Curve:
         glued = self.s.glued(choice)
         ev = Evaluator(glued, sorted(comp))
-        u = own_unit(ev, self.g) if self.per_job else self.g
+        u = own_unit(ev, self.g, self.floor) if self.per_job else self.g
         key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u)
         c = self._curves.get(key)
         if c is None:
-            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline)
+            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor)
             self._curves[key] = c
         return c
 
@@ -176,7 +177,7 @@ class Items:
         key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u)
         c = self._curves.get(key)
         if c is None:
-            c = component_curve(Evaluator(glued, sorted(comp)), u, int(math.floor(self.H / u + 1e-9)), self.deadline)
+            c = component_curve(Evaluator(glued, sorted(comp)), u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor)
             self._curves[key] = c
         return c
 

@@ -8,7 +8,9 @@ Departures from the paper, on purpose:
   The greedy curve is a lower bound of the true one; this is the paper's "partially greedy scheme"
   used always for large components rather than only under time pressure; it stops at the deadline;
 - discrete bounds use ceil for minima and floor for maxima (the paper floors minima and ceils
-  maxima), so the discrete solution always honours the continuous m_p <= g_p <= M_p;
+  maxima), so the discrete solution always honours the continuous m_p <= g_p <= M_p; and every PE
+  gets at least one unit and the policy's floor (admitted means every PE runs: the paper lets a PE
+  of an admitted job get 0);
 - a PE never gets more than its saturation mips (b/a, or primal/a for sources): its output cannot
   grow past it, so the extra is left for others.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..importance import Evaluator
+from ..model import floor_units
 from . import rap
 
 EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
@@ -42,18 +45,20 @@ class Curve:
         self.concave = rap.is_concave(self.values)
 
 
-def bounds(ev: Evaluator, unit: float) -> tuple[np.ndarray, np.ndarray]:
+def bounds(ev: Evaluator, unit: float, floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     specs = [ev.glued.spec(p) for p in ev.pes]
-    lo = np.array([math.ceil(s.min_mips / unit - 1e-9) for s in specs], dtype=int)
+    lo = np.array([floor_units(s, unit, floor) for s in specs], dtype=int)
     mx = np.array([math.floor(s.max_mips / unit + 1e-9) if math.isfinite(s.max_mips) else 1 << 30 for s in specs])
     sat = np.ceil(ev.saturation() / unit - 1e-9).astype(int)
     hi = np.maximum(lo, np.minimum(mx, sat))
     return lo, hi
 
 
-def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None) -> Curve:
-    """Best importance of the component for each number of units (paper's I_c), with allocations."""
-    lo, hi = bounds(ev, unit)
+def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None, floor: float = 0.0) -> Curve:
+    """Best importance of the component for each number of units (paper's I_c), with allocations;
+    every PE gets at least :func:`~soda_optimizer.model.floor_units` (its minimum, ``floor`` mips,
+    one unit)."""
+    lo, hi = bounds(ev, unit, floor)
     span = np.minimum(hi - lo, max(0, max_units - int(lo.sum())))
     total = int(min(span.sum(), max(0, max_units - int(lo.sum()))))
     n_vec = float(np.prod((span + 1).astype(float)))

@@ -41,7 +41,7 @@ import networkx as nx
 import numpy as np
 
 from ..importance import Evaluator, value
-from ..model import Scenario
+from ..model import Scenario, floor_units
 from ..plan import JobDecision, StageReport
 from . import admission
 from .curves import Curve
@@ -61,7 +61,8 @@ class _Units:
     def __init__(self, scenario: Scenario, unit: float):
         self.unit = unit
         self.U = int(math.floor(scenario.capacity_mips / unit + 1e-9))
-        self.min_u = {t.name: sum(math.ceil(p.min_mips / unit - 1e-9) for p in t.pes) for t in scenario.templates}
+        floor = scenario.policy.pe_floor_mips
+        self.min_u = {t.name: sum(floor_units(p, unit, floor) for p in t.pes) for t in scenario.templates}
         self.cheap = {j.name: min(j.candidate_templates, key=lambda t: self.min_u[t]) for j in scenario.jobs}
 
     def min_units(self, choice: dict[str, str]) -> int:

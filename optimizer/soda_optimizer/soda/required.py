@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..model import Job, Scenario
+from ..model import PE, Job, Scenario, floor_mips, floor_units
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,14 @@ def rule_key(job: Job) -> tuple[bool, int, bool, str, str]:
 
 
 def job_minimum(scenario: Scenario, job: Job, unit: float | None = None) -> float:
-    """A job's minimum in mips (or in units of ``unit``): its cheapest candidate template's PE minima."""
-    def amount(m: float) -> float:
-        return math.ceil(m / unit - 1e-9) if unit else m
+    """A job's minimum in mips (or in units of ``unit``): its cheapest candidate template's PE
+    floors (each PE's minimum, the policy's floor, and one unit)."""
+    floor = scenario.policy.pe_floor_mips
 
-    return min(sum(amount(p.min_mips) for p in scenario.template(t).pes) for t in job.candidate_templates)
+    def amount(p: PE) -> float:
+        return floor_units(p, unit, floor) if unit else floor_mips(p, floor)
+
+    return min(sum(amount(p) for p in scenario.template(t).pes) for t in job.candidate_templates)
 
 
 def promise(scenario: Scenario, unit: float | None = None) -> Promise:
