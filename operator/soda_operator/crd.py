@@ -230,6 +230,7 @@ POLICY_FIELDS = {
     "microWDeadlineSeconds": "microw_deadline_s",
     "resolutionUnits": "resolution_units",
     "unitMips": "unit_mips",
+    "peFloorMips": "pe_floor_mips",
     "globalRiskLimit": "global_risk_limit",
     "maxCandidateChange": "max_candidate_change",
     "overallocation": "overallocation",
