@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from soda_optimizer.model import (
     Template,
     ValueFunction,
     floor_mips,
+    floor_units,
 )
 from soda_optimizer.soda import macroq, rap
 
@@ -227,3 +229,96 @@ def test_unplaceable_job_is_rejected_alone():
     assert dec["ok"].admitted and dec["reader"].admitted
     assert dec["needs-gpu"].reason == "placement" and "no node can host PE(s) a" in dec["needs-gpu"].message
     assert all(p.fractions for p in plan.pes if p.job in ("ok", "reader"))
+
+
+# ------------------------------------------------------------------ the knapsack at scale (issue: macroQ resolution)
+
+
+@st.composite
+def many_jobs(draw):
+    """Many one-PE jobs (more than an enumeration of subsets could handle), several ranks."""
+    ts = []
+    for i in range(3):
+        ts.append(Template(name=f"t{i}", pes=(PE(name="src", kind="source", min_mips=draw(st.sampled_from([0.0, 200.0, 600.0])),
+                                                 rf=ResourceFunction(a=draw(st.sampled_from([0.01, 0.02, 0.05])))),),
+                           primal_inputs=(PrimalInput(pe="src", rate=draw(st.sampled_from([5.0, 10.0, 20.0]))),),
+                           sinks=(Sink(pe="src", weight=draw(st.sampled_from([1.0, 2.0, 3.0])),
+                                       value=draw(st.sampled_from([ValueFunction(kind="linear"), ValueFunction(kind="capped", cap=8.0)]))),)))
+    n = draw(st.integers(12, 24))
+    jobs = tuple(Job(name=f"j{k:02d}", rank=draw(st.integers(1, 3)), required=draw(st.booleans()) and k < 3,
+                     templates=tuple(draw(st.lists(st.sampled_from(["t0", "t1", "t2"]), min_size=1, max_size=2, unique=True))))
+                 for k in range(n))
+    nodes = tuple(Node(name=f"n{i}", mips=draw(st.sampled_from([1000.0, 2000.0]))) for i in range(draw(st.integers(1, 4))))
+    return Scenario(nodes=nodes, templates=tuple(ts), jobs=jobs, policy=Policy(unit_mips=100.0))
+
+
+def slow_dp(s: Scenario, unit: float) -> float:
+    """An independent, plain-Python knapsack per waterline level over one-PE jobs' curves computed
+    one allocation at a time (no numpy vectorisation, no shared code with soda.admission)."""
+    from soda_optimizer.importance import Evaluator
+
+    promised, refused, free = admission_sets(s, unit)
+    U = int(s.capacity_mips // unit + 1e-9)
+    curves: dict[tuple[str, str], list[float]] = {}
+    for j in s.jobs:
+        for t in j.candidate_templates:
+            ev = Evaluator(s.glued({j.name: t}))
+            lo = floor_units(s.template(t).pes[0], unit, s.policy.pe_floor_mips)
+            curves[(j.name, t)] = [float(ev.importance([[k * unit]])[0]) if k >= lo else -math.inf for k in range(U + 1)]
+    best = -math.inf
+    for r in sorted(set(free.values())) or [1]:
+        forced = set(promised) | {j for j, x in free.items() if x < r}
+        optional = {j for j, x in free.items() if x == r}
+        dp = [0.0] + [-math.inf] * U
+        for j in s.jobs:
+            if j.name not in forced and j.name not in optional:
+                continue
+            item = [max(curves[(j.name, t)][k] for t in j.candidate_templates) for k in range(U + 1)]
+            new = [-math.inf] * (U + 1) if j.name in forced else list(dp)
+            for u in range(U + 1):
+                if dp[u] == -math.inf:
+                    continue
+                for k in range(U + 1 - u):
+                    if item[k] > -math.inf and dp[u] + item[k] > new[u + k]:
+                        new[u + k] = dp[u] + item[k]
+            dp = new
+        best = max(best, max(dp))
+    return best
+
+
+@settings(max_examples=15, deadline=None)
+@given(many_jobs())
+def test_knapsack_equals_an_independent_slow_dp(s):
+    res = macroq.solve(s, deadline_s=60)
+    want = slow_dp(s, 100.0)
+    assert res.importance == pytest.approx(max(want, 0.0), rel=1e-6, abs=1e-6)
+
+
+def _admission_scenario(nodes: int, **pol) -> Scenario:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.bench_admission import NODE_MIPS, jobs
+
+    ts, js = jobs()
+    return Scenario(nodes=tuple(Node(name=f"n{i}", mips=NODE_MIPS) for i in range(nodes)), templates=tuple(ts), jobs=tuple(js),
+                    policy=Policy(**pol))
+
+
+@pytest.mark.parametrize("deadline", [1e-4, 0.05, 0.5])
+def test_anytime_contract(deadline):
+    """Whatever the deadline: every rank that fits is admitted in the first answer, the answer is
+    never worse than the coarsest resolution's, and the stage returns within its deadline plus a
+    margin (one knapsack or curve step)."""
+    s = _admission_scenario(100)
+    coarse = macroq.solve(s.model_copy(update={"policy": Policy(unit_mips=s.capacity_mips / 128)}), deadline_s=60)
+    t0 = time.monotonic()
+    res = macroq.solve(s, deadline_s=deadline)
+    took = time.monotonic() - t0
+    by_rank = {r: sum(d.admitted for d in res.decisions if d.rank == r) for r in (1, 2, 3)}
+    assert by_rank == {1: 7, 2: 6, 3: 6}, (by_rank, res.report.detail)  # all 19 fit at 100 nodes
+    assert res.importance >= coarse.importance - 1e-6
+    assert took <= deadline + 1.0, took
+    if res.report.status == "deadline":
+        assert "unit" in res.report.detail and "waterline" in res.report.detail
