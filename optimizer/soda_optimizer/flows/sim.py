@@ -272,12 +272,13 @@ def _epoch(
     n_nodes = len(keys)
     if n_nodes:
         src_v = np.array(src)
-        M = np.zeros((n_nodes, n_nodes))
-        for j, i2, pr in edges:
-            M[j, i2] += pr
+        # sparse transfer matrix M[j, i] = probability that node i's served output goes to node j
+        e_dst = np.array([j for j, _, _ in edges], dtype=int)
+        e_src = np.array([i2 for _, i2, _ in edges], dtype=int)
+        e_pr = np.array([pr for _, _, pr in edges], dtype=float)
         rt = np.array([cp.run_time[k[0]][k[2]] for k in keys])
         pc = np.array([k[3] * K + cp.flow_class[k[0]] for k in keys])
-        x, rho, load_pc, thr_pc = _fixed_point(cp, caps, src_v, M, rt, pc, P, K)
+        x, rho, load_pc, thr_pc = _fixed_point(cp, caps, src_v, (e_dst, e_src, e_pr), rt, pc, P, K)
         served = rho * x
         for i2 in range(n_nodes):
             f, a, s, c = keys[i2]
@@ -327,7 +328,7 @@ def _fixed_point(
     cp: Compiled,
     caps: np.ndarray,
     src: np.ndarray,
-    M: np.ndarray,
+    M: tuple[np.ndarray, np.ndarray, np.ndarray],
     rt: np.ndarray,
     pc: np.ndarray,
     P: int,
@@ -335,7 +336,10 @@ def _fixed_point(
     max_iter: int = 500,
     tol: float = 1e-10,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Solve x = src + M (rho(x) * x): the chain reaction of retracted throughput (section 2.5)."""
+    """Solve x = src + M (rho(x) * x): the chain reaction of retracted throughput (section 2.5). M is given
+    sparse as (destination, source, probability) arrays."""
+    dst, srci, pr = M
+    n = len(src)
     x = src.copy()
     safe_cap = np.where(caps > 0, caps, 1.0)
     rho = np.ones_like(x)
@@ -353,7 +357,7 @@ def _fixed_point(
         ratio = np.divide(thr_pc, load_pc, out=np.ones_like(thr_pc), where=load_pc > 1e-15)
         ratio[caps <= 0] = 0.0
         rho = np.clip(ratio.ravel()[pc], 0.0, 1.0)
-        x_new = src + M @ (rho * x)
+        x_new = src + np.bincount(dst, weights=pr * (rho * x)[srci], minlength=n)
         if float(np.max(np.abs(x_new - x))) <= tol * (1.0 + float(np.max(np.abs(x_new)))):
             x = x_new
             break
