@@ -9,7 +9,9 @@
 Deadline: before any GA runs, one route build per epoch (last to first) with a heuristic ordering (shortest lifespan
 first, then highest utility) gives a complete, valid plan; the first answer. The GA then improves the epochs from
 the last one back. When the deadline passes, the epochs not yet optimised are rebuilt with the heuristic ordering
-against the loads of the optimised ones, and the better of that plan and the first one is returned.
+against the loads of the optimised ones, and the better of that plan and the first one is returned. The deadline is
+checked between evaluations, so it can be overrun by one evaluation and the final rebuild; the first answer itself
+is always completed.
 
 Departures from the paper, on purpose:
 - the heuristic first plan, and the seeding of each GA population with two heuristic orderings (shortest lifespan
