@@ -46,10 +46,8 @@ def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:
     that is legal; macroQ treats the importer as dependent on the exporter).
     """
     g = nx.DiGraph()
-    tmpl = {t.name: t for t in scenario.templates}
-    jobs = {j.name: j for j in scenario.jobs}
     for jname, tname in choice.items():
-        job, t = jobs[jname], tmpl[tname]
+        job, t = scenario.job(jname), scenario.template(tname)
         primal: dict[str, float] = {}
         for pi in t.primal_inputs:
             primal[pi.pe] = primal.get(pi.pe, 0.0) + pi.rate
@@ -77,11 +75,11 @@ def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:
                 inter_job=False,
             )
     for jname in choice:
-        job = jobs[jname]
+        job = scenario.job(jname)
         for imp in job.imports:
             if imp.job not in choice:
                 continue
-            exp_t = tmpl[choice[imp.job]]
+            exp_t = scenario.template(choice[imp.job])
             exp = next((e for e in exp_t.exports if e.name == imp.export), None)
             if exp is None:  # the exporter's chosen template does not export it
                 continue

@@ -129,7 +129,8 @@ def own_unit(ev: Evaluator, g: float, floor: float = 0.0) -> float:
 class Items:
     """The items of one resolution: options per job group, their curves on the global grid."""
 
-    def __init__(self, scenario: Scenario, g: float, per_job: bool, deadline: float, jobs: Iterable[str]):
+    def __init__(self, scenario: Scenario, g: float, per_job: bool, deadline: float, jobs: Iterable[str],
+                 cache: dict | None = None):
         self.s = scenario
         self.g = g
         self.per_job = per_job
@@ -145,7 +146,8 @@ class Items:
         self.groups = [frozenset(c) for c in sorted(nx.connected_components(graph), key=lambda c: min(c))]
         self.group_of = {j: i for i, grp in enumerate(self.groups) for j in grp}
         self.options: list[list[Option]] = [[] for _ in self.groups]
-        self._curves: dict[tuple, Curve] = {}
+        self._curves: dict[tuple, Curve] = cache if cache is not None else {}
+        self.knapsack_s = 0.0  # time spent in the knapsacks (the part that grows with the global grid)
         self._built: set[int] = set()
 
     def _curve(self, choice: dict[str, str], comp: frozenset[str]) -> Curve:
@@ -327,7 +329,9 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
         def give_up(answered: bool = answered) -> bool:
             return expired() and answered
 
+        tk = time.monotonic()
         got = knapsack(curves, U, give_up)
+        items.knapsack_s += time.monotonic() - tk
         if got is None:
             if expired() and (best is not None or have_answer()):
                 status = "deadline"

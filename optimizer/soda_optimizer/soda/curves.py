@@ -88,22 +88,19 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
         if deadline is not None and time.monotonic() > deadline:
             break
         room = np.minimum(span - x, total - used)
-        moves = []
-        for p in np.nonzero(room > 0)[0]:
-            k = 1
-            while k <= room[p]:
-                mv = np.zeros_like(x)
-                mv[p] = k
-                moves.append(mv)
-                k *= 2
+        # moves: 1, 2, 4, ... units on one PE, and one unit on every PE that has room
+        ps = np.nonzero(room > 0)[0]
+        pows = [2 ** np.arange(int(np.log2(room[p])) + 1) for p in ps]
+        rows = np.repeat(ps, [len(k) for k in pows]) if len(ps) else np.zeros(0, dtype=int)
         free = span - x > 0
-        if free.sum() > 1:
-            mv = free.astype(int)
-            if mv.sum() <= total - used:
-                moves.append(mv)
-        if not moves:
+        bundle = free.sum() > 1 and int(free.sum()) <= total - used
+        mv_arr = np.zeros((len(rows) + int(bundle), len(span)), dtype=int)
+        if len(rows):
+            mv_arr[np.arange(len(rows)), rows] = np.concatenate(pows)
+        if bundle:
+            mv_arr[-1] = free.astype(int)
+        if not len(mv_arr):
             break
-        mv_arr = np.array(moves)
         vals = ev.importance((x + mv_arr + lo) * unit)
         gain = (vals - cur) / mv_arr.sum(axis=1)
         j = int(np.argmax(gain))

@@ -49,6 +49,7 @@ from .required import Promise, job_minimum, promise
 from .stages import ComponentCurve, MacroQResult
 
 MIN_UNIT_MIPS = 100.0
+AUTO_UNITS = 8192  # the finest global grid the automatic refinement goes to
 MAX_UNITS = 16384  # the finest resolution a policy may ask for (unitMips / resolutionUnits are clamped to it)
 
 
@@ -130,18 +131,23 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     elif fixed_unit:
         units = [fixed_unit]
     else:
-        units = [max(H / 128, MIN_UNIT_MIPS)]
-        while units[-1] / 4 >= MIN_UNIT_MIPS and H / (units[-1] / 4) <= 8192:
+        # the first grid has room for every job (8 units a job, 128 at least, 8192 at most): a
+        # job's share is a multiple of the global unit, so a coarser grid would admit fewer jobs
+        units = [max(H / min(AUTO_UNITS, max(128, 8 * len(scenario.jobs))), MIN_UNIT_MIPS)]
+        while units[-1] / 4 >= MIN_UNIT_MIPS and H / (units[-1] / 4) <= AUTO_UNITS:
             units.append(units[-1] / 4)
     best: _Answer | None = None
     pr = promise(scenario, units[-1] if units else None)
     hopeless: dict[str, str] = {}
     expired = admission.timer(deadline)
+    curve_cache: dict = {}  # component curves on their own grids, shared by the resolutions
+    knapsack_s = 0.0
     for unit in units:
         t1 = time.monotonic()
         if best is not None and unit != units[0]:
-            spent = t1 - t0
-            if t1 + 4 * max(spent, 1e-3) > deadline:  # the next resolution would not fit
+            # the job curves are built once (on their own grids); a 4x finer global grid costs
+            # about 16x the last knapsacks (4x the units, 4x the item points)
+            if t1 + 16 * max(knapsack_s, 1e-3) > deadline:  # the next resolution would not fit
                 break
         sv = _Units(scenario, unit)
         pr_u = promise(scenario, unit)  # minima rounded up to this resolution's units
@@ -150,13 +156,14 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         blocked = _blocked(scenario, set(pr_u.refused))
         candidates = [j.name for j in scenario.jobs if j.name not in pr_u.refused and j.name not in hl_u and j.name not in blocked]
         free = {j: rev_u[j] for j in candidates if j not in pr_u.promised}
-        items = admission.Items(scenario, unit, per_job=not fixed_unit, deadline=deadline, jobs=candidates)
+        items = admission.Items(scenario, unit, per_job=not fixed_unit, deadline=deadline, jobs=candidates, cache=curve_cache)
         answered = best is not None
 
         def have_answer(answered: bool = answered) -> bool:
             return answered
 
         got, status = admission.solve_levels(items, sv.U, set(pr_u.promised), free, expired, have_answer)
+        knapsack_s = items.knapsack_s
         if got is not None:
             ans = _answer(got, unit, sv.U, status, pr_u, hl_u, free)
             # more of the rule's required jobs first, then importance: a finer resolution replaces a
