@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import networkx as nx
 
@@ -32,7 +33,14 @@ class GluedGraph:
         return sorted(comps, key=lambda c: min(c))
 
     def pes_of(self, job: str) -> list[str]:
-        return [p for p, d in self.graph.nodes(data=True) if d["job"] == job]
+        return list(self._by_job.get(job, ()))
+
+    @cached_property
+    def _by_job(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for p, d in self.graph.nodes(data=True):
+            out.setdefault(d["job"], []).append(p)
+        return out
 
     def spec(self, pe: str) -> PE:
         """The :class:`~.model.PE` of a global PE id in this choice."""

@@ -82,9 +82,12 @@ class Evaluator:
                 if not ins:
                     out[:, i] = np.minimum(self._a[i] * m, self._primal[i])
                     continue
-                rates = np.stack([out[:, s] * sel for s, sel in ins], axis=1)
-                c = self._combine[i]
-                r_i = rates.sum(axis=1) if c == "sum" else rates.min(axis=1) if c == "min" else rates.max(axis=1)
+                if len(ins) == 1:
+                    r_i = out[:, ins[0][0]] * ins[0][1]
+                else:
+                    rates = np.stack([out[:, s] * sel for s, sel in ins], axis=1)
+                    c = self._combine[i]
+                    r_i = rates.sum(axis=1) if c == "sum" else rates.min(axis=1) if c == "min" else rates.max(axis=1)
                 r_i = r_i + self._primal[i]
                 out[:, i] = np.minimum(self._a[i] * r_i * m, self._b[i] * r_i)
             if not self.cyclic or np.max(np.abs(out - prev), initial=0.0) <= self.tol:

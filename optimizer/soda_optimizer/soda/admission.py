@@ -188,7 +188,6 @@ class Items:
         if gi in self._built:
             return self.options[gi]
         grp = sorted(self.groups[gi])
-        jobs = {j.name: j for j in self.s.jobs}
         if len(grp) <= GROUP_LIMIT:
             subsets: Iterable[tuple[str, ...]] = (sub for k in range(1, len(grp) + 1) for sub in itertools.combinations(grp, k))
         else:  # prefixes in import order (exporters first)
@@ -199,7 +198,7 @@ class Items:
             s = set(sub)
             if any(not self.deps[j] <= s for j in s):
                 continue  # an importer only with its exporter
-            alts = [jobs[j].candidate_templates for j in sub]
+            alts = [self.s.job(j).candidate_templates for j in sub]
             combos = (itertools.product(*alts) if math.prod(len(a) for a in alts) <= COMBO_LIMIT
                       else [tuple(a[0] for a in alts)])
             for combo in combos:

@@ -78,9 +78,11 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
             if values[k - 1] >= values[k]:
                 values[k], allocs[k] = values[k - 1], allocs[k - 1]
         return Curve(tuple(ev.pes), lo, values, allocs + lo, unit)
-    # greedy marginal over bundles
+    # greedy marginal over bundles; a move of k units leaves the k-1 totals before it at the
+    # previous solution (the curve is filled in from the breakpoints at the end)
     x = np.zeros(len(span), dtype=int)
     cur = float(ev.importance((x + lo) * unit)[0])
+    at: list[int] = [0]  # totals where the solution changes
     vals_l: list[float] = [cur]
     allocs_l: list[np.ndarray] = [x.copy()]
     used = 0
@@ -107,12 +109,13 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
         if gain[j] <= 1e-12:
             break
         x = x + mv_arr[j]
-        step = int(mv_arr[j].sum())
-        for _ in range(step - 1):  # intermediate totals keep the previous solution
-            vals_l.append(cur)
-            allocs_l.append(allocs_l[-1].copy())
+        used += int(mv_arr[j].sum())
         cur = float(vals[j])
+        at.append(used)
         vals_l.append(cur)
         allocs_l.append(x.copy())
-        used += step
-    return Curve(tuple(ev.pes), lo, np.array(vals_l), np.array(allocs_l) + lo, unit)
+    # entry k of the curve: the last breakpoint at or below k
+    idx = np.searchsorted(np.array(at), np.arange(used + 1), side="right") - 1
+    values = np.array(vals_l)[idx]
+    allocs = np.array(allocs_l)[idx]
+    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit)
