@@ -40,6 +40,7 @@ class Curve:
     values: np.ndarray  # I_c(lo_sum + k), k = 0..len-1, nondecreasing
     allocs: np.ndarray  # (len x P) units
     unit: float = 0.0  # mips per unit of this curve
+    complete: bool = True  # False: the greedy stopped at the deadline (a lower bound beyond its end)
 
     def __post_init__(self) -> None:
         self.concave = rap.is_concave(self.values)
@@ -86,8 +87,10 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     vals_l: list[float] = [cur]
     allocs_l: list[np.ndarray] = [x.copy()]
     used = 0
+    complete = True
     while used < total:
         if deadline is not None and time.monotonic() > deadline:
+            complete = False
             break
         room = np.minimum(span - x, total - used)
         # moves: 1, 2, 4, ... units on one PE, and one unit on every PE that has room
@@ -118,4 +121,4 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     idx = np.searchsorted(np.array(at), np.arange(used + 1), side="right") - 1
     values = np.array(vals_l)[idx]
     allocs = np.array(allocs_l)[idx]
-    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit)
+    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete)

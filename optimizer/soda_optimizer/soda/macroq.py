@@ -50,6 +50,10 @@ from .stages import ComponentCurve, MacroQResult
 
 MIN_UNIT_MIPS = 100.0
 AUTO_UNITS = 8192  # the finest global grid the automatic refinement goes to
+# the first answer must be complete whatever the clock says, so its curves stop improving at this
+# share of the deadline: what is left pays for the curves not yet started (their floors) and the
+# knapsacks, and keeps the overrun small
+FIRST_CURVES_SHARE = 0.6
 MAX_UNITS = 16384  # the finest resolution a policy may ask for (unitMips / resolutionUnits are clamped to it)
 
 
@@ -156,13 +160,16 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         blocked = _blocked(scenario, set(pr_u.refused))
         candidates = [j.name for j in scenario.jobs if j.name not in pr_u.refused and j.name not in hl_u and j.name not in blocked]
         free = {j: rev_u[j] for j in candidates if j not in pr_u.promised}
-        items = admission.Items(scenario, unit, per_job=not fixed_unit, deadline=deadline, jobs=candidates, cache=curve_cache)
         answered = best is not None
+        curves_until = deadline if answered else t0 + FIRST_CURVES_SHARE * (deadline - t0)
+        items = admission.Items(scenario, unit, per_job=not fixed_unit, deadline=curves_until, jobs=candidates, cache=curve_cache)
 
         def have_answer(answered: bool = answered) -> bool:
             return answered
 
         got, status = admission.solve_levels(items, sv.U, set(pr_u.promised), free, expired, have_answer)
+        if status == "optimal" and any(not c.complete for c in curve_cache.values()):
+            status = "deadline"  # exact over the curves, but some curves stopped improving early
         knapsack_s = items.knapsack_s
         if got is not None:
             ans = _answer(got, unit, sv.U, status, pr_u, hl_u, free)
@@ -193,6 +200,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         status = "infeasible" if H <= 0 else "optimal"
         return MacroQResult(decisions, {}, {}, {}, (), 0.0, report(status, None, msg), 0.0)
     level, status, unit, U = best.level, best.status, best.unit, best.U
+    incomplete = sum(not c.complete for c in curve_cache.values())
     goals = best.goals
     glued = scenario.glued(best.choice)
     ev = Evaluator(glued)
@@ -253,7 +261,9 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             best.importance,
             f"unit {unit:.1f} mips ({U} units{', each job on its own finer grid' if not fixed_unit else ''}), waterline rank {level}, "
             f"knapsack over {best.items} items, {len(comps)} components" + (" (stopped at the deadline: coarser resolutions or "
-            "lower levels only; a finer grid may add up to one unit per admitted job)" if status == "deadline" else "")
+            "lower levels only; a finer grid may add up to one unit per admitted job"
+            + (f"; {incomplete} of {len(curve_cache)} job curves stopped improving early" if incomplete else "") + ")"
+            if status == "deadline" else "")
             + (f"; {len(pr.refused)} required job(s) refused: {', '.join(sorted(pr.refused))}" if pr.refused else ""),
         ),
         resolution_mips=unit,
