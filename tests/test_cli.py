@@ -77,3 +77,22 @@ def test_bad_input_gives_one_clear_error(tmp_path, name):
     if name in ("dangling.yaml", "badstream.yaml"):
         assert str(f) in errs[0]  # the file is named
         assert "default/clicks" in proc.stdout  # the good job is still planned
+
+
+def test_plan_counts_other_pods_from_files(tmp_path):
+    """Pods in the files that kubesoda does not manage hold their requests on their nodes, as live."""
+    nodes = [f"z{z}-r{r}-n{n}" for z in range(2) for r in range(2) for n in range(2)]
+    free = {"z1-r1-n0", "z1-r1-n1"}
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"hog-{n}", "namespace": "other"},
+             "spec": {"nodeName": n, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}}}]},
+             "status": {"phase": "Running"}} for n in nodes if n not in free]
+    (tmp_path / "pods.yaml").write_text("\n---\n".join(json.dumps(p) for p in pods))
+    used = []
+    for extra in ([], ["-f", str(tmp_path / "pods.yaml")]):
+        proc = plan("-f", str(EX / "nodes" / "small-8.yaml"), "-f", str(EX / "small-pipeline"), *extra, "--json", "--deadline-scale", "0.1")
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        assert doc["feasible"] and all(j["admitted"] for j in doc["jobs"])
+        used.append({n for pe in doc["pes"] for n, f in pe["fractions"].items() if f > 0})
+    assert not used[0] <= free  # precondition: on an empty cluster the plan spreads beyond the two nodes
+    assert used[1] <= free, f"planned on nodes another workload fills: {used[1] - free}"

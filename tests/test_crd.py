@@ -112,3 +112,40 @@ def test_previous_state_read_back_from_status_and_pods():
     assert scen.previous.candidates == {"ns/j:a": ("n1", "n2")}
     assert scen.previous.fractions == {"ns/j:a": {"n1": 0.25}}
     assert scen.job("ns/j").chosen_template == "ns/t"
+
+
+def _pod(name, node, cpu=None, mem=None, init_cpu=None, phase="Running", labels=None, overhead=None):
+    def res(c, m):
+        req = {k: v for k, v in (("cpu", c), ("memory", m)) if v is not None}
+        return {"requests": req} if req else {}
+
+    spec = {"nodeName": node, "containers": [{"name": "a", "resources": res(cpu, mem)}, {"name": "b", "resources": res(cpu, None)}]}
+    if init_cpu is not None:
+        spec["initContainers"] = [{"name": "i", "resources": res(init_cpu, None)}]
+    if overhead is not None:
+        spec["overhead"] = {"cpu": overhead}
+    return {"metadata": {"name": name, "namespace": "other", "labels": labels or {}}, "spec": spec, "status": {"phase": phase}}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 4000), st.integers(0, 4000), st.integers(0, 500), st.integers(0, 2000))
+def test_other_pods_hold_node_capacity(c1, init, over, reserve):
+    """A node offers kubesoda allocatable - (the other pods' requests, as the scheduler counts them:
+    max(sum of containers, largest init container) + overhead) - the policy's reserve."""
+    from soda_operator import state
+
+    pods = [_pod("p", "n1", f"{c1}m", "1Gi", init_cpu=f"{init}m", overhead=f"{over}m"),
+            _pod("done", "n1", "3", phase="Succeeded"),  # finished: holds nothing
+            _pod("mine", "n1", "3", labels={crd.LABEL_JOB: "j"}),  # kubesoda's own: planned, not held
+            _pod("unbound", "", "3")]  # not on a node yet
+    foreign = state.foreign_requests(pods)
+    held = (max(2 * c1, init) + over) / 1000
+    assert [x[0] for x in foreign["n1"]] == ["other/p"] and abs(foreign["n1"][0][1] - held) < 1e-9
+    assert foreign["n1"][0][2] == 2**30
+    policy = {"metadata": {"name": "default"}, "spec": {"nodeReservedCpu": f"{reserve}m"}}
+    scen, errors = crd.scenario_from_objects([_node("n1", cpu="8"), _node("n2", cpu="8")], [], [], policy, foreign=foreign)
+    assert not errors
+    n1, n2 = scen.nodes
+    free = max(8 - held - reserve / 1000, 0.0)
+    assert abs(n1.cores - free) < 1e-6 or (free == 0 and not n1.usable)
+    assert abs(n2.cores - (8 - reserve / 1000)) < 1e-6

@@ -12,7 +12,7 @@ from typing import Any
 from soda_optimizer import pipeline
 from soda_optimizer.plan import Plan
 
-from . import crd, manifests
+from . import crd, manifests, state
 
 
 def _progress(stop: threading.Event, t0: float) -> None:
@@ -67,7 +67,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     nodes = m.nodes[: args.at_nodes] if args.at_nodes is not None else m.nodes
-    scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source)
+    scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source,
+                                             foreign=state.foreign_requests(m.pods))
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     upd: dict[str, Any] = {}
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--peering-lifetime", type=int, default=60,
                    help="seconds after which a silent replica (killed, partitioned) is presumed dead and another takes over")
     r.add_argument("--workers", type=int, default=16, help="API requests in flight while applying a plan")
+    r.add_argument("--snapshots", choices=("index", "list"), default="index",
+                   help="where an epoch reads the cluster: the watch-fed Kopf indexes (default), or lists from the API server "
+                        "(the old way, kept to measure the difference)")
     r.add_argument("--liveness", help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     r.add_argument("--metrics-port", type=int, default=0,
                    help="serve Prometheus /metrics on this port (0: only on the extender's port, when it runs)")

@@ -104,7 +104,11 @@ def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationErro
 # ------------------------------------------------------------------------------------ to model
 
 
-def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABEL) -> Node:
+def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABEL, held_cores: float = 0.0,
+                     reserved_cores: float = 0.0) -> Node:
+    """A Node as kubesoda may use it: its allocatable cores minus ``held_cores`` (the requests of
+    the other pods bound to it) minus ``reserved_cores`` (the policy's headroom), x mips-per-core.
+    A node left with nothing is not usable."""
     md, st, sp = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
     labels = dict(md.get("labels") or {})
     alloc = (st.get("allocatable") or st.get("capacity") or {}).get("cpu", "0")
@@ -114,7 +118,7 @@ def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABE
         raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{labels.get(MIPS_LABEL)}' is not a number") from e
     if not (math.isfinite(mpc) and mpc > 0):
         raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{labels.get(MIPS_LABEL)}' is not a positive finite number")
-    c = cores(alloc, "status.allocatable.cpu")
+    c = max(cores(alloc, "status.allocatable.cpu") - held_cores - reserved_cores, 0.0)
     ready = any(x.get("type") == "Ready" and x.get("status") == "True" for x in st.get("conditions") or [])
     if not st.get("conditions"):
         ready = True  # a node manifest without status (offline planning) counts as ready
@@ -257,6 +261,8 @@ def policy_from_object(obj: Mapping[str, Any] | None) -> tuple[Policy, str]:
         zone_uplink=lk.get("zoneUplink", LinkCapacities().zone_uplink),
         overrides=dict(lk.get("overrides") or {}),
     )
+    if sp.get("nodeReservedCpu") is not None:
+        kw["node_reserved_cores"] = cores(sp["nodeReservedCpu"], "spec.nodeReservedCpu")
     kw["licenses"] = dict(sp.get("licenses") or {})
     kw["incompatible_colors"] = tuple(tuple(x) for x in sp.get("incompatibleColors") or ())
     try:
@@ -296,10 +302,13 @@ def scenario_from_objects(
     policy: Mapping[str, Any] | None = None,
     pods: Iterable[Mapping[str, Any]] = (),
     source: Mapping[str, str] | None = None,
+    foreign: Mapping[str, Iterable[tuple[str, float, float]]] | None = None,
 ) -> tuple[Scenario, list[ObjectError]]:
     """Build a Scenario from whatever is valid; one ObjectError per dropped object.
 
     ``source`` maps an object key ("Kind/namespace/name") to where it came from (a file).
+    ``foreign`` maps a node name to the (pod, CPU cores, memory bytes) requests of the other
+    workloads' pods bound to it: the node offers kubesoda what they leave.
     """
     src = source or {}
     errors: list[ObjectError] = []
@@ -318,7 +327,8 @@ def scenario_from_objects(
     node_objs = []
     for n in nodes:
         try:
-            node_objs.append(node_from_object(n, rack_label))
+            held = sum(c for _, c, _ in (foreign or {}).get((n.get("metadata") or {}).get("name", ""), ()))
+            node_objs.append(node_from_object(n, rack_label, held, pol.node_reserved_cores))
         except (TranslationError, KeyError) as e:
             err("Node", n, e if isinstance(e, TranslationError) else TranslationError("metadata.name", "missing"))
     tmpl = {}

@@ -38,11 +38,16 @@ log = logging.getLogger("kubesoda.epochs")
 
 
 class Loops:
-    def __init__(self, api: client.ApiClient, workers: int = 16):
+    def __init__(self, api: client.ApiClient, workers: int = 16, reader: Any = None):
         self.api = api
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.applier = Applier(api, workers)
+        # the watch-fed indexes (:class:`.indexes.Reader`), set by the daemon; None: list per epoch
+        self.reader = reader
+        # the status this replica last wrote per job (namespace, name, uid): while it leads nobody
+        # else writes it, so it is newer than a watch that has not caught up (no Event twice)
+        self.written: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.last: Plan | None = None  # the last feasible macro plan
         self.seen: set[str] = set()  # jobs of the last macro epoch, feasible or not
         self.seen_usable: set[str] = set()  # usable nodes at the last epoch
@@ -55,7 +60,23 @@ class Loops:
         self.awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
 
     def snapshot(self) -> Snapshot:
+        if self.reader is not None:
+            metrics.SNAPSHOTS.labels("index").inc()
+            return self.reader.snapshot()  # type: ignore[no-any-return]
+        metrics.SNAPSHOTS.labels("list").inc()
         return state.take(self.core, self.custom)
+
+    def _old_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        md = obj.get("metadata") or {}
+        mine = self.written.get((md.get("namespace", ""), md.get("name", ""), md.get("uid", "")))
+        return mine if mine is not None else (obj.get("status") or {})
+
+    def _write_statuses(self, updates: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        self.applier.job_statuses([((o.get("metadata") or {}).get("namespace", ""), (o.get("metadata") or {}).get("name", ""), st)
+                                   for o, st in updates])
+        for o, st in updates:
+            md = o.get("metadata") or {}
+            self.written[(md.get("namespace", ""), md.get("name", ""), md.get("uid", ""))] = st
 
     def run(self, stop: threading.Event, **kw: Any) -> None:
         """Run both loops until ``stop`` is set (the leader's daemon); see :func:`.loop.run`."""
@@ -67,7 +88,7 @@ class Loops:
             t0 = time.perf_counter()
             snap = self.snapshot()
             t_snap = time.perf_counter() - t0
-            scen, errors = crd.scenario_from_objects(snap.nodes, snap.templates, snap.jobs, snap.policy, snap.pods)
+            scen, errors = snap.scenario()
             self._report_invalid(snap, errors)
             plan = pipeline.run(scen)
             self._observe(plan)
@@ -97,7 +118,7 @@ class Loops:
         with self.lock:
             t0 = time.perf_counter()
             snap = self.snapshot()
-            scen, _ = crd.scenario_from_objects(snap.nodes, snap.templates, snap.jobs, snap.policy, snap.pods)
+            scen, _ = snap.scenario()
             if {j.name for j in scen.jobs} != self.seen:
                 self.macro_due.set()  # jobs came or went: that is the macro model's decision
             usable = {n.name for n in scen.usable_nodes()}
@@ -142,7 +163,7 @@ class Loops:
             for w in by_job.get((ns, name), []):
                 inst.setdefault(w.pe, []).append({"node": w.node, "fraction": round(w.fraction, 6), "pod": w.name})
             gen = (obj.get("metadata") or {}).get("generation")
-            old = obj.get("status") or {}
+            old = self._old_status(obj)
             st = status.with_transitions(old, status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name))
                                                                                       for w in by_job.get((ns, name), [])}), now)
             if st["phase"] == "Admitted":  # promoted by refresh_running() as soon as its pods run, not an epoch later
@@ -151,8 +172,10 @@ class Loops:
             if ev:
                 events.append((obj, *ev))
             if status_changed(old, st):
-                updates.append((ns, name, st))
-        self.applier.job_statuses(updates)
+                updates.append((obj, st))
+        self._write_statuses(updates)
+        live = {(md.get("namespace", ""), md.get("name", ""), md.get("uid", "")) for md in (o.get("metadata") or {} for o in snap.jobs)}
+        self.written = {k: v for k, v in self.written.items() if k in live}
         self.applier.events(events)
         self.awaiting = awaiting
         managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
@@ -173,14 +196,15 @@ class Loops:
         with self.lock:
             if not self.awaiting:
                 return 0
-            phase = {(p["metadata"]["namespace"], p["metadata"]["name"]): (p.get("status") or {}).get("phase")
-                     for p in list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)}
+            pods = self.reader.snapshot().pods if self.reader is not None else \
+                list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
+            phase = {(p["metadata"]["namespace"], p["metadata"]["name"]): (p.get("status") or {}).get("phase") for p in pods}
             done = [(key, obj, st) for key, (obj, st, pods) in self.awaiting.items()
                     if pods and all(phase.get((key[0], pod)) == "Running" for pod in pods)]
             now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             promoted = [(key, obj, status.with_transitions(st, status.running(st, (obj.get("metadata") or {}).get("generation")), now))
                         for key, obj, st in done]
-            self.applier.job_statuses([(key[0], key[1], st) for key, _, st in promoted])
+            self._write_statuses([(obj, st) for _, obj, st in promoted])
             self.applier.events([(obj, "Running", st.get("message") or "every instance runs", "Normal") for _, obj, st in promoted])
             for key, _, _ in done:
                 del self.awaiting[key]
@@ -210,9 +234,9 @@ class Loops:
                 continue
             obj = jobs_by_key[e.name]
             ns, name = e.name.split("/", 1)
-            old = obj.get("status") or {}
+            old = self._old_status(obj)
             st = status.with_transitions(old, status.invalid(e.field, e.message, (obj.get("metadata") or {}).get("generation")), now)
             if old.get("message") != st["message"]:
                 self.applier.event(obj, "InvalidSpec", st["message"], "Warning")
             if status_changed(old, st):
-                self.applier.job_status(ns, name, st)
+                self._write_statuses([(obj, st)])

@@ -5,7 +5,8 @@
 - StreamTemplate and SchedulingPolicy: any change asks for a macro epoch;
 - Node: a change of readiness, cordon, allocatable CPU or SODA labels, or a deletion, asks for a
   micro epoch (handled within one micro epoch, as the issue requires);
-- the daemon on SchedulingPolicy ``default`` runs the macro and micro loops. Kopf stops daemons on
+- the daemon on SchedulingPolicy ``default`` runs the macro and micro loops, on snapshots of the
+  watch-fed indexes (:mod:`.indexes`), not on lists. Kopf stops daemons on
   a replica that peering pauses, so with ``kubesoda run --peering`` only the highest-priority live
   replica acts (leader election). Two guards close the gaps around a hand-over: a replica waits
   ``memo.startup_grace_s`` before its first epoch (it sees a live leader's keep-alive and pauses first),
@@ -20,21 +21,29 @@ The handlers reach the loops through Kopf's ``memo`` (``kubesoda run`` passes
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import kopf
 
-from . import crd, metrics
+from . import crd, indexes, metrics
 from .epochs import Loops
 
 log = logging.getLogger("kubesoda.handlers")
 
 
-def memo(loops: Loops, startup_grace_s: float = 0.0) -> kopf.Memo:
-    """What the handlers share: the loops, the grace before the first epoch (peering), and the
-    last seen state of each node (to tell a relevant change from a heartbeat)."""
-    return kopf.Memo(loops=loops, startup_grace_s=startup_grace_s, nodes={})
+def memo(loops: Loops, startup_grace_s: float = 0.0, snapshots: str = "index") -> kopf.Memo:
+    """What the handlers share: the loops, the grace before the first epoch (peering), the last
+    seen state of each node (to tell a relevant change from a heartbeat), where snapshots come
+    from (``index`` or ``list``) and Kopf's event loop (set at startup)."""
+    return kopf.Memo(loops=loops, startup_grace_s=startup_grace_s, nodes={}, snapshots=snapshots, event_loop=None)
+
+
+@kopf.on.startup()
+async def _remember_event_loop(memo: kopf.Memo, **_: Any) -> None:
+    # the loops run in the daemon's thread and copy the indexes on Kopf's own event loop
+    memo.event_loop = asyncio.get_running_loop()
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamjobs")
@@ -72,9 +81,12 @@ def on_node(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo, 
 
 
 @kopf.daemon(crd.GROUP, crd.VERSION, "schedulingpolicies", when=lambda name, **_: name == "default", cancellation_timeout=10)
-def scheduler_loops(stopped: kopf.DaemonStopped, memo: kopf.Memo, **_: Any) -> None:
+def scheduler_loops(stopped: kopf.DaemonStopped, memo: kopf.Memo, **kwargs: Any) -> None:
     if memo.startup_grace_s and stopped.wait(memo.startup_grace_s):
         return  # peering paused this replica before it acted
+    if memo.snapshots == "index" and memo.event_loop is not None:
+        # Kopf starts this daemon only once every index is filled by its first list
+        memo.loops.reader = indexes.Reader(memo.event_loop, {n: kwargs[n] for n in indexes.NAMES if n in kwargs})
     log.info("this replica runs the SODA loops")
     metrics.LEADER.set(1)
     try:

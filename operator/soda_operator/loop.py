@@ -33,7 +33,7 @@ def run(loops: Loops, stop: threading.Event, debounce_s: float = 1.0, max_deboun
     next_refresh = 0.0
     while not stop.is_set():
         try:
-            macro_s, micro_s = state.epochs(state.get_policy(loops.custom))
+            macro_s, micro_s = state.epochs(loops.reader.policy() if loops.reader is not None else state.get_policy(loops.custom))
         except Exception:  # the API server is away: keep the defaults, try the epochs anyway
             macro_s, micro_s = state.epochs(None)
         try:

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-KINDS = {"Node", "StreamTemplate", "StreamJob", "SchedulingPolicy"}
+KINDS = {"Node", "StreamTemplate", "StreamJob", "SchedulingPolicy", "Pod"}
 IGNORED = {"Namespace", "CustomResourceDefinition"}
 
 
@@ -22,6 +22,7 @@ class Manifests:
     templates: list[dict[str, Any]] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)
     policy: dict[str, Any] | None = None
+    pods: list[dict[str, Any]] = field(default_factory=list)  # other workloads' pods: they hold node capacity
     source: dict[str, str] = field(default_factory=dict)  # "Kind/ns/name" -> "file (document N)"
 
 
@@ -63,7 +64,7 @@ def load(paths: list[str]) -> Manifests:
             md = d.setdefault("metadata", {}) or {}
             if not md.get("name"):
                 raise ManifestError(f"{where}: {kind} has no metadata.name")
-            if kind in ("StreamTemplate", "StreamJob"):
+            if kind in ("StreamTemplate", "StreamJob", "Pod"):
                 md.setdefault("namespace", "default")
             k = f"{kind}/{md.get('namespace')}/{md['name']}" if md.get("namespace") else f"{kind}/{md['name']}"
             m.source[k] = where
@@ -73,6 +74,8 @@ def load(paths: list[str]) -> Manifests:
                 m.templates.append(d)
             elif kind == "StreamJob":
                 m.jobs.append(d)
+            elif kind == "Pod":
+                m.pods.append(d)
             else:
                 if m.policy is not None:
                     raise ManifestError(f"{where}: more than one SchedulingPolicy")

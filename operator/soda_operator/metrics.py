@@ -20,6 +20,7 @@ PATCHES = Counter("kubesoda_pod_changes_total", "Pod changes applied", ["kind"])
 LEADER = Gauge("kubesoda_leader", "1 while this replica runs the SODA loops (it won the peering election, or runs standalone)")
 EPOCH_INFEASIBLE = Counter("kubesoda_epoch_infeasible_total", "Macro epochs whose plan was infeasible (the last feasible plan was kept)")
 EPOCH_FAILURES = Counter("kubesoda_epoch_failures_total", "Epochs that raised (logged and retried at the next tick)")
+SNAPSHOTS = Counter("kubesoda_snapshots_total", "Epoch snapshots, by source: the watch-fed indexes, or lists from the API server", ["source"])
 EXTENDER_LATENCY = Histogram("kubesoda_extender_seconds", "Extender request latency", ["verb"], buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1))
 
 

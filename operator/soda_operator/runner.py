@@ -107,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
             peering_name=peering or None,
             priority=priority or 0,
             liveness_endpoint=getattr(args, "liveness", None),
-            memo=handlers.memo(loops, grace),
+            memo=handlers.memo(loops, grace, getattr(args, "snapshots", "index")),
         )
     finally:
         if srv is not None:

@@ -26,6 +26,29 @@ class Snapshot:
     policy: dict[str, Any] | None
     pods: list[dict[str, Any]]
     services: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name) of kubesoda's Services
+    # node -> (pod, CPU cores, memory bytes) requested by the other workloads' pods bound to it
+    foreign: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
+
+    def scenario(self, source: dict[str, str] | None = None) -> tuple[Any, list[crd.ObjectError]]:
+        """The Scenario of this snapshot (:func:`.crd.scenario_from_objects`)."""
+        return crd.scenario_from_objects(self.nodes, self.templates, self.jobs, self.policy, self.pods, source, self.foreign)
+
+
+def foreign_requests(pods: list[dict[str, Any]]) -> dict[str, list[tuple[str, float, float]]]:
+    """node -> (pod, cores, bytes) of the bound, unfinished pods that kubesoda does not manage."""
+    from .indexes import TERMINAL, requests
+
+    out: dict[str, list[tuple[str, float, float]]] = {}
+    for p in pods:
+        md, sp = p.get("metadata") or {}, p.get("spec") or {}
+        if crd.LABEL_JOB in (md.get("labels") or {}) or not sp.get("nodeName") or (p.get("status") or {}).get("phase") in TERMINAL:
+            continue
+        try:
+            cpu, mem = requests(p)
+        except (ValueError, TypeError):
+            continue
+        out.setdefault(sp["nodeName"], []).append((f"{md.get('namespace')}/{md.get('name')}", cpu, mem))
+    return out
 
 
 def get_policy(custom: client.CustomObjectsApi) -> dict[str, Any] | None:
@@ -38,6 +61,8 @@ def get_policy(custom: client.CustomObjectsApi) -> dict[str, Any] | None:
 
 
 def take(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> Snapshot:
+    """A snapshot by listing (``kubesoda status``, tests, an operator without its indexes): the
+    operator's epochs read the watch-fed indexes instead (:mod:`.indexes`)."""
     nodes = list_json(core.list_node)
     templates = custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamtemplates")["items"]
     jobs = custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs")["items"]
@@ -45,7 +70,9 @@ def take(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> Snapshot:
     pods = list_json(core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
     services = {(v["metadata"]["namespace"], v["metadata"]["name"])
                 for v in list_json(core.list_service_for_all_namespaces, label_selector=crd.LABEL_JOB)}
-    return Snapshot(nodes, templates, jobs, policy, pods, services)
+    others = list_json(core.list_pod_for_all_namespaces, label_selector=f"!{crd.LABEL_JOB}",
+                       field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
+    return Snapshot(nodes, templates, jobs, policy, pods, services, foreign_requests(others))
 
 
 def epochs(policy: dict[str, Any] | None) -> tuple[float, float]:

@@ -354,6 +354,9 @@ class Policy(_Frozen):
     # every PE of an admitted job gets at least max(its minimum, this, one resolution unit) mips:
     # admitted means every PE runs (a job whose floors do not fit is not admitted)
     pe_floor_mips: NonNeg = 10.0
+    # CPU cores per node kept free for what kubesoda does not see coming (headroom); a node offers
+    # kubesoda its allocatable CPU minus the requests of other pods bound to it minus this
+    node_reserved_cores: NonNeg = 0.0
     # Scenario -> Scenario steps before the policy (soda_optimizer.managers); only implemented
     # managers are accepted (the paper's budget and merit managers are not built yet)
     rank_manager: Literal["static"] = "static"
