@@ -4,9 +4,12 @@
 
 Against the cluster KUBECONFIG names (the local control plane: its `default-scheduler` process has
 no extender, its `kubesoda` process calls the extender on KUBESODA_EXTENDER_PORT, which this script
-serves in-process). At each node count (100, then the topology grown to 1000 nodes with
-hack/topologies/k1.yaml) it creates N pods for each scheduler, alternating, and measures the time
-until all are bound; pods/s and the ratio are written to docs/benchmarks/extender.json.
+serves in-process, over TLS when KUBESODA_EXTENDER_TLS_CERT/KEY are set as cluster-up.sh sets them).
+At each node count (100, then the topology grown to 1000 nodes with hack/topologies/k1.yaml) it
+creates N pods for the plain scheduler, for the kubesoda scheduler with this checkout's extender,
+and (with BENCH_BASELINE=<rev>, default 4606ca2, the last http.server extender; "" to skip) with
+the baseline's extender on the same port, alternating, and measures the time until all are bound;
+pods/s and the ratios are written to docs/benchmarks/extender.json.
 """
 
 from __future__ import annotations
@@ -30,6 +33,52 @@ sys.path.insert(0, str(ROOT))
 from soda_operator import extender  # noqa: E402
 
 CANDIDATES = int(os.environ.get("BENCH_CANDIDATES", "0"))
+BASELINE = os.environ.get("BENCH_BASELINE", "4606ca2")
+
+
+def baseline_extender(rev: str):
+    """The baseline commit's extender module, loaded beside this one (its ``serve`` returns an
+    ``http.server`` server; its own metrics module is this checkout's, which it only observes)."""
+    import importlib.util
+    import types
+
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:operator/soda_operator/extender.py"],
+                         check=True, capture_output=True, text=True).stdout
+    spec = importlib.util.spec_from_loader("soda_operator._extender_baseline", loader=None)
+    mod = types.ModuleType(spec.name)
+    mod.__package__ = "soda_operator"
+    exec(compile(src, f"{rev}:extender.py", "exec"), mod.__dict__)
+    return mod
+
+
+class Served:
+    """One extender on the scheduler's port: ``new`` (this checkout) or the baseline module."""
+
+    def __init__(self, which: str, port: int):
+        self.which, self.port, self.srv = which, port, None
+
+    def __enter__(self):
+        ctx = extender.tls_context(os.environ.get(extender.ENV_CERT), os.environ.get(extender.ENV_KEY))
+        for _ in range(50):  # the previous server's socket may linger a moment
+            try:
+                if self.which == "new":
+                    self.srv = extender.serve("127.0.0.1", self.port, ctx)
+                else:
+                    self.srv = baseline_extender(self.which).serve("127.0.0.1", self.port)
+                    if ctx is not None:
+                        self.srv.socket = ctx.wrap_socket(self.srv.socket, server_side=True)
+                    threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+                return self
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"port {self.port} stays busy")
+
+    def __exit__(self, *exc):
+        if self.which == "new":
+            self.srv.stop()
+        else:
+            self.srv.shutdown()
+            self.srv.server_close()
 
 
 def pods_per_second(core: client.CoreV1Api, ns: str, scheduler: str, nodes: list[str], n: int) -> float:
@@ -72,28 +121,34 @@ def main() -> None:
     cfg.connection_pool_maxsize = 32
     core = client.CoreV1Api(client.ApiClient(cfg))
     port = int(os.environ.get("KUBESODA_EXTENDER_PORT", "27006"))
-    srv = extender.serve("127.0.0.1", port)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     ns = f"bench-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
     n_pods = int(os.environ.get("BENCH_PODS", "300"))
+    runs = int(os.environ.get("BENCH_RUNS", "3"))
     rows = []
     try:
         for target, topo in ((100, "medium.yaml"), (1000, "k1.yaml")):
             subprocess.run([sys.executable, str(ROOT / "hack" / "nodes.py"), str(ROOT / "hack" / "topologies" / topo)], check=True)
             nodes = sorted(n.metadata.name for n in core.list_node().items)[:target]
-            plain, ext = [], []
-            for _ in range(3):
+            plain, ext, base = [], [], []
+            for _ in range(runs):
                 plain.append(pods_per_second(core, ns, "default-scheduler", nodes, n_pods))
-                ext.append(pods_per_second(core, ns, "kubesoda", nodes, n_pods))
-            row = {"nodes": len(core.list_node().items), "pods": n_pods, "runs": 3, "candidates_affinity": CANDIDATES,
+                with Served("new", port):
+                    ext.append(pods_per_second(core, ns, "kubesoda", nodes, n_pods))
+                if BASELINE:
+                    with Served(BASELINE, port):
+                        base.append(pods_per_second(core, ns, "kubesoda", nodes, n_pods))
+            row = {"nodes": len(core.list_node().items), "pods": n_pods, "runs": runs, "candidates_affinity": CANDIDATES,
+                   "tls": bool(os.environ.get(extender.ENV_CERT)),
                    "plain_pods_per_s_median": statistics.median(plain), "extender_pods_per_s_median": statistics.median(ext),
                    "ratio": statistics.median(ext) / statistics.median(plain), "plain_runs": plain, "extender_runs": ext}
+            if base:
+                row.update({"baseline": BASELINE, "baseline_pods_per_s_median": statistics.median(base),
+                            "baseline_ratio": statistics.median(base) / statistics.median(plain), "baseline_runs": base})
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
         core.delete_namespace(ns)
-        srv.shutdown()
     out = ROOT / "docs" / "benchmarks"
     out.mkdir(parents=True, exist_ok=True)
     (out / ("extender.json" if not CANDIDATES else f"extender-candidates{CANDIDATES}.json")).write_text(json.dumps({"command": (f"BENCH_CANDIDATES={CANDIDATES} " if CANDIDATES else "") + "KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh .venv/bin/python benchmarks/bench_extender.py",

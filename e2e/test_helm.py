@@ -28,10 +28,30 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+RESTRICTED_NS = """apiVersion: v1
+kind: Namespace
+metadata:
+  name: {name}
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/enforce-version: latest
+"""
+
+PLAIN = """apiVersion: v1
+kind: Pod
+metadata: {name: plain-probe}
+spec:
+  containers: [{name: c, image: registry.k8s.io/pause:3.10}]  # no securityContext: fine under baseline, not restricted
+"""
+
+
 @pytest.fixture(scope="module")
 def release(kubectl):
     kubectl("delete", "schedulingpolicy", "default", "--ignore-not-found", check=False)  # the chart owns it
-    helm("upgrade", "--install", REL, str(ROOT / "charts" / "kubesoda"), "-n", NS, "--create-namespace",
+    # the release namespace enforces the `restricted` Pod Security Standard: the API server admits
+    # the chart's pods only if they pass it
+    kubectl("apply", "-f", "-", input=RESTRICTED_NS.format(name=NS))
+    helm("upgrade", "--install", REL, str(ROOT / "charts" / "kubesoda"), "-n", NS,
          "--set", "policy.macroEpochSeconds=6", "--set", "policy.microEpochSeconds=2",
          "--set", "policy.macroQDeadlineSeconds=1", "--set", "policy.macroWDeadlineSeconds=1", "--wait=false")
     yield REL
@@ -57,6 +77,18 @@ def test_install_creates_everything(release, kube, kubectl):
     cm = kube.core.read_namespaced_config_map(f"{REL}-scheduler", NS)
     assert f"{REL}-extender.{NS}.svc" in cm.data["config.yaml"] and "ignorable: false" in cm.data["config.yaml"]
     assert "percentageOfNodesToScore: 100" in cm.data["config.yaml"]  # every feasible node reaches the extender
+
+
+def test_chart_pods_pass_the_restricted_pod_security_standard(release, kube, kubectl, wait_for):
+    # the enforcement is real: the API server refuses a pod without a securityContext in the release namespace
+    bad = kubectl("apply", "-n", NS, "-f", "-", input=PLAIN, check=False)
+    assert bad.returncode != 0 and "violates PodSecurity" in bad.stderr and "restricted" in bad.stderr, bad.stderr
+
+    def admitted() -> set[str]:
+        pods = kube.core.list_namespaced_pod(NS, label_selector=f"app.kubernetes.io/instance={REL}").items
+        return {p.metadata.labels.get("app.kubernetes.io/component") for p in pods} >= {"operator", "extender", "scheduler"}
+
+    wait_for(admitted, timeout=90, what="a pod of each chart Deployment admitted under `restricted`")
 
 
 def test_second_scheduler_can_do_its_job(release, kubectl):

@@ -51,6 +51,16 @@ if [ ! -f "$pki/admin.crt" ]; then
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   )
 fi
+if [ ! -f "$pki/extender.crt" ]; then
+  # the kubesoda extender serves HTTPS with this certificate; kube-scheduler checks it against the
+  # CA and presents its own client certificate (scheduler.crt), which the extender requires
+  (
+    cd "$pki"
+    openssl req -newkey rsa:2048 -nodes -keyout extender.key -out extender.csr -subj "/CN=kubesoda-extender" 2>/dev/null
+    printf "subjectAltName=IP:127.0.0.1,DNS:localhost\n" >extender-san.ext
+    openssl x509 -req -in extender.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -out extender.crt -extfile extender-san.ext 2>/dev/null
+  )
+fi
 kubeconfig() {  # name
   cat >"$state/$1.kubeconfig" <<KC
 apiVersion: v1
@@ -70,8 +80,10 @@ KC
 for n in admin controller-manager scheduler kwok; do kubeconfig "$n"; done
 cp "$state/admin.kubeconfig" "$state/kubeconfig"
 
-start() {  # name args...
+start() {  # name args...  (the command line is kept for hack/restart.sh)
   local name=$1; shift
+  mkdir -p "$state/cmd"
+  printf '%s\0' "$@" >"$state/cmd/$name"
   nohup "$@" >"$state/logs/$name.log" 2>&1 &
   echo $! >"$state/pids/$name"
 }
@@ -117,7 +129,7 @@ start kube-controller-manager "$bin/kube-controller-manager" \
 for s in default-scheduler kubesoda-scheduler; do
   tmpl="$here/scheduler-config.yaml.tmpl"; port=$((base + 4))
   [ "$s" = default-scheduler ] && { tmpl="$here/default-scheduler-config.yaml.tmpl"; port=$((base + 7)); }
-  sed -e "s#@KUBECONFIG@#$state/scheduler.kubeconfig#" -e "s#@EXTENDER_PORT@#$ext_port#" "$tmpl" >"$state/$s.yaml"
+  sed -e "s#@KUBECONFIG@#$state/scheduler.kubeconfig#" -e "s#@EXTENDER_PORT@#$ext_port#" -e "s#@PKI@#$pki#g" "$tmpl" >"$state/$s.yaml"
   start "$s" "$bin/kube-scheduler" --config "$state/$s.yaml" \
     --authentication-kubeconfig "$state/scheduler.kubeconfig" \
     --authorization-kubeconfig "$state/scheduler.kubeconfig" \
@@ -137,6 +149,9 @@ export KUBECONFIG=$state/kubeconfig
 export KUBESODA_EXTENDER_PORT=$ext_port
 export KUBESODA_API_PORT=$api_port
 export KUBESODA_STATE=$state
+export KUBESODA_EXTENDER_TLS_CERT=$pki/extender.crt
+export KUBESODA_EXTENDER_TLS_KEY=$pki/extender.key
+export KUBESODA_EXTENDER_TLS_CLIENT_CA=$pki/ca.crt
 ENV
 export KUBECONFIG="$state/kubeconfig"
 wait_for "default service account" 60 kubectl get serviceaccount default -n default

@@ -11,6 +11,19 @@ Stateless: the planned node is the pod's annotation ``kubesoda.io/node`` (writte
 operator's apply); pods without the ``kubesoda.io/job`` label pass through untouched (every node
 passes, every score 0). With ``nodeCacheCapable: true`` kube-scheduler sends only node names.
 
+Served by aiohttp (the server Kopf itself depends on). Requests are validated against the
+ExtenderArgs shape (:class:`ExtenderArgs`, pydantic): anything else gets a 400 with a JSON
+``{"Error": ...}`` naming the field, a body over ``max_body`` bytes a 413 before it is read whole,
+a body that does not arrive within ``read_timeout`` a 408. Optional TLS (``--tls-cert-file``,
+``--tls-key-file``), and client certificates when ``--tls-client-ca-file`` is given (required by
+the verbs, 403 without; /healthz and /metrics stay open to kubelet probes and Prometheus): the
+shapes of kube-scheduler's extender ``enableHTTPS`` / ``tlsConfig``.
+
+``FailedNodes`` names every other node only when the planned node is not among those offered (the
+pod then fails, and kube-scheduler's event quotes the reasons); when the planned node passes,
+the other nodes are simply left out of ``NodeNames`` (kube-scheduler needs no reason for them), so
+an answer at 1000 nodes is a few bytes, not 60 KB.
+
 When the extender is down: the scheduler profile sets ``ignorable: false`` so a kubesoda pod
 stays Pending (kube-scheduler retries it) rather than landing on an unplanned node; pods of other
 schedulers never reach it. See docs/extender.md.
@@ -19,11 +32,17 @@ schedulers never reach it. See docs/extender.md.
 from __future__ import annotations
 
 import argparse
-import json
+import asyncio
 import logging
+import math
+import os
+import ssl
+import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import metrics
 
@@ -31,95 +50,266 @@ log = logging.getLogger("kubesoda.extender")
 ANN_NODE = "kubesoda.io/node"
 LABEL_JOB = "kubesoda.io/job"
 MAX_SCORE = 10
+MAX_BODY = 32 * 1024 * 1024  # a Nodes list of 5000 full Node objects fits
+READ_TIMEOUT_S = 10.0
+# cluster-up.sh exports these, so every `kubesoda run` against the local control plane serves TLS
+ENV_CERT, ENV_KEY, ENV_CLIENT_CA = "KUBESODA_EXTENDER_TLS_CERT", "KUBESODA_EXTENDER_TLS_KEY", "KUBESODA_EXTENDER_TLS_CLIENT_CA"
 
 
-def _node_names(args: dict[str, Any]) -> list[str]:
-    if args.get("NodeNames") is not None:
-        return list(args["NodeNames"])
-    nodes = args.get("Nodes") or {}
-    return [n["metadata"]["name"] for n in nodes.get("items") or []]
+# ------------------------------------------------------------------------------------------ models
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
 
 
-def planned_node(pod: dict[str, Any]) -> str | None:
-    md = pod.get("metadata") or {}
-    if LABEL_JOB not in (md.get("labels") or {}):
+class ObjectMeta(_Open):
+    name: str = ""
+    namespace: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class Pod(_Open):
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+
+class NodeMeta(_Open):
+    name: str
+
+
+class Node(_Open):
+    metadata: NodeMeta
+
+
+class NodeList(_Open):
+    items: list[Node] | None = None
+
+
+class ExtenderArgs(BaseModel):
+    """kube-scheduler's ExtenderArgs (k8s.io/kube-scheduler/extender/v1)."""
+
+    model_config = ConfigDict(extra="ignore")
+    Pod: Pod
+    Nodes: NodeList | None = None
+    NodeNames: list[str] | None = None
+
+    def node_names(self) -> list[str]:
+        if self.NodeNames is not None:
+            return self.NodeNames
+        return [n.metadata.name for n in (self.Nodes.items or [])] if self.Nodes is not None else []
+
+
+def planned_node(pod: Pod) -> str | None:
+    md = pod.metadata
+    if LABEL_JOB not in (md.labels or {}):
         return None
-    return (md.get("annotations") or {}).get(ANN_NODE)
+    return (md.annotations or {}).get(ANN_NODE)
 
 
-def filter_(args: dict[str, Any]) -> dict[str, Any]:
-    names = _node_names(args)
-    want = planned_node(args.get("Pod") or {})
+def filter_(args: ExtenderArgs) -> dict[str, Any]:
+    names = args.node_names()
+    want = planned_node(args.Pod)
+    failed: dict[str, str] = {}
     if want is None:
-        keep, failed = names, {}
+        keep = names
     else:
         keep = [n for n in names if n == want]
-        failed = {n: f"kubesoda plans this instance on {want}" for n in names if n != want}
+        if not keep:
+            failed = {n: f"kubesoda plans this instance on {want}" for n in names}
     result: dict[str, Any] = {"NodeNames": keep, "FailedNodes": failed, "FailedAndUnresolvableNodes": {}, "Error": ""}
-    if args.get("NodeNames") is None and args.get("Nodes") is not None:
-        result["Nodes"] = {"items": [n for n in args["Nodes"].get("items") or [] if n["metadata"]["name"] in keep]}
+    if args.NodeNames is None and args.Nodes is not None:
+        kept = set(keep)
+        items = [n.model_dump(mode="json") for n in args.Nodes.items or [] if n.metadata.name in kept]
+        result["Nodes"] = {"items": items}
         result["NodeNames"] = None
     return result
 
 
-def prioritize(args: dict[str, Any]) -> list[dict[str, Any]]:
-    want = planned_node(args.get("Pod") or {})
-    return [{"Host": n, "Score": MAX_SCORE if n == want else 0} for n in _node_names(args)]
+def prioritize(args: ExtenderArgs) -> list[dict[str, Any]]:
+    want = planned_node(args.Pod)
+    return [{"Host": n, "Score": MAX_SCORE if n == want else 0} for n in args.node_names()]
 
 
-class Handler(BaseHTTPRequestHandler):
-    server_version = "kubesoda-extender"
+# ------------------------------------------------------------------------------------------ server
+def _error(status: int, msg: str) -> web.Response:
+    metrics.EXTENDER_ERRORS.labels(str(status)).inc()
+    resp = web.json_response({"Error": f"kubesoda extender: {msg}"}, status=status)
+    if status in (408, 413):  # the rest of the body is not read: the connection cannot be reused
+        resp.force_close()
+    return resp
 
-    def log_message(self, fmt: str, *a: Any) -> None:  # structured logs instead
-        log.debug(fmt, *a)
 
-    def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+def _describe(e: ValidationError) -> str:
+    first = e.errors()[0]
+    where = ".".join(str(x) for x in first.get("loc", ())) or "body"
+    more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+    return f"bad request: {where}: {first.get('msg', 'invalid')}{more}"
 
-    def do_GET(self) -> None:  # noqa: N802
-        if self.path == "/healthz":
-            self._send(200, b"ok", "text/plain")
-        elif self.path == "/metrics":
-            body, ctype = metrics.exposition()
-            self._send(200, body, ctype)
-        else:
-            self._send(404, b"not found", "text/plain")
 
-    def do_POST(self) -> None:  # noqa: N802
-        verb = self.path.strip("/")
+class _Throttled:
+    """One warning per ``every`` seconds about bad requests (a hostile client cannot flood the log;
+    the count is in ``kubesoda_extender_errors_total``)."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every, self.last, self.quiet = every, -math.inf, 0
+
+    def log(self, verb: str, remote: str | None, what: str) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every:
+            self.quiet += 1
+            return
+        more = f" ({self.quiet} more bad requests in the last {now - self.last:.0f} s)" if self.quiet else ""
+        log.warning("bad extender request %s from %s: %s%s", verb, remote, what, more)
+        self.last, self.quiet = now, 0
+
+
+def make_app(max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S, client_certs: bool = False) -> web.Application:
+    """The routes. With ``client_certs`` the verbs answer only clients that presented a certificate
+    the TLS context verified (403 otherwise); /healthz and /metrics stay open to probes and scrapers."""
+    verbs = {"filter": filter_, "prioritize": prioritize}
+    bad = _Throttled()
+
+    async def verb(request: web.Request) -> web.StreamResponse:
+        name = request.match_info["verb"]
+        fn = verbs.get(name)
+        if fn is None:
+            return _error(404, f"unknown verb {name!r} (filter, prioritize)")
         t0 = time.perf_counter()
+        if client_certs and request.transport is not None and not request.transport.get_extra_info("peercert"):
+            return _error(403, "a client certificate signed by the extender's client CA is required")
+        if request.content_length is not None and request.content_length > max_body:
+            return _error(413, f"body of {request.content_length} bytes over the limit of {max_body}")
         try:
-            args = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            if verb == "filter":
-                out: Any = filter_(args)
-            elif verb == "prioritize":
-                out = prioritize(args)
-            else:
-                self._send(404, b"unknown verb", "text/plain")
-                return
-        except (ValueError, KeyError, TypeError) as e:
-            log.warning("bad extender request %s: %s", verb, e)
-            out = {"Error": f"kubesoda extender: bad request: {e}"} if verb == "filter" else []
-        metrics.EXTENDER_LATENCY.labels(verb).observe(time.perf_counter() - t0)
-        self._send(200, json.dumps(out).encode())
+            body = await asyncio.wait_for(request.read(), read_timeout)
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, f"body over the limit of {max_body} bytes")
+        except TimeoutError:
+            return _error(408, f"body not received within {read_timeout:g} s")
+        try:
+            args = ExtenderArgs.model_validate_json(body)
+        except ValidationError as e:
+            bad.log(name, request.remote, _describe(e))
+            return _error(400, _describe(e))
+        out = fn(args)
+        metrics.EXTENDER_LATENCY.labels(name).observe(time.perf_counter() - t0)
+        return web.json_response(out)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def metrics_(_: web.Request) -> web.Response:
+        body, ctype = metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": ctype})
+
+    app = web.Application(client_max_size=max_body)
+    app.router.add_post("/{verb}", verb)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_)
+    return app
 
 
-def serve(host: str = "127.0.0.1", port: int = 8888) -> ThreadingHTTPServer:
-    srv = ThreadingHTTPServer((host, port), Handler)
-    srv.daemon_threads = True
-    return srv
+def tls_context(cert: str | None, key: str | None, client_ca: str | None = None) -> ssl.SSLContext | None:
+    """A server TLS context from PEM files, or None when no certificate is given. With a client CA,
+    a client certificate is verified against it when presented (kube-scheduler's
+    ``tlsConfig.certFile``), and the verbs require one (:func:`make_app`)."""
+    if not cert and not key:
+        if client_ca:
+            raise ValueError("--tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+        return None
+    if not (cert and key):
+        raise ValueError("TLS needs both --tls-cert-file and --tls-key-file")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert, key)
+    if client_ca:
+        ctx.load_verify_locations(client_ca)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
+
+
+class Server:
+    """The extender on its own event loop in a daemon thread (``kubesoda run`` shares the process
+    with Kopf's loop; ``kubesoda extender`` just waits on it)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8888, ssl_context: ssl.SSLContext | None = None,
+                 max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S) -> None:
+        self.host, self.port, self.ssl = host, port, ssl_context
+        self.app = make_app(max_body, read_timeout, client_certs=ssl_context is not None and ssl_context.verify_mode != ssl.CERT_NONE)
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._runner: web.AppRunner | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True, name="extender")
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ssl else "http"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+    def start(self) -> Server:
+        self.thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self._start())
+        except BaseException as e:  # reported to start()'s caller
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        self.loop.run_forever()
+        self.loop.close()
+
+    async def _start(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl, backlog=1024)
+        await site.start()
+        server = getattr(site, "_server", None)
+        if self.port == 0 and server is not None and server.sockets:
+            self.port = server.sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        if not self.thread.is_alive():
+            return
+        if self._runner is not None:  # close connections and handlers first, then the loop
+            try:
+                asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(10)
+            except Exception as e:  # noqa: BLE001 - stopping anyway
+                log.warning("extender cleanup: %s", e)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def serve(host: str = "127.0.0.1", port: int = 8888, ssl_context: ssl.SSLContext | None = None, **kw: Any) -> Server:
+    """Start the extender; returns the running :class:`Server` (``.port`` is the bound port)."""
+    return Server(host, port, ssl_context, **kw).start()
+
+
+def tls_from_args(args: argparse.Namespace) -> ssl.SSLContext | None:
+    return tls_context(getattr(args, "tls_cert_file", None) or os.environ.get(ENV_CERT),
+                       getattr(args, "tls_key_file", None) or os.environ.get(ENV_KEY),
+                       getattr(args, "tls_client_ca_file", None) or os.environ.get(ENV_CLIENT_CA))
 
 
 def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}')
-    srv = serve(getattr(args, "host", "127.0.0.1"), args.port)
-    log.info("extender listening on %s:%d", *srv.server_address[:2])
     try:
-        srv.serve_forever()
+        ctx = tls_from_args(args)
+        srv = serve(getattr(args, "host", "127.0.0.1"), args.port, ctx, max_body=getattr(args, "max_body_bytes", MAX_BODY))
+    except (OSError, ValueError, ssl.SSLError) as e:
+        log.error("extender cannot start: %s", e)
+        return 2
+    log.info("extender listening on %s", srv.url)
+    try:
+        srv.thread.join()
     except KeyboardInterrupt:
-        pass
+        srv.stop()
     return 0

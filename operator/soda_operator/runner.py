@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import random
-import threading
 
 import kopf
 from kubernetes import client, config
@@ -97,9 +96,9 @@ def main(args: argparse.Namespace) -> int:
         log.info("metrics on %s:%d", getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
     srv = None
     if getattr(args, "extender_port", 0):
-        srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port)
-        threading.Thread(target=srv.serve_forever, daemon=True, name="extender").start()
-        log.info("extender on %s:%d", *srv.server_address[:2])
+        srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port, extender.tls_from_args(args),
+                             max_body=getattr(args, "max_body_bytes", extender.MAX_BODY))
+        log.info("extender on %s", srv.url)
     try:
         kopf.run(
             clusterwide=True,
@@ -111,5 +110,5 @@ def main(args: argparse.Namespace) -> int:
         )
     finally:
         if srv is not None:
-            srv.shutdown()
+            srv.stop()
     return 0

@@ -15,3 +15,5 @@ capabilities: {drop: [ALL]}
 {{- define "kubesoda.peering" -}}
 {{- if eq .Values.operator.peering "auto" -}}{{ printf "%s-%s" .Release.Name .Release.Namespace | trunc 253 | trimSuffix "-" }}{{- else -}}{{ .Values.operator.peering }}{{- end -}}
 {{- end -}}
+{{- define "kubesoda.extenderHost" -}}{{ include "kubesoda.name" . }}-extender.{{ .Release.Namespace }}.svc{{- end -}}
+{{- define "kubesoda.extenderTLSSecret" -}}{{ .Values.extender.tls.secretName | default (printf "%s-extender-tls" (include "kubesoda.name" .)) }}{{- end -}}
