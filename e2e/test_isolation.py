@@ -101,6 +101,13 @@ def test_required_job_that_cannot_fit_leaves_the_others_running(operator, kube, 
     assert "macro epoch infeasible" not in window
     events = kube.core.list_namespaced_event(namespace, field_selector="involvedObject.name=oops").items
     assert any(e.type == "Warning" and "short by" in e.message for e in events)
+    # `kubesoda explain` reads the same from the cluster, with the job's standing
+    out = subprocess.run([sys.executable, "-m", "soda_operator.cli", "explain", f"{namespace}/oops"], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert f"{namespace}/oops: Rejected (infeasible-required)" in out and "short by" in out and "standing:" in out, out
+    out = subprocess.run([sys.executable, "-m", "soda_operator.cli", "explain", "clicks", "-n", namespace], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert f"{namespace}/clicks: Running" in out and "ingest" in out, out
 
 
 def test_losing_nodes_keeps_the_required_jobs_the_rule_keeps(operator, kube, kubectl, namespace, wait_for):

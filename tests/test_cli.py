@@ -96,3 +96,27 @@ def test_plan_counts_other_pods_from_files(tmp_path):
         used.append({n for pe in doc["pes"] for n, f in pe["fractions"].items() if f > 0})
     assert not used[0] <= free  # precondition: on an empty cluster the plan spreads beyond the two nodes
     assert used[1] <= free, f"planned on nodes another workload fills: {used[1] - free}"
+
+
+def test_explain_from_files_says_why_in_numbers():
+    """`kubesoda explain` on an overloaded cluster: a rejected job's message gives its minimum and the
+    capacity left, and what is left is too little for it (else ties would have admitted it)."""
+    import re
+
+    plan_proc = plan("-f", str(EX / "nodes" / "small-8.yaml"), "-f", str(EX / "lsd"), "--json", "--unit-mips", "200")
+    doc = json.loads(plan_proc.stdout)
+    out = [j for j in doc["jobs"] if not j["admitted"] and j["reason"] in ("capacity", "rank-waterline")]
+    assert out, "the small cluster should not hold all of LSD"
+    for j in out[:5]:
+        m = re.search(r"needs at least (\d+) mips \((\d+)-mips units\); (\d+) of (\d+) are free", j["message"])
+        assert m, j["message"]
+        need, unit, free = (int(m.group(i)) for i in (1, 2, 3))
+        assert -(-need // unit) * unit > free, j["message"]  # its minimum in whole units does not fit what is free
+    name = out[0]["job"]
+    proc = subprocess.run([sys.executable, "-m", "soda_operator.cli", "explain", name, "-f", str(EX / "nodes" / "small-8.yaml"), "-f",
+                           str(EX / "lsd"), "--unit-mips", "200"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{name}: not admitted") and "why:" in proc.stdout and "standing:" in proc.stdout
+    missing = subprocess.run([sys.executable, "-m", "soda_operator.cli", "explain", "bench/nope", "-f", str(EX / "nodes" / "small-8.yaml"),
+                              "-f", str(EX / "lsd")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert missing.returncode == 2 and "no StreamJob bench/nope" in missing.stderr

@@ -1,4 +1,5 @@
-"""The ``kubesoda`` command: ``plan`` (offline), ``run`` (operator + extender), ``extender``."""
+"""The ``kubesoda`` command: ``plan`` (offline), ``explain`` (one job, live or offline), ``run``
+(operator + extender), ``extender``."""
 
 from __future__ import annotations
 
@@ -61,14 +62,34 @@ def plan_json(plan: Plan, errors: list[crd.ObjectError]) -> dict[str, Any]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    got = _plan_files(args)
+    if isinstance(got, int):
+        return got
+    plan, errors = got
+    if args.json:
+        print(json.dumps(plan_json(plan, errors), indent=2, sort_keys=True))
+    else:
+        print(render(plan))
+    if errors:
+        return 2
+    refused = any(d.reason == "infeasible-required" for d in plan.jobs)
+    return 0 if plan.feasible and not refused else 1
+
+
+def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] | int:
+    """The plan of the manifests in ``args.file`` (errors printed), or an exit code."""
     try:
         m = manifests.load(args.file)
     except manifests.ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     nodes = m.nodes[: args.at_nodes] if args.at_nodes is not None else m.nodes
-    scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source,
-                                             foreign=state.foreign_requests(m.pods))
+    try:
+        foreign = state.foreign_requests(m.pods)
+    except (AttributeError, TypeError, ValueError, KeyError) as e:
+        print(f"error: a Pod in the given manifests is malformed: {e}", file=sys.stderr)
+        return 2
+    scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source, foreign=foreign, validate=True)
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     upd: dict[str, Any] = {}
@@ -96,14 +117,79 @@ def cmd_plan(args: argparse.Namespace) -> int:
         th.join()
         if time.monotonic() - t0 >= 1.0:
             print(f"\r[kubesoda plan] done in {time.monotonic() - t0:.1f}s   ", file=sys.stderr)
-    if args.json:
-        print(json.dumps(plan_json(plan, errors), indent=2, sort_keys=True))
+    return plan, errors
+
+
+def _ranking(me: dict[str, Any], others: list[dict[str, Any]]) -> str:
+    """Where a job stands: the jobs of better and equal revised rank, and how many of them run."""
+    better = [o for o in others if o["revised_rank"] < me["revised_rank"]]
+    equal = [o for o in others if o["revised_rank"] == me["revised_rank"] and o["job"] != me["job"]]
+    return (f"{len(better)} job(s) of better revised rank ({sum(o['admitted'] for o in better)} admitted), "
+            f"{len(equal)} of equal revised rank ({sum(o['admitted'] for o in equal)} admitted), "
+            f"{len(others) - len(better) - len(equal) - 1} of worse")
+
+
+def explain_text(me: dict[str, Any], others: list[dict[str, Any]], pes: list[list[str]]) -> str:
+    head = f"{me['job']}: {me['state']}" + (f" ({me['reason']})" if me["reason"] and not me["admitted"] else "")
+    out = [head]
+    if me["message"]:
+        out.append(f"  why:        {me['message']}")
+    out.append(f"  rank:       {me['rank']} declared, {me['revised_rank']} revised (the best rank of the jobs that import from it)")
+    out.append(f"  standing:   {_ranking(me, others)}")
+    if me["admitted"]:
+        out.append(f"  template:   {me['template']}, importance {me['importance']:.2f}, {me['mips']:.0f} mips")
+        if pes:
+            out += ["", _table(pes, ["PE", "GOAL(MIPS)", "CANDIDATES", "INSTANCES"])]
+    return "\n".join(out)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    want = args.job if "/" in args.job else f"{args.namespace}/{args.job}"
+    if args.file:
+        got = _plan_files(args)
+        if isinstance(got, int):
+            return got
+        plan, _ = got
+        rows = [{"job": d.job, "admitted": d.admitted, "state": "admitted" if d.admitted else "not admitted", "reason": d.reason,
+                 "message": d.message, "rank": d.rank, "revised_rank": d.revised_rank,
+                 "template": (d.template or "-").split("/", 1)[-1], "importance": d.importance, "mips": d.mips} for d in plan.jobs]
+        pes = [[p.name, f"{p.goal_mips:.0f}", ",".join(p.candidates), ",".join(f"{n}={f:.3f}" for n, f in sorted(p.fractions.items()))]
+               for p in plan.pes if p.job == want]
     else:
-        print(render(plan))
-    if errors:
+        try:
+            rows, pes = _live_rows(want)
+        except Exception as e:  # noqa: BLE001 - any API or config problem is one clear line
+            print(f"error: cannot read StreamJobs from the cluster: {e}", file=sys.stderr)
+            return 2
+    me = next((r for r in rows if r["job"] == want), None)
+    if me is None:
+        print(f"error: no StreamJob {want}" + (" in the given manifests" if args.file else " in the cluster"), file=sys.stderr)
         return 2
-    refused = any(d.reason == "infeasible-required" for d in plan.jobs)
-    return 0 if plan.feasible and not refused else 1
+    if args.json:
+        print(json.dumps({**me, "standing": _ranking(me, rows), "pes": pes}, indent=2))
+    else:
+        print(explain_text(me, rows, pes))
+    return 0
+
+
+def _live_rows(want: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
+    from kubernetes import client, config
+
+    config.load_kube_config()
+    items = client.CustomObjectsApi().list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs")["items"]
+    rows, pes = [], []
+    for o in items:
+        st, sp, md = o.get("status") or {}, o.get("spec") or {}, o.get("metadata") or {}
+        name = f"{md.get('namespace')}/{md.get('name')}"
+        phase = st.get("phase") or "Pending"
+        rows.append({"job": name, "admitted": phase in ("Admitted", "Running", "Degraded"), "state": phase, "reason": st.get("reason", ""),
+                     "message": st.get("message", ""), "rank": sp.get("rank", 1), "revised_rank": st.get("revisedRank", sp.get("rank", 1)),
+                     "template": st.get("chosenTemplate", "-"), "importance": st.get("importance", 0.0), "mips": st.get("mips", 0.0)})
+        if name == want:
+            pes = [[p.get("name", ""), f"{p.get('goalMips', 0):.0f}", ",".join(p.get("candidates") or []),
+                    ",".join(f"{i.get('node')}={i.get('fraction', 0):.3f}" if isinstance(i, dict) else str(i) for i in p.get("instances") or [])]
+                   for p in st.get("pes") or []]
+    return rows, pes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,9 +204,20 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--unit-mips", type=float, help="macroQ: fixed unit size in mips")
     p.add_argument("--deadline-scale", type=float, default=1.0, help="multiply every stage deadline")
     p.set_defaults(func=cmd_plan)
+    x = sub.add_parser("explain", help="why a job is (not) admitted, and where it stands in the ranking (live, or from files with -f)")
+    x.add_argument("job", help="NAMESPACE/NAME (or NAME with -n)")
+    x.add_argument("-n", "--namespace", default="default")
+    x.add_argument("-f", "--file", action="append", help="plan these manifests instead of reading the cluster (repeatable)")
+    x.add_argument("--json", action="store_true")
+    x.add_argument("--at-nodes", type=int, help=argparse.SUPPRESS)
+    x.add_argument("--resolution-units", type=int, help=argparse.SUPPRESS)
+    x.add_argument("--unit-mips", type=float, help=argparse.SUPPRESS)
+    x.add_argument("--deadline-scale", type=float, default=1.0, help="multiply every stage deadline (with -f)")
+    x.set_defaults(func=cmd_explain)
     r = sub.add_parser("run", help="run the operator and the extender against the current kubeconfig")
     r.add_argument("--extender-port", type=int, default=8888, help="0 to run without the extender")
     r.add_argument("--extender-host", default="127.0.0.1")
+    _extender_flags(r, "extender-")
     r.add_argument("--peering", help="leader election among replicas through this Kopf peering name (the CRD is in crds/; "
                    "the peering object is created if missing)")
     r.add_argument("--priority", type=_priority, default=None,
@@ -139,9 +236,21 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("extender", help="run only the scheduler extender")
     e.add_argument("--port", type=int, default=8888)
     e.add_argument("--host", default="127.0.0.1")
+    _extender_flags(e)
     e.set_defaults(func=lambda a: _lazy("soda_operator.extender", a))
     args = ap.parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _extender_flags(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """TLS and limits of the extender (``kubesoda extender``, and ``kubesoda run`` with ``extender-``)."""
+    env = "KUBESODA_EXTENDER_TLS_"
+    p.add_argument(f"--{prefix}tls-cert-file", dest="tls_cert_file", help=f"serve HTTPS with this PEM certificate (default ${env}CERT)")
+    p.add_argument(f"--{prefix}tls-key-file", dest="tls_key_file", help=f"its PEM private key (default ${env}KEY)")
+    p.add_argument(f"--{prefix}tls-client-ca-file", dest="tls_client_ca_file",
+                   help=f"require client certificates signed by this CA (default ${env}CLIENT_CA)")
+    p.add_argument(f"--{prefix}max-body-bytes", dest="max_body_bytes", type=int, default=32 * 1024 * 1024,
+                   help="requests with a larger body get 413 (default 32 MiB)")
 
 
 def _priority(v: str) -> int | None:

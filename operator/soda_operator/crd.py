@@ -18,9 +18,9 @@ from the rest; jobs that depend on a dropped object are dropped with their own e
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
@@ -55,6 +55,8 @@ ANN_FRACTION = "kubesoda.io/fraction"
 LABEL_JOB = "kubesoda.io/job"
 LABEL_PE = "kubesoda.io/pe"
 
+
+T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ObjectError:
@@ -303,15 +305,36 @@ def scenario_from_objects(
     pods: Iterable[Mapping[str, Any]] = (),
     source: Mapping[str, str] | None = None,
     foreign: Mapping[str, Iterable[tuple[str, float, float]]] | None = None,
+    validate: bool = False,
 ) -> tuple[Scenario, list[ObjectError]]:
     """Build a Scenario from whatever is valid; one ObjectError per dropped object.
 
     ``source`` maps an object key ("Kind/namespace/name") to where it came from (a file).
     ``foreign`` maps a node name to the (pod, CPU cores, memory bytes) requests of the other
-    workloads' pods bound to it: the node offers kubesoda what they leave.
+    workloads' pods bound to it: the node offers kubesoda what they leave. ``validate`` checks each
+    object against its schema first (:mod:`.schema`; objects from files, which no API server saw).
     """
     src = source or {}
     errors: list[ObjectError] = []
+
+    def translate(kind: str, obj: Mapping[str, Any], fn: Callable[[], T]) -> T:
+        """``fn()``, with the object checked against its schema first when ``validate``; any
+        malformed shape the translation trips over becomes a TranslationError (never a crash)."""
+        if validate:
+            from . import schema
+
+            why = schema.problem(obj)
+            if why is not None:
+                fld, _, msg = why.partition(": ")
+                raise TranslationError(fld, msg)
+        try:
+            return fn()
+        except TranslationError:
+            raise
+        except RecursionError as e:
+            raise TranslationError("spec", "nested too deeply") from e
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as e:
+            raise TranslationError("spec" if kind != "Node" else "", f"malformed {kind}: {type(e).__name__}: {e}") from e
 
     def err(kind: str, obj: Mapping[str, Any], e: TranslationError | Exception) -> None:
         fld = e.field if isinstance(e, TranslationError) else ""
@@ -321,21 +344,24 @@ def scenario_from_objects(
     pol, rack_label = Policy(), DEFAULT_RACK_LABEL
     if policy:
         try:
-            pol, rack_label = policy_from_object(policy)
+            pol, rack_label = translate("SchedulingPolicy", policy, lambda: policy_from_object(policy))
         except TranslationError as e:
             err("SchedulingPolicy", policy, e)
     node_objs = []
     for n in nodes:
         try:
-            held = sum(c for _, c, _ in (foreign or {}).get((n.get("metadata") or {}).get("name", ""), ()))
-            node_objs.append(node_from_object(n, rack_label, held, pol.node_reserved_cores))
-        except (TranslationError, KeyError) as e:
-            err("Node", n, e if isinstance(e, TranslationError) else TranslationError("metadata.name", "missing"))
+            def node(n: Mapping[str, Any] = n) -> Node:
+                held = sum(c for _, c, _ in (foreign or {}).get((n.get("metadata") or {}).get("name", ""), ()))
+                return node_from_object(n, rack_label, held, pol.node_reserved_cores)
+
+            node_objs.append(translate("Node", n, node))
+        except TranslationError as e:
+            err("Node", n, e)
     tmpl = {}
     bad_tmpl: dict[str, str] = {}  # namespace/name -> why it was dropped
     for t in templates:
         try:
-            tt = template_from_object(t)
+            tt = translate("StreamTemplate", t, lambda t=t: template_from_object(t))  # type: ignore[misc]
             tmpl[tt.name] = tt
         except TranslationError as e:
             err("StreamTemplate", t, e)
@@ -343,7 +369,7 @@ def scenario_from_objects(
     job_objs: dict[str, tuple[Job, Mapping[str, Any]]] = {}
     for j in jobs:
         try:
-            jj = job_from_object(j)
+            jj = translate("StreamJob", j, lambda j=j: job_from_object(j))  # type: ignore[misc]
             job_objs[jj.name] = (jj, j)
         except TranslationError as e:
             err("StreamJob", j, e)

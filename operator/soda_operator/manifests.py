@@ -39,15 +39,31 @@ def _files(paths: list[str]) -> list[Path]:
     return out
 
 
+MAX_FILE_BYTES = 64 * 1024 * 1024  # a manifest larger than this is refused, not parsed
+
+
+def _read(f: Path) -> list[Any]:
+    size = f.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ManifestError(f"{f}: {size} bytes, over the limit of {MAX_FILE_BYTES} for a manifest file")
+    try:
+        text = f.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"{f}: not UTF-8 text (byte {e.start})") from e
+    try:
+        return list(yaml.safe_load_all(text))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ManifestError(f"{f}:{where}: malformed YAML: {getattr(e, 'problem', e)}") from e
+    except RecursionError as e:
+        raise ManifestError(f"{f}: nested too deeply to be a Kubernetes object") from e
+
+
 def load(paths: list[str]) -> Manifests:
     m = Manifests()
     for f in _files(paths):
-        try:
-            docs = list(yaml.safe_load_all(f.read_text()))
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" line {mark.line + 1}" if mark is not None else ""
-            raise ManifestError(f"{f}:{where}: malformed YAML: {getattr(e, 'problem', e)}") from e
+        docs = _read(f)
         for i, d in enumerate(docs):
             if d is None:
                 continue
@@ -55,15 +71,24 @@ def load(paths: list[str]) -> Manifests:
             if not isinstance(d, dict) or "kind" not in d:
                 raise ManifestError(f"{where}: not a Kubernetes object (no 'kind')")
             kind = d["kind"]
+            if not isinstance(kind, str):
+                raise ManifestError(f"{where}: kind is not a string")
             if kind == "List":
                 raise ManifestError(f"{where}: kind List is not supported; use multi-document YAML")
             if kind in IGNORED:
                 continue
             if kind not in KINDS:
                 raise ManifestError(f"{where}: unknown kind '{kind}' (expected one of {sorted(KINDS)})")
-            md = d.setdefault("metadata", {}) or {}
+            md = d.get("metadata")
+            if md is None:
+                md = d["metadata"] = {}
+            if not isinstance(md, dict):
+                raise ManifestError(f"{where}: {kind} field metadata: not an object")
             if not md.get("name"):
                 raise ManifestError(f"{where}: {kind} has no metadata.name")
+            for fld in ("name", "namespace"):
+                if fld in md and not isinstance(md[fld], str):
+                    raise ManifestError(f"{where}: {kind} field metadata.{fld}: not a string")
             if kind in ("StreamTemplate", "StreamJob", "Pod"):
                 md.setdefault("namespace", "default")
             k = f"{kind}/{md.get('namespace')}/{md['name']}" if md.get("namespace") else f"{kind}/{md['name']}"
