@@ -117,6 +117,8 @@ def pod_body(inst: Instance) -> dict[str, Any]:
         "resources": {"requests": {"cpu": cpu, "memory": MEMORY}, "limits": {"cpu": cpu, "memory": MEMORY}},
         "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
         "env": [{"name": "KUBESODA_JOB", "value": inst.job}, {"name": "KUBESODA_PE", "value": inst.pe}] + list(inst.spec.get("env") or []),
+        # the `restricted` Pod Security Standard (the PE's image must run as a non-root user)
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     if inst.spec.get("command"):
         container["command"] = inst.spec["command"]
@@ -141,6 +143,8 @@ def pod_body(inst: Instance) -> dict[str, Any]:
                 {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(set(inst.candidates) | {inst.node})}]}
             ]}}},
             "containers": [container],
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "automountServiceAccountToken": False,  # a PE needs no API access
             "terminationGracePeriodSeconds": 5,
         },
     }
