@@ -74,7 +74,9 @@ def milp(s: Scenario, mq: MacroQResult, cands) -> float | None:
         if vs:
             solver.Add(sum(vs) <= 1)  # (39)
     solver.Maximize(obj)
-    return solver.Objective().Value() if solver.Solve() == pywraplp.Solver.OPTIMAL else None
+    params = pywraplp.MPSolverParameters()  # proven optimal, not within SCIP's default 1e-4 gap (an oracle)
+    params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, 0.0)
+    return solver.Objective().Value() if solver.Solve(params) == pywraplp.Solver.OPTIMAL else None
 
 
 @settings(max_examples=150, deadline=None)

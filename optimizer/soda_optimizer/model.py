@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -323,6 +324,48 @@ class LinkCapacities(_Frozen):
     overrides: dict[str, Pos] = Field(default_factory=dict)  # "rack:<name>" or "zone:<name>" -> K_e
 
 
+class Budgets(_Frozen):
+    """Per-owner processing budgets for a long interval (months, quarters) and what each owner has
+    spent so far, in mips x seconds (BDRM, BDWM: :mod:`.managers.budget`). An owner missing from
+    ``allocated`` has the ``default`` allocation; ``""`` is the owner of jobs that name none.
+    ``compare``: remaining budgets are compared as a fraction of the allocation (every budget
+    depletes at the same rate) or in absolute mips x seconds (the paper's literal words)."""
+
+    allocated: dict[str, NonNeg] = Field(default_factory=dict)
+    spent: dict[str, NonNeg] = Field(default_factory=dict)
+    default: NonNeg = 0.0
+    compare: Literal["fraction", "absolute"] = "fraction"
+
+
+class MeritWeights(_Frozen):
+    """Weights of the MDRM's merit terms (lower merit = better rank; :mod:`.managers.merit`)."""
+
+    rank: float = Field(default=1.0, allow_inf_nan=False)  # the job's declared rank
+    owner: float = Field(default=0.0, allow_inf_nan=False)  # the owner's external priority
+    age: float = Field(default=0.0, allow_inf_nan=False)  # hours since creation (negative: ageing)
+
+
+class MeritWindow(_Frozen):
+    """Weights in force on some days (ISO weekdays, 1 = Monday) from ``start_hour`` to ``end_hour``
+    (end excluded; start > end wraps past midnight), in the time zone of ``Scenario.now``."""
+
+    days: tuple[Annotated[int, Field(ge=1, le=7)], ...] = (1, 2, 3, 4, 5, 6, 7)
+    start_hour: Annotated[int, Field(ge=0, le=23)] = 0
+    end_hour: Annotated[int, Field(ge=1, le=24)] = 24
+    weights: MeritWeights = MeritWeights()
+
+
+class Merit(_Frozen):
+    """The MDRM's configuration: default weights, time windows (the first that matches wins),
+    bucket size B, and the owners' external priorities (lower = more important)."""
+
+    weights: MeritWeights = MeritWeights()
+    windows: tuple[MeritWindow, ...] = ()
+    bucket: PosFinite = 1.0  # B
+    owner_priority: dict[str, Annotated[float, Field(allow_inf_nan=False)]] = Field(default_factory=dict)
+    default_owner_priority: float = Field(default=0.0, allow_inf_nan=False)
+
+
 class Policy(_Frozen):
     """The SchedulingPolicy: epochs, deadlines, objective weights and global constraints."""
 
@@ -358,9 +401,11 @@ class Policy(_Frozen):
     # kubesoda its allocatable CPU minus the requests of other pods bound to it minus this
     node_reserved_cores: NonNeg = 0.0
     # Scenario -> Scenario steps before the policy (soda_optimizer.managers); only implemented
-    # managers are accepted (the paper's budget and merit managers are not built yet)
-    rank_manager: Literal["static"] = "static"
-    weight_manager: Literal["static", "simple"] = "static"
+    # managers are accepted. budgets: read by the budget managers (BDRM, BDWM); merit: by the MDRM
+    rank_manager: Literal["static", "budget", "merit"] = "static"
+    weight_manager: Literal["static", "simple", "budget"] = "static"
+    budgets: Budgets = Budgets()
+    merit: Merit = Merit()
     # the allocation policy (soda_optimizer.policy): SODA, or a placement baseline of the paper's
     # comparisons placing macroQ's goals without SODA's macroW/microW
     placement: Literal["soda", "rr", "rand", "spread"] = "soda"
@@ -384,6 +429,7 @@ class Scenario(_Frozen):
     jobs: tuple[Job, ...] = ()
     policy: Policy = Policy()
     previous: PreviousState = PreviousState()
+    now: datetime | None = None  # the epoch's time (MDRM's time windows and job ages); None = timeless
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:

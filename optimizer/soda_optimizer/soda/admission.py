@@ -43,7 +43,7 @@ import networkx as nx
 import numpy as np
 
 from ..importance import Evaluator
-from ..model import Scenario, floor_mips
+from ..model import Scenario
 from .curves import Curve, component_curve
 
 NEG = -np.inf
@@ -110,13 +110,15 @@ def convolve(curves: list[Curve]) -> tuple[np.ndarray, list[np.ndarray]]:
     return values, steps
 
 
-def own_unit(ev: Evaluator, g: float, floor: float = 0.0) -> float:
+def own_unit(ev: Evaluator, g: float) -> float:
     """An option's own unit: fine enough that no PE with a useful minimum or a positive marginal
     value rounds to 0 (a quarter of its smallest need), no finer than its saturation over
     ``MAX_JOB_UNITS``, never coarser than the global unit."""
     specs = [ev.glued.spec(p) for p in ev.pes]
     sat = ev.saturation()
-    need = [floor_mips(s, floor) if floor_mips(s, floor) > 0 else float(x) for s, x in zip(specs, sat)]
+    # a PE's need: its minimum when it has one (rounding it costs at most a quarter), else what it
+    # saturates at; the policy's floor is not a need (every PE gets at least one unit anyway)
+    need = [s.min_mips if s.min_mips > 0 else float(x) for s, x in zip(specs, sat)]
     need = [x for x in need if 0 < x < math.inf]
     cap = [min(float(x), s.max_mips) for s, x in zip(specs, sat)]
     total = sum(max(c, s.min_mips) for c, s in zip(cap, specs) if math.isfinite(c))
@@ -130,10 +132,11 @@ class Items:
     """The items of one resolution: options per job group, their curves on the global grid."""
 
     def __init__(self, scenario: Scenario, g: float, per_job: bool, deadline: float, jobs: Iterable[str],
-                 cache: dict | None = None):
+                 cache: dict | None = None, coarse: bool = False):
         self.s = scenario
         self.g = g
         self.per_job = per_job
+        self.coarse = coarse  # own grids for minima, growth in steps of about the global unit
         self.deadline = deadline
         self.H = scenario.capacity_mips
         self.floor = scenario.policy.pe_floor_mips
@@ -148,18 +151,23 @@ class Items:
         self.options: list[list[Option]] = [[] for _ in self.groups]
         self._curves: dict[tuple, Curve] = cache if cache is not None else {}
         self.knapsack_s = 0.0  # time spent in the knapsacks (the part that grows with the global grid)
+        self.abandon_at = math.inf  # building options past this time gives up the pass
         self._built: set[int] = set()
 
     def _curve(self, choice: dict[str, str], comp: frozenset[str]) -> Curve:
         glued = self.s.glued(choice)
         ev = Evaluator(glued, sorted(comp))
-        u = own_unit(ev, self.g, self.floor) if self.per_job else self.g
-        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u)
+        u = own_unit(ev, self.g) if self.per_job else self.g
+        step = self._step(u)
+        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u, step)
         c = self._curves.get(key)
         if c is None:
-            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor)
+            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step)
             self._curves[key] = c
         return c
+
+    def _step(self, u: float) -> int:
+        return max(1, int(self.g / u + 1e-9)) if self.coarse else 1
 
     def _option(self, choice: dict[str, str]) -> Option | None:
         glued = self.s.glued(choice)
@@ -176,17 +184,25 @@ class Items:
 
     def _rescaled(self, choice: dict[str, str], comp: frozenset[str], u: float) -> Curve:
         glued = self.s.glued(choice)
-        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u)
+        step = self._step(u)
+        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u, step)
         c = self._curves.get(key)
         if c is None:
-            c = component_curve(Evaluator(glued, sorted(comp)), u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor)
+            c = component_curve(Evaluator(glued, sorted(comp)), u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step)
             self._curves[key] = c
         return c
 
+    def used_curves(self) -> list[Curve]:
+        """The component curves of the options built at this resolution."""
+        return [c for opts in self.options for o in opts for c in o.curves]
+
     def build(self, gi: int) -> list[Option]:
-        """Every option of group ``gi`` (job subsets closed under imports, templates)."""
+        """Every option of group ``gi`` (job subsets closed under imports, templates). Raises
+        :class:`Expired` past ``abandon_at`` (a later pass, when an earlier one already answered)."""
         if gi in self._built:
             return self.options[gi]
+        if time.monotonic() > self.abandon_at:
+            raise Expired
         grp = sorted(self.groups[gi])
         if len(grp) <= GROUP_LIMIT:
             subsets: Iterable[tuple[str, ...]] = (sub for k in range(1, len(grp) + 1) for sub in itertools.combinations(grp, k))
@@ -209,6 +225,10 @@ class Items:
         return self.options[gi]
 
 
+class Expired(Exception):
+    """A pass that may be abandoned ran past its time."""
+
+
 @dataclass
 class LevelResult:
     importance: float
@@ -218,9 +238,10 @@ class LevelResult:
 
 
 def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Option | None]]], U: int,
-             expired: Callable[[], bool]) -> tuple[float, int, list[tuple[Option, int]]] | None:
+             expired: Callable[[], bool], jobs_first: bool = False) -> tuple[float, int, list[tuple[Option, int]]] | None:
     """Max-plus knapsack over items (values by global units, jobs counted, the option at each point)
-    with at most ``U`` units; ties go to more jobs. None when infeasible or ``expired()``."""
+    with at most ``U`` units; ties go to more jobs (``jobs_first``: more jobs first, then importance).
+    None when infeasible or ``expired()``."""
     F = np.full(U + 1, NEG)
     F[0] = 0.0
     C = np.zeros(U + 1, dtype=np.int64)
@@ -239,7 +260,10 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Option | None]]], U:
             cc = C[:U + 1 - k] + N[k]
             seg, segc, sega = G[k:], GC[k:], arg[k:]
             tol = _tol(seg)
-            better = (cand > seg + tol) | ((cand >= seg - tol) & (cc > segc))
+            if jobs_first:
+                better = (cc > segc) | ((cc == segc) & (cand > seg + tol))
+            else:
+                better = (cand > seg + tol) | ((cand >= seg - tol) & (cc > segc))
             seg[better] = cand[better]
             segc[better] = cc[better]
             sega[better] = k
@@ -247,9 +271,15 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Option | None]]], U:
         args.append(arg)
     if not np.isfinite(F).any():
         return None
-    best = float(F.max())
-    near = np.nonzero(F >= best - 1e-9 * (1.0 + abs(best)))[0]
-    u = int(near[np.argmax(C[near])])  # ties: more jobs, then fewer units
+    if jobs_first:
+        fin = np.isfinite(F)
+        most = int(C[fin].max())
+        cand_u = np.nonzero(fin & (C == most))[0]
+        u = int(cand_u[np.argmax(F[cand_u])])
+    else:
+        best = float(F.max())
+        near = np.nonzero(F >= best - 1e-9 * (1.0 + abs(best)))[0]
+        u = int(near[np.argmax(C[near])])  # ties: more jobs, then fewer units
     total, count = float(F[u]), int(C[u])
     picks: list[tuple[Option, int]] = []
     for (_, _, opts), arg in zip(reversed(items), reversed(args)):
@@ -305,6 +335,15 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
             tot += min_g[key]
         return tot
 
+    try:
+        return _levels(items, U, levels, forced_at, rank_of, minimum, expired, have_answer)
+    except Expired:
+        return None, "deadline"
+
+
+def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], set[str]], rank_of: dict[str, int],
+            minimum: Callable[[set[str]], int], expired: Callable[[], bool],
+            have_answer: Callable[[], bool]) -> tuple[LevelResult | None, str]:
     feasible = [r for r in levels if minimum(forced_at(r)) <= U]
     if not feasible:
         return None, "optimal"
@@ -328,8 +367,11 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
         def give_up(answered: bool = answered) -> bool:
             return expired() and answered
 
+        # a first answer from coarse curves or curves that stopped improving early: their values
+        # understate what a job would add, so more jobs come first (a deadline never costs a job that fits its place)
+        jobs_first = not answered and (items.coarse or any(not c.complete for c in items.used_curves()))
         tk = time.monotonic()
-        got = knapsack(curves, U, give_up)
+        got = knapsack(curves, U, give_up, jobs_first)
         items.knapsack_s += time.monotonic() - tk
         if got is None:
             if expired() and (best is not None or have_answer()):
@@ -338,7 +380,8 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
             continue
         imp, count, picks = got
         tol = 1e-9 * (1.0 + abs(imp))
-        if best is None or imp > best.importance + tol or (imp >= best.importance - tol and count > best.count):
+        if best is None or (count, imp) > (best.count, best.importance + tol) if jobs_first else \
+                best is None or imp > best.importance + tol or (imp >= best.importance - tol and count > best.count):
             best = LevelResult(imp, count, r, picks)
     return best, status
 

@@ -29,6 +29,7 @@ from ..model import floor_units
 from . import rap
 
 EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
+LATE_EXACT_LIMIT = 256  # past the deadline, only components this small are still enumerated
 
 
 @dataclass
@@ -55,30 +56,36 @@ def bounds(ev: Evaluator, unit: float, floor: float = 0.0) -> tuple[np.ndarray, 
     return lo, hi
 
 
-def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None, floor: float = 0.0) -> Curve:
+def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None, floor: float = 0.0,
+                    step: int = 1) -> Curve:
     """Best importance of the component for each number of units (paper's I_c), with allocations;
     every PE gets at least :func:`~soda_optimizer.model.floor_units` (its minimum, ``floor`` mips,
-    one unit)."""
+    one unit). With ``step`` > 1 a PE grows above its minimum only by multiples of ``step`` units
+    (minima stay exact, growth is coarse: a cheap first curve; between its points the curve keeps
+    the last value)."""
     lo, hi = bounds(ev, unit, floor)
     span = np.minimum(hi - lo, max(0, max_units - int(lo.sum())))
     total = int(min(span.sum(), max(0, max_units - int(lo.sum()))))
-    n_vec = float(np.prod((span + 1).astype(float)))
-    if n_vec <= EXACT_LIMIT:
-        grids = np.array(list(itertools.product(*[range(int(s) + 1) for s in span])), dtype=int).reshape(-1, len(span))
+    # each PE's growth: 0, step, 2 step, ... and its whole span
+    levels = [sorted(set(range(0, int(s) + 1, step)) | {int(s)}) for s in span]
+    n_vec = float(np.prod([float(len(x)) for x in levels]))
+    if n_vec <= EXACT_LIMIT and (n_vec <= LATE_EXACT_LIMIT or deadline is None or time.monotonic() <= deadline):
+        grids = np.array(list(itertools.product(*levels)), dtype=int).reshape(-1, len(span))
         grids = grids[grids.sum(axis=1) <= total]
         vals = ev.importance((grids + lo) * unit)
         sums = grids.sum(axis=1)
         values = np.full(total + 1, -np.inf)
         allocs = np.zeros((total + 1, len(span)), dtype=int)
-        for k in range(total + 1):
-            mask = sums == k
-            if mask.any():
-                j = int(np.argmax(np.where(mask, vals, -np.inf)))
-                values[k], allocs[k] = vals[j], grids[j]
-        for k in range(1, total + 1):  # nondecreasing: with more units you may leave some idle
-            if values[k - 1] >= values[k]:
-                values[k], allocs[k] = values[k - 1], allocs[k - 1]
-        return Curve(tuple(ev.pes), lo, values, allocs + lo, unit)
+        # the best vector of each sum (the first of equals, in enumeration order)
+        order = np.lexsort((np.arange(len(vals)), -vals, sums))
+        ss = sums[order]
+        first = order[np.r_[True, ss[1:] != ss[:-1]]]
+        values[sums[first]], allocs[sums[first]] = vals[first], grids[first]
+        # nondecreasing: with more units you may leave some idle (an earlier point wins ties)
+        run = np.maximum.accumulate(values)
+        record = np.r_[True, values[1:] > run[:-1]]
+        src = np.maximum.accumulate(np.where(record, np.arange(total + 1), 0))
+        return Curve(tuple(ev.pes), lo, values[src], allocs[src] + lo, unit)
     # greedy marginal over bundles; a move of k units leaves the k-1 totals before it at the
     # previous solution (the curve is filled in from the breakpoints at the end)
     x = np.zeros(len(span), dtype=int)
@@ -93,17 +100,19 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
             complete = False
             break
         room = np.minimum(span - x, total - used)
-        # moves: 1, 2, 4, ... units on one PE, and one unit on every PE that has room
+        # moves: 1, 2, 4, ... steps on one PE (and all its room, when less than that), and one
+        # step (or its room) on every PE that has room
         ps = np.nonzero(room > 0)[0]
-        pows = [2 ** np.arange(int(np.log2(room[p])) + 1) for p in ps]
+        pows = [_sizes(int(room[p]), step) for p in ps]
         rows = np.repeat(ps, [len(k) for k in pows]) if len(ps) else np.zeros(0, dtype=int)
-        free = span - x > 0
-        bundle = free.sum() > 1 and int(free.sum()) <= total - used
+        each = np.minimum(span - x, step)
+        free = each > 0
+        bundle = free.sum() > 1 and int(each.sum()) <= total - used
         mv_arr = np.zeros((len(rows) + int(bundle), len(span)), dtype=int)
         if len(rows):
             mv_arr[np.arange(len(rows)), rows] = np.concatenate(pows)
         if bundle:
-            mv_arr[-1] = free.astype(int)
+            mv_arr[-1] = each
         if not len(mv_arr):
             break
         vals = ev.importance((x + mv_arr + lo) * unit)
@@ -117,8 +126,31 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
         at.append(used)
         vals_l.append(cur)
         allocs_l.append(x.copy())
+    if not complete and used < total:
+        # cut by the deadline: a few points on the way from here to every PE's saturation, in one
+        # vectorised call, so a job whose curve never started can still be given what it needs
+        ts = np.array([0.125, 0.25, 0.5, 1.0])
+        path = np.maximum(x[None, :], np.floor(ts[:, None] * span[None, :]).astype(int))
+        path = path[path.sum(axis=1) <= total]
+        if len(path):
+            pvals = ev.importance((path + lo) * unit)
+            for xp, v in zip(path, pvals):
+                k = int(xp.sum())
+                if k > at[-1] and v > vals_l[-1]:
+                    at.append(k)
+                    vals_l.append(float(v))
+                    allocs_l.append(xp.copy())
+            used = at[-1]
     # entry k of the curve: the last breakpoint at or below k
     idx = np.searchsorted(np.array(at), np.arange(used + 1), side="right") - 1
     values = np.array(vals_l)[idx]
     allocs = np.array(allocs_l)[idx]
     return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete)
+
+
+def _sizes(room: int, step: int) -> np.ndarray:
+    """Move sizes for a PE with ``room`` units left: step, 2 step, 4 step, ... up to room, and room
+    itself when it is not one of them."""
+    k = np.arange(int(np.log2(room // step)) + 1) if room >= step else np.zeros(0, dtype=int)
+    sizes = step * 2 ** k
+    return sizes if len(sizes) and sizes[-1] == room else np.append(sizes, room)

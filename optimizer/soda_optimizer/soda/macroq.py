@@ -41,7 +41,7 @@ import networkx as nx
 import numpy as np
 
 from ..importance import Evaluator, value
-from ..model import Scenario, floor_units
+from ..model import Job, Scenario, floor_units
 from ..plan import JobDecision, StageReport
 from . import admission
 from .curves import Curve
@@ -54,6 +54,7 @@ AUTO_UNITS = 8192  # the finest global grid the automatic refinement goes to
 # share of the deadline: what is left pays for the curves not yet started (their floors) and the
 # knapsacks, and keeps the overrun small
 FIRST_CURVES_SHARE = 0.6
+FINISH_SHARE = 0.1  # a later pass gives up this share of the deadline before it ends (goals, streams, report)
 MAX_UNITS = 16384  # the finest resolution a policy may ask for (unitMips / resolutionUnits are clamped to it)
 
 
@@ -146,9 +147,19 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     expired = admission.timer(deadline)
     curve_cache: dict = {}  # component curves on their own grids, shared by the resolutions
     knapsack_s = 0.0
-    for unit in units:
+    # passes: (global unit, per-job grids, coarse growth). Without a fixed unit every job is on its
+    # own finer grid (minima rounded finely: no job that fits is left out); the first pass lets PEs
+    # grow only in steps of about the global unit (cheap curves: a good answer well inside a tight
+    # deadline), the next ones in single units of their own grid. A pass replaces the answer only
+    # when it keeps every promised job and is at least as good.
+    passes = ([(units[0], True, True)] + [(u, True, False) for u in units]) if not fixed_unit and units \
+        else [(u, False, False) for u in units]
+    cut = False  # a pass was stopped by the deadline
+    prev_unit: float | None = None
+    for unit, per_job, coarse in passes:
         t1 = time.monotonic()
-        if best is not None and unit != units[0]:
+        same_grid, prev_unit = unit == prev_unit, unit
+        if best is not None and not same_grid:
             # the job curves are built once (on their own grids); a 4x finer global grid costs
             # about 16x the last knapsacks (4x the units, 4x the item points)
             if t1 + 16 * max(knapsack_s, 1e-3) > deadline:  # the next resolution would not fit
@@ -162,22 +173,27 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         free = {j: rev_u[j] for j in candidates if j not in pr_u.promised}
         answered = best is not None
         curves_until = deadline if answered else t0 + FIRST_CURVES_SHARE * (deadline - t0)
-        items = admission.Items(scenario, unit, per_job=not fixed_unit, deadline=curves_until, jobs=candidates, cache=curve_cache)
+        items = admission.Items(scenario, unit, per_job=per_job, deadline=curves_until, jobs=candidates, cache=curve_cache,
+                                coarse=coarse)
+        if answered:  # a later pass leaves time to turn the answer into goals and streams
+            items.abandon_at = deadline - FINISH_SHARE * (deadline - t0)
 
         def have_answer(answered: bool = answered) -> bool:
             return answered
 
         got, status = admission.solve_levels(items, sv.U, set(pr_u.promised), free, expired, have_answer)
-        if status == "optimal" and any(not c.complete for c in curve_cache.values()):
+        if status == "optimal" and any(not c.complete for c in items.used_curves()):
             status = "deadline"  # exact over the curves, but some curves stopped improving early
+        cut = cut or status == "deadline"
         knapsack_s = items.knapsack_s
         if got is not None:
-            ans = _answer(got, unit, sv.U, status, pr_u, hl_u, free)
+            ans = _answer(got, unit, sv.U, status, pr_u, hl_u, free, per_job)
             # more of the rule's required jobs first, then importance: a finer resolution replaces a
             # coarser answer only when it is at least as good
             if best is None or ans.key[0] > best.key[0] or (ans.key[0] == best.key[0] and ans.importance >= best.importance - 1e-9):
                 best = ans
         if time.monotonic() > deadline:
+            cut = cut or (unit, per_job, coarse) != passes[-1]
             break
     if best is not None:
         pr, hopeless = best.promise, best.hopeless
@@ -199,7 +215,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         # no job fitting is a valid answer
         status = "infeasible" if H <= 0 else "optimal"
         return MacroQResult(decisions, {}, {}, {}, (), 0.0, report(status, None, msg), 0.0)
-    level, status, unit, U = best.level, best.status, best.unit, best.U
+    level, status, unit, U = best.level, ("deadline" if cut else best.status), best.unit, best.U
     incomplete = sum(not c.complete for c in curve_cache.values())
     goals = best.goals
     glued = scenario.glued(best.choice)
@@ -208,6 +224,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     traffic = ev.traffic(vec[0])
     imp_by_job = _importance_by_job(ev, vec[0])
     deps = _deps(scenario)
+    job_mips = {x: sum(goals[p] for p in glued.pes_of(x)) for x in best.choice}
     out_dec: list[JobDecision] = []
     for j in scenario.jobs:
         if j.name in best.choice:
@@ -230,12 +247,11 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             out_dec.append(JobDecision(job=j.name, admitted=False, reason="capacity", message=hopeless[j.name],
                                        rank=j.rank, revised_rank=rev[j.name]))
         else:
-            if level is not None and rev[j.name] > level:
-                reason, msg = "rank-waterline", f"revised rank {rev[j.name]} is worse than the waterline {level}"
-            elif not deps[j.name] <= set(best.choice):
+            if not deps[j.name] <= set(best.choice):
                 reason, msg = "dependency", f"imports from jobs not admitted: {sorted(deps[j.name] - set(best.choice))}"
             else:
-                reason, msg = "capacity", "not enough capacity at its rank for more importance"
+                reason = "rank-waterline" if level is not None and rev[j.name] > level else "capacity"
+                msg = _why(scenario, j, rev, level, best, job_mips)
             out_dec.append(
                 JobDecision(job=j.name, admitted=False, reason=reason, message=msg, rank=j.rank, revised_rank=rev[j.name])  # type: ignore
             )
@@ -259,7 +275,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         report=report(
             status,
             best.importance,
-            f"unit {unit:.1f} mips ({U} units{', each job on its own finer grid' if not fixed_unit else ''}), waterline rank {level}, "
+            f"unit {unit:.1f} mips ({U} units{', each job on its own finer grid' if best.per_job else ''}), waterline rank {level}, "
             f"knapsack over {best.items} items, {len(comps)} components" + (" (stopped at the deadline: coarser resolutions or "
             "lower levels only; a finer grid may add up to one unit per admitted job"
             + (f"; {incomplete} of {len(curve_cache)} job curves stopped improving early" if incomplete else "") + ")"
@@ -268,6 +284,26 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         ),
         resolution_mips=unit,
     )
+
+
+def _why(scenario: Scenario, job: Job, rev: dict[str, int], level: int | None, best: _Answer, job_mips: dict[str, float]) -> str:
+    """Why an admissible job is out, in numbers a user can act on: its minimum, what is free, and
+    what the admitted jobs of better and equal revised rank hold (the largest named)."""
+    need = job_minimum(scenario, job)
+    H = scenario.capacity_mips
+    free = max(0.0, (best.U - best.used_units) * best.unit)  # in whole units of the grid it was decided on
+    better = sorted(((m, x) for x, m in job_mips.items() if rev[x] < rev[job.name]), reverse=True)
+    equal = sorted(((m, x) for x, m in job_mips.items() if rev[x] == rev[job.name]), reverse=True)
+    held = sum(m for m, _ in better)
+    top = ", ".join(f"{x} {m:.0f}" for m, x in better[:3])
+    head = (f"revised rank {rev[job.name]} is worse than the waterline {level}: " if level is not None and rev[job.name] > level
+            else "not admitted at its rank (more importance elsewhere): ")
+    text = (f"{head}it needs at least {need:.0f} mips ({best.unit:.0f}-mips units); {free:.0f} of {H:.0f} are free, {held:.0f} are held by "
+            f"{len(better)} job(s) of better revised rank" + (f" ({top}{', ...' if len(better) > 3 else ''})" if better else "")
+            + (f" and {sum(m for m, _ in equal):.0f} by {len(equal)} of equal rank" if equal else ""))
+    if need > H - held:
+        text += f"; even alone beside the better ranks it is short by {need - (H - held):.0f} mips"
+    return text
 
 
 @dataclass
@@ -284,10 +320,12 @@ class _Answer:
     promise: Promise
     hopeless: dict[str, str]
     key: tuple[tuple[bool, ...], float]
+    per_job: bool = False
+    used_units: int = 0  # global units the admitted items take
 
 
 def _answer(got: admission.LevelResult, unit: float, U: int, status: str, pr: Promise, hopeless: dict[str, str],
-            free: dict[str, int]) -> _Answer:
+            free: dict[str, int], per_job: bool = False) -> _Answer:
     choice: dict[str, str] = {}
     goals: dict[str, float] = {}
     curves: list[Curve] = []
@@ -298,7 +336,7 @@ def _answer(got: admission.LevelResult, unit: float, U: int, status: str, pr: Pr
     admitted_free = [free[j] for j in choice if j in free]
     level = max(admitted_free) if admitted_free else (min(free.values()) if free else None)
     return _Answer(got.importance, choice, goals, curves, level, status, unit, U, len(got.picks), pr, hopeless,
-                   (tuple(x in pr.promised for x in pr.order), got.importance))
+                   (tuple(x in pr.promised for x in pr.order), got.importance), per_job, sum(k for _, k in got.picks))
 
 
 def _blocked(scenario: Scenario, refused: set[str]) -> set[str]:
