@@ -23,8 +23,15 @@ Stages (paper 5.2.3):
 3. miniW: local search on the exact problem: 1-opt (swap one candidate node for another in the
    rack), rack moves (re-place a PE in another rack), 2-opt (exchange the racks of two PEs joined
    by a stream across a link), ordered by the traffic a PE sends over links, with random
-   perturbation when no move improves; runs to the deadline and keeps the best feasible solution.
-   ``method="miniw"`` skips the MILP (miniW alone).
+   perturbation when no move improves, and restarts with other perturbation seeds; keeps the best
+   feasible solution. ``method="miniw"`` skips the MILP (miniW alone).
+
+Stopping (our addition; the paper runs miniW to the deadline): miniW stops when no move has
+improved the objective by ``STALL_GAIN`` (relative) within ``STALL_SHARE`` of the deadline (at
+least ``STALL_MIN_S``), the stall clock runs across the
+restarts, which also stop after ``STALL_RESTARTS`` in a row that improve the objective by less than
+``STALL_GAIN`` (relative). The status is then ``feasible`` with "stalled" in the detail; ``deadline`` only when
+the clock stopped it. ``stall=False`` keeps the old behaviour (to measure the difference).
 
 Incremental epochs (our addition; the paper states the change constraints 20-23 but not how a
 solver should start): when every PE still has feasible previous candidates, miniW starts from them;
@@ -50,11 +57,19 @@ from .milp import _greedy_racks, _top_level_milp
 from .problem import Problem, Solution, Unit
 from .search import _as_candidates, _build, _choose_nodes, _extend_previous, _from_previous, _mini_w
 
+MILP_MAX_VARS = 40_000  # unit x rack variables; beyond, building the model alone outlasts any deadline
+STALL_SHARE = 0.25  # miniW stops after this share of the deadline without a better solution
+STALL_MIN_S = 0.25
+STALL_RESTARTS = 2  # restarts in a row that gain less than STALL_GAIN end the search
+STALL_GAIN = 1e-3
 
-def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = None, method: str = "milp") -> MacroWResult:
+
+def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = None, method: str = "milp",
+          stall: bool = True) -> MacroWResult:
     t0 = time.monotonic()
     budget = deadline_s if deadline_s is not None else scenario.policy.macrow_deadline_s
     deadline = t0 + budget
+    stall_s = max(STALL_MIN_S, STALL_SHARE * budget) if stall else None
     prob = Problem(scenario, macroq)
 
     def report(status: str, obj: float | None, detail: str) -> StageReport:
@@ -78,11 +93,13 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         # move of a candidate set restarts PE instances); PEs that are new (jobs admitted since)
         # are placed next to their stream partners without moving the others
         min_gain = 0.02
-        best, moves = _mini_w(prob, start, deadline, min_gain=min_gain)
+        best, moves = _mini_w(prob, start, deadline, min_gain=min_gain, stall_s=stall_s, stall_gain=STALL_GAIN)
         cands = _as_candidates(prob, best)
         return MacroWResult(cands, best.objective(), report("feasible" if time.monotonic() < deadline else "deadline", best.objective(),
                                                              f"{stage}, miniW {moves} moves"))
-    if method == "milp":
+    if method == "milp" and len(prob.units) * len(prob.topo.racks) > MILP_MAX_VARS:
+        stage = f"greedy racks ({len(prob.units)} units x {len(prob.topo.racks)} racks: too large for the TopLevelMILP)"
+    elif method == "milp":
         racks = _top_level_milp(prob, 0.4 * budget)
         stage = "toplevel-milp" if racks else "greedy (MILP gave no solution)"
     if racks is None:
@@ -103,12 +120,19 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
                     why = f"(12/19/25) {u.name}: no rack has {u.min_c} matching nodes with {u.need:.0f} mips"
                 alone.extend(u.members)
         return MacroWResult({}, None, report("infeasible", None, why), violated=why, unplaceable=tuple(alone))
-    best, moves = _mini_w(prob, start, deadline)
+    progress: dict = {}  # the stall clock, shared by the restarts
+    best, moves = _mini_w(prob, start, deadline, stall_s=stall_s, stall_gain=STALL_GAIN, progress=progress)
+    flat = 0  # restarts in a row without a real gain
     for seed in range(1, 8):  # restarts with other perturbation seeds while time remains
         if time.monotonic() >= deadline:
             break
-        again, m = _mini_w(prob, best, deadline, seed=seed)
+        if stall_s is not None and (flat >= STALL_RESTARTS or time.monotonic() - progress["at"] > stall_s):
+            stage += ", stalled"
+            break
+        again, m = _mini_w(prob, best, deadline, seed=seed, stall_s=stall_s, stall_gain=STALL_GAIN, progress=progress)
         moves += m
+        gain = (best.objective() - again.objective()) / max(abs(best.objective()), 1e-12)
+        flat = flat + 1 if gain < STALL_GAIN else 0
         if again.objective() < best.objective() - 1e-12:
             best = again
     cands = _as_candidates(prob, best)

@@ -56,7 +56,7 @@ def violations(prob: Problem, candidates: dict[str, tuple[str, ...]]) -> list[st
             errs.append(f"(27) colocated PEs {list(u.members)} have different candidate nodes")
         c = set(sets[0])
         cand_u.append(c)
-        bad = c - set(prob.match[i])
+        bad = c - prob.match_set(i)
         if bad:
             errs.append(f"(12) {u.name}: nodes {sorted(bad)} are not resource-matched or not usable")
         racks = {prob.nodes[n].rack for n in c if n in prob.nodes}

@@ -22,7 +22,7 @@ def _top_level_milp(prob: Problem, time_limit: float) -> dict[int, str] | None:
     cap = {r: sum(prob.nodes[n].mips for n in prob.topo.racks[r]) for r in racks}
     w: dict[tuple[int, str], pywraplp.Variable] = {}
     for i in range(len(prob.units)):
-        ok = [r for r in racks if len([n for n in prob.match[i] if prob.nodes[n].rack == r]) >= prob.units[i].min_c]
+        ok = [r for r in racks if len(prob.rack_match(i, r)) >= prob.units[i].min_c]
         if not ok:
             return None
         for r in ok:
@@ -71,7 +71,7 @@ def _greedy_racks(prob: Problem) -> dict[int, str]:
     for i in order:
         u = prob.units[i]
         prev_rack = prob.nodes[next(iter(u.prev))].rack if u.prev and next(iter(u.prev)) in prob.nodes else None
-        ok = [r for r in racks if len([n for n in prob.match[i] if prob.nodes[n].rack == r]) >= u.min_c]
+        ok = [r for r in racks if len(prob.rack_match(i, r)) >= u.min_c]
         if not ok:
             ok = racks
 

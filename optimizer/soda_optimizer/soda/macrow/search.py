@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
 
 import networkx as nx
 
@@ -19,13 +20,18 @@ from .problem import Problem, Solution
 def _choose_nodes(prob: Problem, i: int, rack: str, cand: list[set[str]], load: dict[str, float]) -> set[str] | None:
     """BottomLevel for one unit: candidates in ``rack`` honouring every per-node constraint."""
     u = prob.units[i]
-    nodes = [n for n in prob.match[i] if prob.nodes[n].rack == rack]
-
-    def allowed(n: str) -> bool:
-        others = [j for j, c in enumerate(cand) if n in c and j != i]
-        return not node_conflicts(prob, n, others + [i], new=i)
-
-    ok = [n for n in nodes if allowed(n)]
+    nodes = prob.rack_match(i, rack)
+    if prob.node_rules:
+        # the other units on each node of the rack, in one pass over the candidates
+        occ: dict[str, list[int]] = {n: [] for n in nodes}
+        for j, c in enumerate(cand):
+            if j != i:
+                for n in c:
+                    if n in occ:
+                        occ[n].append(j)
+        ok = [n for n in nodes if not node_conflicts(prob, n, occ[n] + [i], new=i)]
+    else:
+        ok = list(nodes)
     # greedy by stream traffic (paper 5.2.3.3): prefer the nodes where this PE's stream partners
     # already are, as long as the node stays within its capacity; then the least loaded
     aff = dict.fromkeys(ok, 0.0)
@@ -84,8 +90,9 @@ def _build(prob: Problem, racks: dict[int, str]) -> Solution | None:
     for comp in sorted(nx.connected_components(g), key=lambda c: -sum(prob.units[k].goal for k in c)):
         root = max(comp, key=lambda k: (sum(t for _, t in prob.neighbours[k]), -k))
         order.extend(nx.dfs_preorder_nodes(g, root))
+    every = sorted(prob.topo.racks)
     for i in order:
-        if not _place(prob, i, [racks[i], *sorted(prob.topo.racks)], cand, load):
+        if not _place(prob, i, [racks[i], *every], cand, load):
             return None
     return Solution(prob, cand)
 
@@ -107,16 +114,21 @@ def _replace(prob: Problem, cand: list[set[str]], units: list[int], rack: str) -
     tmp = [set(c) for c in cand]
     for i in units:
         tmp[i] = set()
+    load = _loads(prob, tmp)  # once, then kept up to date as units are placed
     for i in units:
-        c = _choose_nodes(prob, i, rack, tmp, _loads(prob, tmp))
+        c = _choose_nodes(prob, i, rack, tmp, load)
         if c is None:
             return None
         tmp[i] = c
+        for n in c:
+            load[n] += prob.weight(i, n)
     return tmp
 
 
-def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, racks: list[str]) -> list[list[set[str]]]:
-    u, trials = prob.units[i], []
+def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, racks: list[str]) -> Iterator[list[set[str]]]:
+    """The moves of unit ``i``, cheapest first, generated lazily: the search takes the first that
+    improves and checks its clock between moves (the rack moves re-place whole racks)."""
+    u = prob.units[i]
     ci, ri = cur.cand[i], cur.rack(i)
     # drop a candidate that fairness and the minimum count do not need
     for n in sorted(ci):
@@ -124,21 +136,21 @@ def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, rac
         if len(rest) >= u.min_c and sum(prob.H(i, m) for m in rest) + 1e-9 >= u.need:
             tmp = [set(c) for c in cur.cand]
             tmp[i] = rest
-            trials.append(tmp)
+            yield tmp
     # 1-opt: swap one candidate node for another of the same rack
     if ri:
-        ins = [n for n in prob.topo.racks[ri] if n not in ci and n in prob.match[i]]
+        ins = [n for n in prob.rack_match(i, ri) if n not in ci]
         pairs = [(o, n) for o in sorted(ci) for n in ins]
         rng.shuffle(pairs)
         for o, n in pairs[:48]:
             tmp = [set(c) for c in cur.cand]
             tmp[i] = (ci - {o}) | {n}
-            trials.append(tmp)
+            yield tmp
     # re-place the PE inside its own rack given everyone else's load
     if ri:
         again = _replace(prob, cur.cand, [i], ri)
         if again is not None:
-            trials.append(again)
+            yield again
     # single-node candidate sets anywhere (covers moves the greedy re-placement would not pick)
     if u.min_c <= 1:
         singles = [n for n in prob.match[i] if {n} != ci and prob.H(i, n) + 1e-9 >= u.need]
@@ -146,26 +158,25 @@ def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, rac
         for n in singles[:16]:
             tmp = [set(c) for c in cur.cand]
             tmp[i] = {n}
-            trials.append(tmp)
+            yield tmp
     # rack moves, and 2-opt: the PE with its heaviest stream partner
     for r in racks:
         if r != ri:
             moved = _replace(prob, cur.cand, [i], r)
             if moved is not None:
-                trials.append(moved)
+                yield moved
                 # ejection chain: the PEs left in the old rack are re-balanced after the move
                 stay = [k for k in range(len(prob.units)) if k != i and ri and Solution(prob, moved).rack(k) == ri]
                 if ri and stay:
                     reb = _replace(prob, moved, sorted(stay, key=lambda k: -prob.units[k].goal), ri)
                     if reb is not None:
-                        trials.append(reb)
+                        yield reb
     for j, _t in sorted(prob.neighbours[i], key=lambda x: -x[1])[:2]:
         for r in racks:
             if r != ri or r != cur.rack(j):
                 pair = _replace(prob, cur.cand, [i, j], r)
                 if pair is not None:
-                    trials.append(pair)
-    return trials
+                    yield pair
 
 
 def _from_previous(prob: Problem) -> Solution | None:
@@ -213,29 +224,44 @@ def _extend_previous(prob: Problem) -> Solution | None:
     return None if violations(prob, _as_candidates(prob, sol)) else sol
 
 
-def _mini_w(prob: Problem, start: Solution, deadline: float, seed: int = 0, max_stale: int = 30, min_gain: float = 0.0) -> tuple[Solution, int]:
+def _mini_w(prob: Problem, start: Solution, deadline: float, seed: int = 0, max_stale: int = 30, min_gain: float = 0.0,
+            stall_s: float | None = None, stall_gain: float = 1e-3, progress: dict | None = None) -> tuple[Solution, int]:
     """Local search from ``start``: first-improvement over the neighbourhood of each PE, PEs in
     decreasing order of the traffic they send across links; a random rack move perturbs the
-    solution when a whole pass finds nothing; stops at the deadline or after ``max_stale``
-    fruitless perturbations. Returns the best feasible solution seen."""
+    solution when a whole pass finds nothing; stops at the deadline, after ``max_stale``
+    fruitless perturbations, or once ``stall_s`` seconds have passed without a move that improves
+    the objective by ``stall_gain`` (relative) or more since the last such time. Returns the best
+    feasible solution seen. ``progress`` ({"at": time, "obj": objective} of the last such move)
+    carries the stall clock across restarts."""
     rng = random.Random(seed)
     best = start.copy()
     best_obj = best.objective()
     cur, cur_obj = best.copy(), best_obj
     moves, stale = 0, 0
     racks = sorted(prob.topo.racks)
-    while time.monotonic() < deadline and stale <= max_stale:
+    progress = progress if progress is not None else {}
+    last_gain, ref_obj = progress.setdefault("at", time.monotonic()), progress.setdefault("obj", best_obj)
+
+    def stalled() -> bool:
+        return stall_s is not None and time.monotonic() - last_gain > stall_s
+
+    while time.monotonic() < deadline and stale <= max_stale and not stalled():
         improved = False
         link_traffic = {i: sum(t for j, t in prob.neighbours[i] if cur.rack(j) != cur.rack(i)) for i in range(len(prob.units))}
         for i in sorted(range(len(prob.units)), key=lambda i: (-link_traffic[i], -prob.units[i].goal)):
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or stalled():
                 break
             for tmp in _neighbourhood(prob, cur, i, rng, racks):
+                if time.monotonic() > deadline:
+                    break
                 moves += 1
                 sol = Solution(prob, tmp)
                 obj = sol.objective()
                 if obj < cur_obj - 1e-12 - min_gain * abs(cur_obj) and not violations(prob, _as_candidates(prob, sol)):
                     cur, cur_obj, improved = sol, obj, True
+                    if ref_obj - cur_obj >= stall_gain * abs(ref_obj):
+                        last_gain, ref_obj = time.monotonic(), cur_obj
+                        progress.update(at=last_gain, obj=ref_obj)
                     break
         if cur_obj < best_obj - 1e-12:
             best, best_obj, stale = cur.copy(), cur_obj, 0
