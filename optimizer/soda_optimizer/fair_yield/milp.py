@@ -1,0 +1,222 @@
+"""The exact VCSCHED MILP (section 2.5; section 5.1 for parallel jobs; section 6.1's migration budget) and the
+rational LP relaxation that bounds it (section 3.1), with OR-Tools.
+
+Variables: e[t, j] binary (task t on host j), a[t, j] >= 0 the CPU task t gets on host j, y[i] the yield of job i
+and Y the minimum yield. Constraints, per task t of job i and host j:
+
+- a[t, j] <= alpha_t * e[t, j]              (6) and (10) together: the paper writes a <= e and sum_j a <= alpha;
+                                              multiplying e by alpha is the same integer program with a tighter
+                                              relaxation;
+- sum_j e[t, j] = 1                         (7) / (16)
+- sum_t a[t, j] <= C_j                      (8) / (17)  (C_j = 1 in the paper)
+- sum_t e[t, j] m_t <= M_j                  (9) / (18)
+- sum_j a[t, j] = alpha_t * y[i], y[i] <= 1 (10), (19), (20): one yield per job, so tasks of a job get equal CPU
+- y[i] >= Y                                 (11) / (21); maximise Y.
+- with a previous placement p (section 6.1): sum over old tasks t, hosts j != p[t] of e[t, j] m_t <= B  (31)
+  (``by_count``: 1 instead of m_t -- the paper's remark that B then bounds the number of migrations).
+
+Departures: by default the solver gets an equivalent form without the CPU variables, "minimise Z >= 1 with
+sum_t alpha_t e[t, j] <= C_j Z", Y = 1 / Z (:func:`_build_makespan`; for a fixed placement, every task at yield
+min(1, min_j C_j / load_j) is optimal). Its optimal placements are the paper's; SCIP proves them 10-100x faster
+(H = 4, 8-12 tasks: 0.1 s where the paper's form can take 20 s), and ``formulation="paper"`` keeps section 2.5
+as written (the tests check both against brute force). In the paper's form: the tighter (6); when the hosts are identical and no previous placement is given, the symmetry
+breaking "task t only on hosts 0..t" (valid: number hosts by first use), which the paper does not need with GLPK
+but which makes SCIP prove small instances in milliseconds; SCIP instead of GLPK (3.1), solved to a zero gap.
+
+The LP bound: with identical hosts (capacity C, memory M) and sum m <= H M, section 3.1's closed form
+min(H C / sum alpha, 1); else the relaxation solved with GLOP (:func:`relaxation`), which also gives RRND/RRNZ
+their fractional e (section 3.2).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from ortools.linear_solver import pywraplp
+
+from .average import finish
+from .model import EPS, Allocation, Instance, Status, Tasks
+
+
+def _build(
+    solver: pywraplp.Solver,
+    tasks: Tasks,
+    integer: bool,
+    previous: np.ndarray | None = None,
+    budget: float | None = None,
+    by_count: bool = False,
+) -> tuple[list[list[Any]], Any]:
+    n, h = tasks.n, tasks.hosts
+    mem = np.where(tasks.mem < 1e-12, 0.0, tasks.mem)  # GLOP reports ABNORMAL on coefficients like 1e-19
+    symmetric = integer and previous is None and tasks.identical_hosts
+    e: list[list[Any]] = [
+        [
+            (solver.BoolVar(f"e{t}_{j}") if integer else solver.NumVar(0.0, 1.0, f"e{t}_{j}"))
+            if not (symmetric and j > t)
+            else None
+            for j in range(h)
+        ]
+        for t in range(n)
+    ]
+    a: list[list[Any]] = [
+        [solver.NumVar(0.0, float(tasks.alpha[t]), f"a{t}_{j}") if e[t][j] is not None else None for j in range(h)]
+        for t in range(n)
+    ]
+    y = [solver.NumVar(0.0, 1.0, f"y{i}") for i in range(tasks.n_jobs)]
+    big_y = solver.NumVar(0.0, 1.0, "Y")
+    for t in range(n):
+        row = [j for j in range(h) if e[t][j] is not None]
+        for j in row:
+            solver.Add(a[t][j] <= float(tasks.alpha[t]) * e[t][j])
+        solver.Add(sum(e[t][j] for j in row) == 1)
+        solver.Add(sum(a[t][j] for j in row) == float(tasks.alpha[t]) * y[int(tasks.job[t])])
+    for j in range(h):
+        col = [t for t in range(n) if e[t][j] is not None]
+        if col:
+            solver.Add(sum(a[t][j] for t in col) <= float(tasks.cpu_cap[j]))
+            solver.Add(sum(float(mem[t]) * e[t][j] for t in col) <= float(tasks.mem_cap[j]))
+    for i in range(tasks.n_jobs):
+        solver.Add(y[i] >= big_y)
+    if previous is not None and budget is not None:
+        cost = [
+            (1.0 if by_count else float(mem[t])) * e[t][j]
+            for t in range(n)
+            if previous[t] >= 0
+            for j in range(h)
+            if j != previous[t] and e[t][j] is not None
+        ]
+        if cost:
+            solver.Add(sum(cost) <= float(budget))
+    solver.Maximize(big_y)
+    return e, big_y
+
+
+def _build_makespan(
+    solver: pywraplp.Solver,
+    tasks: Tasks,
+    previous: np.ndarray | None = None,
+    budget: float | None = None,
+    by_count: bool = False,
+) -> tuple[list[list[Any]], Any]:
+    """The equivalent MILP without CPU variables: minimise Z >= 1 s.t. sum_t alpha_t e[t, j] <= C_j Z per host;
+    then Y = 1 / Z. Equivalent because, for a fixed placement, giving every task the yield min(1, min_j C_j / load_j)
+    is optimal for the minimum yield and keeps the tasks of a parallel job equal (eq. 20)."""
+    n, h = tasks.n, tasks.hosts
+    mem = np.where(tasks.mem < 1e-12, 0.0, tasks.mem)
+    symmetric = previous is None and tasks.identical_hosts
+    e: list[list[Any]] = [
+        [solver.BoolVar(f"e{t}_{j}") if not (symmetric and j > t) else None for j in range(h)] for t in range(n)
+    ]
+    z = solver.NumVar(1.0, solver.infinity(), "Z")
+    for t in range(n):
+        solver.Add(sum(v for v in e[t] if v is not None) == 1)
+    for j in range(h):
+        col = [t for t in range(n) if e[t][j] is not None]
+        if col:
+            solver.Add(sum(float(tasks.alpha[t]) * e[t][j] for t in col) <= float(tasks.cpu_cap[j]) * z)
+            solver.Add(sum(float(mem[t]) * e[t][j] for t in col) <= float(tasks.mem_cap[j]))
+    if previous is not None and budget is not None:
+        cost = [
+            (1.0 if by_count else float(mem[t])) * e[t][j]
+            for t in range(n)
+            if previous[t] >= 0
+            for j in range(h)
+            if j != previous[t] and e[t][j] is not None
+        ]
+        if cost:
+            solver.Add(sum(cost) <= float(budget))
+    solver.Minimize(z)
+    return e, z
+
+
+def lp_bound(inst: Instance | Tasks) -> float:
+    """Upper bound on the optimal minimum yield: the value of the rational relaxation (section 3.1). 0 when even
+    the relaxation is infeasible (total memory above total capacity)."""
+    tasks = inst.tasks() if isinstance(inst, Instance) else inst
+    if tasks.identical_hosts:
+        if tasks.mem.sum() > tasks.mem_cap.sum() + EPS:
+            return 0.0
+        return float(min(tasks.cpu_cap.sum() / tasks.alpha.sum(), 1.0))
+    value, _ = relaxation(tasks)
+    return value
+
+
+def relaxation(tasks: Tasks, time_limit_s: float | None = None) -> tuple[float, np.ndarray | None]:
+    """Solve the rational LP with GLOP: (optimal Y, fractional e of shape (T, H)); (0, None) if infeasible;
+    (min(1, total capacity / total alpha), None) if GLOP stops without an optimum."""
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if time_limit_s is not None:
+        solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
+    e, big_y = _build(solver, tasks, integer=False)
+    code = solver.Solve()
+    if code == pywraplp.Solver.INFEASIBLE:
+        return 0.0, None
+    if code != pywraplp.Solver.OPTIMAL:  # numerical trouble or time limit: the trivial bound is still an upper bound
+        return float(min(1.0, tasks.cpu_cap.sum() / tasks.alpha.sum())), None
+    frac = np.array([[v.solution_value() if v is not None else 0.0 for v in row] for row in e])
+    return float(big_y.solution_value()), np.clip(frac, 0.0, 1.0)
+
+
+def solve_milp(
+    inst: Instance | Tasks,
+    deadline_s: float | None = 10.0,
+    hint: np.ndarray | None = None,
+    previous: np.ndarray | None = None,
+    budget: float | None = None,
+    by_count: bool = False,
+    solver_name: str = "SCIP",
+    algorithm: str = "milp",
+    formulation: str = "makespan",
+) -> Allocation:
+    """Solve VCSCHED exactly (status ``optimal``), or return the incumbent when ``deadline_s`` passes (status
+    ``deadline``). ``formulation``: ``makespan`` (default, see :func:`_build_makespan`) or ``paper`` (section 2.5
+    as written, with the CPU variables). ``hint``: a placement to start from (e.g. MCB8's), also returned if the deadline passes before
+    the solver beats it. ``previous``/``budget``: section 6.1 (the hint must then respect the budget)."""
+    t0 = time.monotonic()
+    tasks = inst.tasks() if isinstance(inst, Instance) else inst
+    solver = pywraplp.Solver.CreateSolver(solver_name)
+    if solver is None:  # pragma: no cover
+        raise RuntimeError(f"OR-Tools has no {solver_name} solver")
+    if deadline_s is not None:
+        solver.SetTimeLimit(max(1, int(deadline_s * 1000)))
+    makespan = formulation == "makespan"
+    if makespan:
+        e, obj = _build_makespan(solver, tasks, previous=previous, budget=budget, by_count=by_count)
+    else:
+        e, obj = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count)
+    if hint is not None:
+        hv, vals = [], []
+        for t in range(tasks.n):
+            for j in range(tasks.hosts):
+                if e[t][j] is not None:
+                    hv.append(e[t][j])
+                    vals.append(1.0 if int(hint[t]) == j else 0.0)
+        solver.SetHint(hv, vals)
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
+    code = solver.Solve(params)
+    if code == pywraplp.Solver.INFEASIBLE:
+        return finish(tasks, None, algorithm, "infeasible", t0, bound=0.0)
+    # the hint is a valid answer too: when the deadline stops the solver below it, return it (best so far)
+    fallback = np.asarray(hint, dtype=np.int64) if hint is not None and tasks.memory_fits(np.asarray(hint)) else None
+    if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return finish(tasks, fallback, algorithm, "deadline", t0, bound=None)
+    placement = np.array(
+        [
+            max((j for j in range(tasks.hosts) if e[t][j] is not None), key=lambda j: e[t][j].solution_value())
+            for t in range(tasks.n)
+        ],
+        dtype=np.int64,
+    )
+    status: Status = "optimal" if code == pywraplp.Solver.OPTIMAL else "deadline"
+    if status == "deadline" and fallback is not None:
+        if tasks.max_min_yield(fallback) > tasks.max_min_yield(placement):
+            placement = fallback
+    if makespan:  # Z is >= 1; its best lower bound gives the upper bound on Y
+        z_bound = float(obj.solution_value()) if status == "optimal" else float(solver.Objective().BestBound())
+        bound = 1.0 / z_bound if z_bound > 0 else 1.0
+    else:
+        bound = float(obj.solution_value()) if status == "optimal" else float(solver.Objective().BestBound())
+    return finish(tasks, placement, algorithm, status, t0, bound=min(bound, 1.0))

@@ -1,0 +1,55 @@
+"""Shared strategies and the brute-force oracle for the fair-yield tests."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import strategies as st
+
+from soda_optimizer.fair_yield.model import Instance, Job, Tasks
+
+
+@st.composite
+def instances(
+    draw: st.DrawFn,
+    hosts: tuple[int, int] = (2, 4),
+    jobs: tuple[int, int] = (1, 8),
+    max_tasks: int = 1,
+    max_mem: float = 0.8,
+    unequal: bool = False,
+) -> Instance:
+    h = draw(st.integers(*hosts))
+    n = draw(st.integers(*jobs))
+    js = []
+    for _ in range(n):
+        a = draw(st.floats(0.02, 1.0))
+        m = draw(st.floats(0.0, max_mem))
+        k = draw(st.integers(1, max_tasks))
+        js.append(Job(alpha=a, mem=m, tasks=k))
+    if unequal:
+        cpu = tuple(draw(st.floats(0.5, 2.0)) for _ in range(h))
+        mem = tuple(draw(st.floats(0.5, 2.0)) for _ in range(h))
+        return Instance(jobs=tuple(js), hosts=h, cpu=cpu, mem=mem)
+    return Instance(jobs=tuple(js), hosts=h)
+
+
+def brute_force(inst: Instance, previous: np.ndarray | None = None, budget: float | None = None) -> float | None:
+    """The optimal minimum yield by enumerating every placement (None: no placement fits), optionally within a
+    migration budget (memory moved) from ``previous``. Independent of the MILP: for a fixed placement the best
+    minimum yield is min(1, capacity / load) on every host."""
+    t: Tasks = inst.tasks()
+    all_p = np.array(list(itertools.product(range(t.hosts), repeat=t.n)), dtype=np.int64)  # (P, T)
+    onehot = all_p[:, :, None] == np.arange(t.hosts)[None, None, :]  # (P, T, H)
+    mem = np.einsum("pth,t->ph", onehot, t.mem)
+    load = np.einsum("pth,t->ph", onehot, t.alpha)
+    ok = np.all(mem <= t.mem_cap[None, :] + 1e-9, axis=1)
+    if previous is not None and budget is not None:
+        moved = (previous[None, :] >= 0) & (all_p != previous[None, :])
+        ok &= (moved * t.mem[None, :]).sum(axis=1) <= budget + 1e-9
+    if not ok.any():
+        return None
+    with np.errstate(divide="ignore"):
+        y = np.where(load > 0, t.cpu_cap[None, :] / np.where(load > 0, load, 1.0), np.inf)
+    best = np.minimum(y.min(axis=1), 1.0)
+    return float(best[ok].max())
