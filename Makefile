@@ -8,7 +8,7 @@ export KUBESODA_CACHE ?= $(HOME)/.cache/kubesoda
 export KUBESODA_STATE ?= $(CURDIR)/.local/cluster
 TOPOLOGY ?= hack/topologies/small.yaml
 
-.PHONY: help venv binaries cluster-up cluster-down unit e2e test lint demo bench clean
+.PHONY: help venv binaries cluster-up cluster-down unit e2e test lint demo bench bench-scale clean
 
 help:
 	@echo "make demo | test | unit | e2e | lint | cluster-up | cluster-down | bench"
@@ -51,9 +51,14 @@ demo: venv
 	hack/demo.sh
 
 bench: venv
-	for b in quantity placement admission; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
+	for b in quantity placement admission resolution flows; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_extender.py
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_e2e_lsd.py
+	$(MAKE) bench-scale
 
 clean: cluster-down
 	rm -rf .local
+
+# 2000 KWOK nodes x 10x LSD end to end (about 15 minutes; docs/benchmarks/scale.md)
+bench-scale: venv
+	KUBESODA_TOPOLOGY=hack/topologies/large.yaml KUBESODA_NODES_TIMEOUT=600 hack/with-cluster.sh $(BIN)/python benchmarks/bench_scale.py

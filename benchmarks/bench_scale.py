@@ -1,0 +1,225 @@
+"""2000 nodes and the 10x LSD workload, end to end, then the loss of a whole rack.
+
+    KUBESODA_TOPOLOGY=hack/topologies/large.yaml KUBESODA_NODES_TIMEOUT=600 \\
+        hack/with-cluster.sh .venv/bin/python benchmarks/bench_scale.py     (make bench-scale)
+
+Against the cluster KUBECONFIG names (with-cluster.sh starts the local control plane with 2000 KWOK
+nodes, 4 zones x 20 racks x 25 nodes of 16 cores, when none is given). It starts `kubesoda run`
+(operator and extender, default SchedulingPolicy deadlines: macroQ 5 s, macroW 10 s; macro epoch
+60 s, micro epoch 10 s), applies the 10x LSD-like workload (1,040 jobs; benchmarks/workloads.py,
+the Scenario the optimizer benchmarks use) with kubectl, and measures:
+
+- seconds from the apply to the first job Admitted, to every planned instance Running, to every
+  StreamJob Running (or Rejected); jobs Running whose PEs all have an instance;
+- the first macro epoch (snapshot, macroQ, macroW, apply) and the micro epochs (from the log);
+- API requests (the API server's ``apiserver_request_total``, by verb) over the whole run and over
+  a quiet window of three micro epochs once everything runs;
+- the operator's peak RSS (VmHWM), extender included (it runs inside `kubesoda run`);
+- a whole rack lost (its 25 nodes cordoned; the operator treats a cordoned node like a lost one):
+  seconds until no kubesoda pod is left there and every admitted job is Running again.
+
+Writes docs/benchmarks/scale.json and docs/benchmarks/scale.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import workloads  # noqa: E402
+from soda_operator import crd  # noqa: E402
+from soda_optimizer.model import Scenario  # noqa: E402
+
+NS = workloads.NS
+GOAL_ALL_RUNNING_S = 180.0
+ENV_CERT = "KUBESODA_EXTENDER_TLS_CERT"
+
+
+def kubectl(*args: str, **kw) -> str:
+    return subprocess.run(["kubectl", *args], check=True, capture_output=True, text=True, **kw).stdout
+
+
+def requests_by_verb() -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in kubectl("get", "--raw", "/metrics").splitlines():
+        if line.startswith("apiserver_request_total{"):
+            verb = re.search(r'verb="([A-Z]+)"', line)
+            if verb:
+                out[verb.group(1)] = out.get(verb.group(1), 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def diff(a: dict[str, float], b: dict[str, float]) -> dict[str, int]:
+    return {k: int(b.get(k, 0) - a.get(k, 0)) for k in sorted(set(a) | set(b)) if b.get(k, 0) - a.get(k, 0) > 0}
+
+
+def jobs_state() -> tuple[list[dict], list[str | None]]:
+    jobs = json.loads(kubectl("get", "streamjobs", "-n", NS, "-o", "json"))["items"]
+    return jobs, [(j.get("status") or {}).get("phase") for j in jobs]
+
+
+def planned_instances(jobs: list[dict]) -> int:
+    return sum(len(pe.get("instances") or []) for j in jobs for pe in (j.get("status") or {}).get("pes") or []
+               if (j.get("status") or {}).get("phase") in ("Admitted", "Running", "Degraded"))
+
+
+def running_pods() -> list[dict]:
+    return json.loads(kubectl("get", "pods", "-n", NS, "--field-selector=status.phase=Running", "-o", "json"))["items"]
+
+
+def vm_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return -1.0
+
+
+def epoch_seconds(port: str) -> dict[str, float]:
+    """Mean micro epoch time and count, from the operator's own histogram (/metrics is open)."""
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context(cafile=os.path.join(os.path.dirname(os.environ[ENV_CERT]), "ca.crt")) \
+        if os.environ.get(ENV_CERT) else None
+    scheme = "https" if ctx else "http"
+    text = urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/metrics", timeout=10, context=ctx).read().decode()
+    vals = {k: float(v) for k, v in re.findall(r'kubesoda_epoch_seconds_(sum|count)\{epoch="micro"\} ([\d.e+]+)', text)}
+    return {"count": vals.get("count", 0.0), "mean": vals.get("sum", 0.0) / vals["count"] if vals.get("count") else -1.0}
+
+
+def manifests() -> Path:
+    templates, jobs = workloads.lsd(scale=10)
+    objs = crd.scenario_to_objects(Scenario(templates=tuple(templates), jobs=tuple(jobs)))
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
+    f = Path(tempfile.mkdtemp()) / "lsd-10x.yaml"
+    f.write_text(yaml.safe_dump_all([ns, *objs], sort_keys=False))
+    return f
+
+
+def wait_all_running(t0: float, timeout: float, log: dict) -> tuple[list[dict], list[str | None]]:
+    while True:
+        jobs, phases = jobs_state()
+        now = time.perf_counter() - t0
+        if "first_admitted_s" not in log and any(p in ("Admitted", "Running") for p in phases):
+            log["first_admitted_s"] = round(now, 1)
+        if "all_pods_running_s" not in log and jobs and all(p in ("Admitted", "Running", "Rejected", "Degraded") for p in phases):
+            planned = planned_instances(jobs)
+            if planned and len(running_pods()) >= planned:
+                log["all_pods_running_s"] = round(now, 1)
+        if jobs and all(p in ("Running", "Rejected") for p in phases):
+            log["all_jobs_running_s"] = round(now, 1)
+            return jobs, phases
+        if now > timeout:
+            log["timed_out"] = True
+            return jobs, phases
+        time.sleep(3)
+
+
+def main() -> None:
+    kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    kubectl("apply", "-f", "-", input="apiVersion: kubesoda.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: default}\n"
+            "spec: {macroEpochSeconds: 60, microEpochSeconds: 10}\n")
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
+    port = os.environ.get("KUBESODA_EXTENDER_PORT", "27006")
+    f = manifests()
+    logpath = Path(tempfile.mkdtemp()) / "operator.log"
+    row: dict = {"nodes": len(nodes)}
+    micro: dict[str, float] = {}
+    with logpath.open("w") as log:
+        op = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", port],
+                              stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        time.sleep(5)
+        r0 = requests_by_verb()
+        t0 = time.perf_counter()
+        kubectl("apply", "-f", str(f), timeout=600)
+        row["apply_s"] = round(time.perf_counter() - t0, 1)
+        jobs, phases = wait_all_running(t0, 1200, row)
+        r1 = requests_by_verb()
+        row["requests_until_running"] = diff(r0, r1)
+        row["jobs"] = len(jobs)
+        row["jobs_running"] = sum(p == "Running" for p in phases)
+        row["jobs_rejected"] = sum(p == "Rejected" for p in phases)
+        pods = running_pods()
+        row["pods_running"] = len(pods)
+        with_pods = {p["metadata"]["labels"].get("kubesoda.io/job") for p in pods}
+        row["running_jobs_without_pods"] = sum(1 for j, p in zip(jobs, phases) if p == "Running" and j["metadata"]["name"] not in with_pods)
+        # a quiet window: three micro epochs with nothing to change
+        q0 = requests_by_verb()
+        time.sleep(30)
+        row["requests_quiet_30s"] = diff(q0, requests_by_verb())
+        # a whole rack lost
+        rack_label = "topology.kubernetes.io/rack"
+        racks: dict[str, list[str]] = {}
+        for n in nodes:
+            racks.setdefault((n["metadata"].get("labels") or {}).get(rack_label, ""), []).append(n["metadata"]["name"])
+        busiest = max(racks, key=lambda r: sum(1 for p in pods if p["spec"].get("nodeName") in set(racks[r])))
+        lost = set(racks[busiest])
+        row["rack_lost"] = {"rack": busiest, "nodes": len(lost), "pods_there": sum(1 for p in pods if p["spec"].get("nodeName") in lost)}
+        t1 = time.perf_counter()
+        for n in sorted(lost):
+            kubectl("cordon", n)
+        while True:
+            there = sum(1 for p in json.loads(kubectl("get", "pods", "-n", NS, "-o", "json"))["items"] if p["spec"].get("nodeName") in lost)
+            jobs, phases = jobs_state()
+            if there == 0 and all(p in ("Running", "Rejected") for p in phases):
+                row["rack_lost"]["recovered_s"] = round(time.perf_counter() - t1, 1)
+                break
+            if time.perf_counter() - t1 > 600:
+                row["rack_lost"]["timed_out"] = {"pods_left": there, "not_running": sum(p not in ("Running", "Rejected") for p in phases)}
+                break
+            time.sleep(3)
+        row["operator_peak_rss_mib"] = round(vm_hwm_mib(op.pid), 0)
+        micro = epoch_seconds(port)
+    finally:
+        op.terminate()
+        op.wait(60)
+    text = logpath.read_text()
+    for m in re.finditer(r"macro epoch: (\d+)/(\d+) jobs admitted, importance ([\d.]+), ([\d.]+)s \(snapshot ([\d.]+)s, (.*?), apply ([\d.]+)s\)", text):
+        if int(m.group(2)) > 0:  # the first macro epoch that saw the jobs
+            stages = {k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+)s", m.group(6))}
+            row["first_macro_epoch"] = {"admitted": int(m.group(1)), "jobs": int(m.group(2)), "importance": float(m.group(3)),
+                                        "total_s": float(m.group(4)), "snapshot_s": float(m.group(5)),
+                                        **{f"{k}_s": v for k, v in stages.items()}, "apply_s": float(m.group(7))}
+            break
+    if micro:
+        row["micro_epoch_s"] = micro
+    row["goal_all_running_s"] = GOAL_ALL_RUNNING_S
+    print(json.dumps(row, indent=2))
+    out = ROOT / "docs" / "benchmarks"
+    (out / "scale.json").write_text(json.dumps({"command": "make bench-scale", "rows": [row]}, indent=2) + "\n")
+    fm = row.get("first_macro_epoch") or {}
+    lines = [
+        "# 2000 nodes x 10x LSD, end to end (`make bench-scale`)", "",
+        "| measure | value | goal |", "| --- | --- | --- |",
+        f"| nodes, jobs | {row['nodes']}, {row.get('jobs')} | |",
+        f"| first job Admitted | {row.get('first_admitted_s')} s | |",
+        f"| every planned instance Running | {row.get('all_pods_running_s')} s | |",
+        f"| every StreamJob Running or Rejected | {row.get('all_jobs_running_s')} s | {GOAL_ALL_RUNNING_S:.0f} s |",
+        f"| jobs Running / Rejected | {row.get('jobs_running')} / {row.get('jobs_rejected')} | |",
+        f"| Running jobs with no pod | {row.get('running_jobs_without_pods')} | 0 |",
+        f"| pods Running | {row.get('pods_running')} | |",
+        f"| first macro epoch: total, macroQ, macroW, apply | {fm.get('total_s')}, {fm.get('macroq_s')}, {fm.get('macrow_s')}, {fm.get('apply_s')} s | |",
+        f"| micro epochs: count, mean | {(row.get('micro_epoch_s') or {}).get('count')}, {(row.get('micro_epoch_s') or {}).get('mean')} s | |",
+        f"| API requests, quiet 30 s | {row.get('requests_quiet_30s')} | O(changes) |",
+        f"| operator + extender peak RSS | {row.get('operator_peak_rss_mib')} MiB | < 1024 MiB |",
+        f"| rack lost ({(row.get('rack_lost') or {}).get('nodes')} nodes, {(row.get('rack_lost') or {}).get('pods_there')} pods): recovered | "
+        f"{(row.get('rack_lost') or {}).get('recovered_s')} s | |",
+    ]
+    (out / "scale.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Faults, live: the API server or etcd killed and restarted while the operator applies a plan, the
+extender down for a minute. Afterwards no pod is duplicated or orphaned, every job reaches its
+planned state, and the recovery time is printed (pytest -s shows it).
+
+The control-plane faults need the local control plane (hack/restart.sh restarts its processes);
+against another cluster (KUBECONFIG given) they are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from live import (
+    FAST_POLICY,
+    GROUP,
+    ROOT,
+    VERSION,
+    Operator,
+    install_crds_and_policy,
+    job,
+    pe_pods,
+    running_as_planned,
+    start_operator,
+)
+
+STATE = Path(os.environ.get("KUBESODA_STATE", ""))
+LOCAL = bool(os.environ.get("KUBESODA_STATE")) and (STATE / "cmd" / "kube-apiserver").exists()
+local_only = pytest.mark.skipif(not LOCAL, reason="needs the local control plane (hack/restart.sh)")
+JOBS = ("clicks",) + tuple(f"dac-{i}" for i in range(6))
+
+
+def restart(component: str, down: float = 0.0) -> None:
+    subprocess.run([str(ROOT / "hack" / "restart.sh"), component, str(down)], check=True, timeout=180)
+
+
+def settled(kube, ns: str) -> bool:
+    """Every job Running as planned (or Rejected, with no pod), and no kubesoda pod in the namespace
+    that no plan names (no duplicate, no orphan)."""
+    planned: set[str] = set()
+    jobs = kube.custom.list_namespaced_custom_object(GROUP, VERSION, ns, "streamjobs")["items"]
+    if len(jobs) != len(JOBS):
+        return False
+    for j in jobs:
+        name, phase = j["metadata"]["name"], (j.get("status") or {}).get("phase")
+        if phase == "Rejected":
+            continue
+        pods = running_as_planned(kube, ns, name)
+        if not pods:
+            return False
+        planned |= {p.metadata.name for p in pods}
+    every = {p.metadata.name for p in kube.core.list_namespaced_pod(ns, label_selector="kubesoda.io/job").items}
+    return bool(planned) and every == planned
+
+
+@pytest.fixture
+def workload(kubectl, namespace):
+    def apply() -> None:
+        kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+        dac = (ROOT / "examples" / "dac" / "dac.yaml").read_text()
+        docs = [d for d in dac.split("\n---\n") if "kind: Namespace" not in d]
+        kubectl("apply", "-n", namespace, "-f", "-", input="\n---\n".join(d.replace("namespace: bench", f"namespace: {namespace}") for d in docs))
+    return apply
+
+
+@local_only
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
+def test_control_plane_restarted_mid_apply(component, kube, kubectl, namespace, extender_port, wait_for, workload, tmp_path):
+    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+    try:
+        workload()
+        # the first macro epoch is writing statuses and creating pods: kill the component then
+        wait_for(lambda: len(kube.core.list_namespaced_pod(namespace).items) >= 3, timeout=60, what="the apply under way")
+        t0 = time.monotonic()
+        restart(component, down=3.0)
+        wait_for(lambda: settled(kube, namespace), timeout=240, interval=2, what=f"every job Running as planned after {component} restarted")
+        print(f"\n{component} killed mid-apply, down 3 s: every job Running as planned (or Rejected) {time.monotonic() - t0:.1f} s later")
+        assert op.proc is not None and op.proc.poll() is None, "the operator died: " + op.output()[-2000:]
+    finally:
+        op.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_extender_down_for_a_minute(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    """The operator without its in-process extender, the extender as its own process on the
+    scheduler's port: while it is down PE pods wait (none lands on an unplanned node), and once it
+    is back every job runs as planned."""
+    install_crds_and_policy(kubectl, FAST_POLICY)
+    op = Operator("run", "--extender-port", "0", log=str(tmp_path / "operator.log"))
+    ext = Operator("extender", "--port", str(extender_port), log=str(tmp_path / "extender.log"))
+    op.start()
+    try:
+        kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+        wait_for(lambda: len(pe_pods(kube, namespace, "clicks")) >= 4, timeout=60, what="clicks' pods created")
+        t_down = time.monotonic()
+        while time.monotonic() - t_down < 60:  # a minute without an extender
+            for p in pe_pods(kube, namespace, "clicks"):
+                assert not p.spec.node_name, f"{p.metadata.name} bound to {p.spec.node_name} with the extender down"
+            time.sleep(5)
+        assert (job(kube, namespace, "clicks").get("status") or {}).get("phase") == "Admitted"
+        ext.start()
+        t0 = time.monotonic()
+        wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=120, interval=1, what="clicks Running once the extender is back")
+        print(f"\nextender down 60 s: clicks Running as planned {time.monotonic() - t0:.1f} s after it came back")
+    finally:
+        ext.stop()
+        op.stop()
