@@ -115,6 +115,9 @@ def test_quiet_micro_epochs_list_nothing(snapshots, kube, kubectl, namespace, ex
         if snapshots == "list":
             assert lists >= 5, delta  # the old way lists every epoch: the measurement can see it
         else:
-            assert lists == 0 and sum(delta.values()) <= 2, delta  # the test's own /metrics reads are not counted here
+            # A watch that ends (every WATCH_SERVER_TIMEOUT_S, at a random phase) is re-listed once by
+            # Kopf: at most one LIST of a resource may fall in the window, never one per epoch.
+            assert all(v <= 1 for k, v in delta.items() if k.startswith("LIST")), delta
+            assert lists <= 2 and sum(delta.values()) <= 4, delta  # the test's own /metrics reads are not counted here
     finally:
         op.stop()

@@ -53,12 +53,17 @@ def ensure_peering(api: client.ApiClient, name: str) -> None:
 
 
 PEERING_LIFETIME_S = 60
+# Kopf re-lists a resource each time its watch ends; the API server ends a watch after this many
+# seconds. Ten minutes keeps dead connections from lingering (client_timeout a little above) while a
+# 2000-node cluster pays one LIST of nodes and pods per ten minutes, not per minute.
+WATCH_SERVER_TIMEOUT_S = 600
 
 
 @kopf.on.startup()
 def _configure(settings: kopf.OperatorSettings, **_: object) -> None:
     settings.posting.level = logging.WARNING
-    settings.watching.server_timeout = 60
+    settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_S
+    settings.watching.client_timeout = WATCH_SERVER_TIMEOUT_S + 30
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubesoda.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="kubesoda.io")
     settings.peering.lifetime = PEERING_LIFETIME_S
