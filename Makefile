@@ -30,8 +30,10 @@ cluster-up: venv
 cluster-down:
 	hack/cluster-down.sh
 
+# make unit draws hypothesis's examples the same way every run (the "ci" profile of tests/conftest.py);
+# plain pytest draws fresh ones.
 unit: venv
-	$(BIN)/pytest -q tests -m "not e2e"
+	CI=$${CI:-true} $(BIN)/pytest -q tests -m "not e2e"
 
 # The e2e suite runs against the cluster KUBECONFIG names; without one it starts the local
 # control plane and tears it down afterwards.

@@ -1,4 +1,4 @@
-"""Hypothesis settings: CI (CI=true, as .ci/run runs) draws the same examples every run, so a
+"""Hypothesis settings: CI (CI=true, which `make unit` sets, so .ci/run has it) draws the same examples every run, so a
 green main stays green; developers get fresh random examples (the default profile)."""
 
 from __future__ import annotations

@@ -402,8 +402,8 @@ class Policy(_Frozen):
     node_reserved_cores: NonNeg = 0.0
     # Scenario -> Scenario steps before the policy (soda_optimizer.managers); only implemented
     # managers are accepted. budgets: read by the budget managers (BDRM, BDWM); merit: by the MDRM
-    rank_manager: Literal["static", "budget", "merit"] = "static"
-    weight_manager: Literal["static", "simple", "budget"] = "static"
+    rank_manager: Literal["static"] = "static"
+    weight_manager: Literal["static", "simple"] = "static"
     budgets: Budgets = Budgets()
     merit: Merit = Merit()
     # the allocation policy (soda_optimizer.policy): SODA, or a placement baseline of the paper's
