@@ -62,4 +62,4 @@ def test_link_utilisation_and_single_rack():
     beta = topo.link_utilisation({"p": "r0", "q": "r1", "x": "r1"}, {("p", "q"): 50.0, ("q", "x"): 70.0})
     assert beta == [0.5, 0.5]
     one = topology.build(Scenario(nodes=(Node(name="a", mips=1e3),)))
-    assert one.links == () and one.crossed("default", "default") == []
+    assert one.links == () and one.crossed("default", "default") == ()

@@ -11,7 +11,7 @@ sit in racks on different sides of a link uses it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 
@@ -31,12 +31,17 @@ class Topology:
     racks: dict[str, tuple[str, ...]]  # rack -> usable node names
     zone_of_rack: dict[str, str]
     links: tuple[Link, ...]
+    _crossed: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict, compare=False, repr=False)  # memo of crossed()
 
-    def crossed(self, rack_a: str, rack_b: str) -> list[int]:
+    def crossed(self, rack_a: str, rack_b: str) -> tuple[int, ...]:
         """Indices of the links a stream between two racks uses (empty inside a rack)."""
         if rack_a == rack_b:
-            return []
-        return [i for i, lk in enumerate(self.links) if (rack_a in lk.below) != (rack_b in lk.below)]
+            return ()
+        key = (rack_a, rack_b)
+        out = self._crossed.get(key)
+        if out is None:
+            out = self._crossed[key] = tuple(i for i, lk in enumerate(self.links) if (rack_a in lk.below) != (rack_b in lk.below))
+        return out
 
     def link_utilisation(self, rack_of: Mapping[str, str], traffic: Mapping[tuple[str, str], float]) -> list[float]:
         """beta_e for a PE -> rack placement and stream traffic t(p1, p2)."""

@@ -11,6 +11,7 @@ weighs lightly (still linear in v).
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -60,6 +61,7 @@ class Problem:
                 uf.add_edge(pe_id(job, a), pe_id(job, b))
         self.units: list[Unit] = []
         self.unit_of: dict[str, int] = {}
+        best_rack = max((sum(self.nodes[n].mips for n in ns) for ns in self.topo.racks.values()), default=0.0)
         for comp in sorted(nx.connected_components(uf), key=lambda c: min(c)):
             members = tuple(sorted(comp))
             specs = tuple(glued.spec(p) for p in members)
@@ -81,7 +83,6 @@ class Problem:
             explicit = any(s.fairness > 0 for s in specs)
             u.need = u.phi * u.goal
             if not explicit:  # the policy's default over-allocation is capped by the biggest rack
-                best_rack = max((sum(self.nodes[n].mips for n in ns) for ns in self.topo.racks.values()), default=0.0)
                 u.need = max(u.goal, min(u.need, best_rack))
             for p in members:
                 self.unit_of[p] = len(self.units)
@@ -155,43 +156,114 @@ class Problem:
         return (any(n.max_pes is not None or n.integrity_range is not None or n.incompatible_colors for n in self.nodes.values())
                 or bool(self.pol.incompatible_colors) or any(self.exl.values()))
 
+    @functools.cached_property
+    def _single(self) -> list[bool]:
+        return [u.single_threaded for u in self.units]
+
+    @functools.cached_property
+    def _one_core(self) -> dict[str, float]:
+        return {n: min(node.mips, node.mips_per_core) for n, node in self.nodes.items()}
+
     def H(self, i: int, n: str) -> float:
-        node = self.nodes[n]
-        return min(node.mips, node.mips_per_core) if self.units[i].single_threaded else node.mips
+        """H_{p,n}: the mips unit ``i`` can use on node ``n`` (one core if single-threaded)."""
+        return self._one_core[n] if self._single[i] else self.nodes[n].mips
 
     def weight(self, i: int, n: str) -> float:
-        u = self.units[i]
-        return min(u.need, self.H(i, n))
+        """What unit ``i`` adds to node ``n``'s alpha (see the departure on constraint 4)."""
+        return min(self.units[i].need, self._one_core[n] if self._single[i] else self.nodes[n].mips)
 
 
 class Solution:
-    def __init__(self, prob: Problem, cand: list[set[str]]):
+    """Candidate node sets, one per unit, and the objective. ``base`` and ``changed``: this solution
+    is ``base`` with only the units ``changed`` given other candidates; its loads, racks and link
+    traffic are then derived from the base's instead of from every unit (miniW's moves change one or
+    a few units of thousands)."""
+
+    def __init__(self, prob: Problem, cand: list[set[str]], base: Solution | None = None, changed: Iterable[int] = ()):
         self.p = prob
         self.cand = cand
+        self._base = base
+        self._changed = sorted(set(changed)) if base is not None else []
 
     def copy(self) -> Solution:
         return Solution(self.p, [set(c) for c in self.cand])
 
     def rack(self, i: int) -> str | None:
+        return self.racks[i]
+
+    def _rack_of(self, i: int) -> str | None:
         c = self.cand[i]
         return self.p.nodes[next(iter(c))].rack if c else None
 
-    def objective(self) -> float:
-        p, pol = self.p, self.p.pol
+    @functools.cached_property
+    def racks(self) -> list[str | None]:
+        """The rack of each unit's candidates (None when it has none)."""
+        if self._base is not None:
+            out = list(self._base.racks)
+            for i in self._changed:
+                out[i] = self._rack_of(i)
+            return out
+        return [self._rack_of(i) for i in range(len(self.cand))]
+
+    @functools.cached_property
+    def load(self) -> dict[str, float]:
+        """Per node, the weight of the units that have it as a candidate (alpha_n x H_n)."""
+        p = self.p
+        if self._base is not None:
+            load = dict(self._base.load)
+            for i in self._changed:
+                for n in self._base.cand[i]:
+                    load[n] -= p.weight(i, n)
+                for n in self.cand[i]:
+                    load[n] += p.weight(i, n)
+            return load
         load = dict.fromkeys(p.nodes, 0.0)
         for i, c in enumerate(self.cand):
             for n in c:
                 load[n] += p.weight(i, n)
-        alpha = [load[n] / p.nodes[n].mips for n in p.nodes]
-        racks = {i: self.rack(i) for i in range(len(self.cand))}
+        return load
+
+    @functools.cached_property
+    def link_traffic(self) -> list[float]:
+        """Per link, the stream traffic crossing it (beta_e x K_e)."""
+        p = self.p
+        if self._base is not None:
+            beta = list(self._base.link_traffic)
+            old, new = self._base.racks, self.racks
+            touched = set(self._changed)
+            seen: set[tuple[int, int]] = set()
+            for i in self._changed:
+                for j, t in p.neighbours[i]:
+                    key = (min(i, j), max(i, j))
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    oa, ob, na, nb = old[i], old[j], new[i], new[j]
+                    if j not in touched:
+                        ob = nb = new[j]
+                    if oa and ob:
+                        for e in p.topo.crossed(oa, ob):
+                            beta[e] -= t
+                    if na and nb:
+                        for e in p.topo.crossed(na, nb):
+                            beta[e] += t
+            return beta
+        racks = self.racks
         beta = [0.0] * len(p.topo.links)
         for (a, b), t in p.traffic.items():
             ra, rb = racks[a], racks[b]
             if ra and rb and ra != rb:
                 for e in p.topo.crossed(ra, rb):
                     beta[e] += t
-        beta = [x / lk.capacity for x, lk in zip(beta, p.topo.links)]
+        return beta
+
+    def objective(self) -> float:
+        p, pol = self.p, self.p.pol
+        load = self.load
+        alpha = [load[n] / node.mips for n, node in p.nodes.items()]
+        beta = [x / lk.capacity for x, lk in zip(self.link_traffic, p.topo.links)]
         obj = pol.w1 * sum(alpha) / max(1, len(alpha)) + pol.w2 * max(alpha, default=0.0)
         if beta:
             obj += pol.w3 * sum(beta) / len(beta) + pol.w4 * max(beta)
+        self._base = None  # loads, racks and links are cached now: do not keep a chain of bases alive
         return obj

@@ -109,12 +109,22 @@ def _loads(prob: Problem, cand: list[set[str]]) -> dict[str, float]:
     return load
 
 
-def _replace(prob: Problem, cand: list[set[str]], units: list[int], rack: str) -> list[set[str]] | None:
-    """``units`` re-placed (BottomLevel greedy) inside ``rack``; None if that is infeasible."""
-    tmp = [set(c) for c in cand]
-    for i in units:
-        tmp[i] = set()
-    load = _loads(prob, tmp)  # once, then kept up to date as units are placed
+def _replace(prob: Problem, cand: list[set[str]], units: list[int], rack: str,
+             load_of_cand: dict[str, float] | None = None) -> list[set[str]] | None:
+    """``units`` re-placed (BottomLevel greedy) inside ``rack``; None if that is infeasible.
+    ``load_of_cand``: the node loads of ``cand`` when the caller has them (saves a pass over every
+    unit). Candidate sets are never changed in place, so the copy is shallow."""
+    tmp = list(cand)
+    if load_of_cand is None:
+        for i in units:
+            tmp[i] = set()
+        load = _loads(prob, tmp)  # once, then kept up to date as units are placed
+    else:
+        load = dict(load_of_cand)
+        for i in units:
+            for n in tmp[i]:
+                load[n] -= prob.weight(i, n)
+            tmp[i] = set()
     for i in units:
         c = _choose_nodes(prob, i, rack, tmp, load)
         if c is None:
@@ -125,58 +135,60 @@ def _replace(prob: Problem, cand: list[set[str]], units: list[int], rack: str) -
     return tmp
 
 
-def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, racks: list[str]) -> Iterator[list[set[str]]]:
+def _neighbourhood(prob: Problem, cur: Solution, i: int, rng: random.Random, racks: list[str]) -> Iterator[tuple[list[set[str]], list[int]]]:
     """The moves of unit ``i``, cheapest first, generated lazily: the search takes the first that
-    improves and checks its clock between moves (the rack moves re-place whole racks)."""
+    improves and checks its clock between moves (the rack moves re-place whole racks). Each move
+    comes with the units it changes."""
     u = prob.units[i]
     ci, ri = cur.cand[i], cur.rack(i)
     # drop a candidate that fairness and the minimum count do not need
     for n in sorted(ci):
         rest = ci - {n}
         if len(rest) >= u.min_c and sum(prob.H(i, m) for m in rest) + 1e-9 >= u.need:
-            tmp = [set(c) for c in cur.cand]
+            tmp = list(cur.cand)
             tmp[i] = rest
-            yield tmp
+            yield tmp, [i]
     # 1-opt: swap one candidate node for another of the same rack
     if ri:
         ins = [n for n in prob.rack_match(i, ri) if n not in ci]
         pairs = [(o, n) for o in sorted(ci) for n in ins]
         rng.shuffle(pairs)
         for o, n in pairs[:48]:
-            tmp = [set(c) for c in cur.cand]
+            tmp = list(cur.cand)
             tmp[i] = (ci - {o}) | {n}
-            yield tmp
+            yield tmp, [i]
     # re-place the PE inside its own rack given everyone else's load
     if ri:
-        again = _replace(prob, cur.cand, [i], ri)
+        again = _replace(prob, cur.cand, [i], ri, cur.load)
         if again is not None:
-            yield again
+            yield again, [i]
     # single-node candidate sets anywhere (covers moves the greedy re-placement would not pick)
     if u.min_c <= 1:
         singles = [n for n in prob.match[i] if {n} != ci and prob.H(i, n) + 1e-9 >= u.need]
         rng.shuffle(singles)
         for n in singles[:16]:
-            tmp = [set(c) for c in cur.cand]
+            tmp = list(cur.cand)
             tmp[i] = {n}
-            yield tmp
+            yield tmp, [i]
     # rack moves, and 2-opt: the PE with its heaviest stream partner
     for r in racks:
         if r != ri:
-            moved = _replace(prob, cur.cand, [i], r)
+            moved = _replace(prob, cur.cand, [i], r, cur.load)
             if moved is not None:
-                yield moved
+                yield moved, [i]
                 # ejection chain: the PEs left in the old rack are re-balanced after the move
-                stay = [k for k in range(len(prob.units)) if k != i and ri and Solution(prob, moved).rack(k) == ri]
+                moved_sol = Solution(prob, moved, cur, [i])
+                stay = [k for k, rk in enumerate(moved_sol.racks) if k != i and ri and rk == ri]
                 if ri and stay:
-                    reb = _replace(prob, moved, sorted(stay, key=lambda k: -prob.units[k].goal), ri)
+                    reb = _replace(prob, moved, sorted(stay, key=lambda k: -prob.units[k].goal), ri, moved_sol.load)
                     if reb is not None:
-                        yield reb
+                        yield reb, [i, *stay]
     for j, _t in sorted(prob.neighbours[i], key=lambda x: -x[1])[:2]:
         for r in racks:
             if r != ri or r != cur.rack(j):
-                pair = _replace(prob, cur.cand, [i, j], r)
+                pair = _replace(prob, cur.cand, [i, j], r, cur.load)
                 if pair is not None:
-                    yield pair
+                    yield pair, [i, j]
 
 
 def _from_previous(prob: Problem) -> Solution | None:
@@ -251,11 +263,11 @@ def _mini_w(prob: Problem, start: Solution, deadline: float, seed: int = 0, max_
         for i in sorted(range(len(prob.units)), key=lambda i: (-link_traffic[i], -prob.units[i].goal)):
             if time.monotonic() > deadline or stalled():
                 break
-            for tmp in _neighbourhood(prob, cur, i, rng, racks):
+            for tmp, changed in _neighbourhood(prob, cur, i, rng, racks):
                 if time.monotonic() > deadline:
                     break
                 moves += 1
-                sol = Solution(prob, tmp)
+                sol = Solution(prob, tmp, cur, changed)
                 obj = sol.objective()
                 if obj < cur_obj - 1e-12 - min_gain * abs(cur_obj) and not violations(prob, _as_candidates(prob, sol)):
                     cur, cur_obj, improved = sol, obj, True
@@ -270,9 +282,9 @@ def _mini_w(prob: Problem, start: Solution, deadline: float, seed: int = 0, max_
             if not prob.units or min_gain > 0:
                 break
             i = rng.randrange(len(prob.units))
-            kick = _replace(prob, cur.cand, [i], rng.choice(racks))
+            kick = _replace(prob, cur.cand, [i], rng.choice(racks), cur.load)
             if kick is not None:
-                sol = Solution(prob, kick)
+                sol = Solution(prob, kick, cur, [i])
                 if not violations(prob, _as_candidates(prob, sol)):
                     cur, cur_obj = sol, sol.objective()
     return best, moves
