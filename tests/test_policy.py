@@ -77,7 +77,7 @@ def test_simple_weight_manager_weights_sinks_only():
     assert steps.prepare(scenario("small-pipeline")) == scenario("small-pipeline")  # static changes nothing
 
 
-@pytest.mark.parametrize("field,value", [("rank_manager", "budget"), ("rank_manager", "merit"), ("weight_manager", "budget")])
+@pytest.mark.parametrize("field,value", [("rank_manager", "oracle"), ("weight_manager", "oracle"), ("weight_manager", "merit")])
 def test_managers_without_implementation_are_refused(field, value):
     with pytest.raises(ValidationError, match=field):
         Policy(**{field: value})
@@ -85,5 +85,5 @@ def test_managers_without_implementation_are_refused(field, value):
 
 def test_policy_object_with_unimplemented_manager_names_the_field():
     with pytest.raises(crd.TranslationError) as e:
-        crd.policy_from_object({"spec": {"rankManager": "budget"}})
+        crd.policy_from_object({"spec": {"rankManager": "oracle"}})
     assert e.value.field == "spec.rank_manager"

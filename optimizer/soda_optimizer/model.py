@@ -354,6 +354,12 @@ class MeritWindow(_Frozen):
     end_hour: Annotated[int, Field(ge=1, le=24)] = 24
     weights: MeritWeights = MeritWeights()
 
+    @model_validator(mode="after")
+    def _check(self) -> MeritWindow:
+        if self.start_hour == self.end_hour:
+            raise ValueError(f"merit window: startHour = endHour = {self.start_hour} is empty (a whole day is 0 to 24)")
+        return self
+
 
 class Merit(_Frozen):
     """The MDRM's configuration: default weights, time windows (the first that matches wins),
@@ -402,8 +408,8 @@ class Policy(_Frozen):
     node_reserved_cores: NonNeg = 0.0
     # Scenario -> Scenario steps before the policy (soda_optimizer.managers); only implemented
     # managers are accepted. budgets: read by the budget managers (BDRM, BDWM); merit: by the MDRM
-    rank_manager: Literal["static"] = "static"
-    weight_manager: Literal["static", "simple"] = "static"
+    rank_manager: Literal["static", "budget", "merit"] = "static"
+    weight_manager: Literal["static", "simple", "budget"] = "static"
     budgets: Budgets = Budgets()
     merit: Merit = Merit()
     # the allocation policy (soda_optimizer.policy): SODA, or a placement baseline of the paper's

@@ -3,14 +3,17 @@
 A manager rewrites the ranks or stream weights that the allocation policies read; it runs before
 any policy (:func:`..steps.prepare`), so a policy never knows whether a rank was typed by a user or
 computed. The SchedulingPolicy chooses one of each (``rankManager``, ``weightManager``); only the
-managers registered here exist, and the CRD's enum lists exactly these names, so the API server
-refuses the others with a clear error.
+managers registered here exist, and the model's Literals (and the CRD's enum) list exactly these
+names, so anything else is refused with a clear error.
 
-- rank managers: ``static`` (the ranks as the jobs state them);
+- rank managers: ``static`` (the ranks as the jobs state them), ``budget`` (BDRM, section 6.2.1,
+  :mod:`.budget`), ``merit`` (MDRM, section 6.2.2, :mod:`.merit`);
 - weight managers: ``static`` (the weights as the templates and jobs state them), ``simple`` (SWM,
-  :mod:`.weights`).
+  section 6.3, :mod:`.weights`), ``budget`` (BDWM, section 6.3, :mod:`.budget`).
 
-The paper's budget (BDRM, BDWM) and merit (MDRM) managers are not built yet.
+The budget managers read ``Policy.budgets``; :func:`.budget.charge` is the bookkeeping that
+depletes them after overloaded epochs (the caller's, e.g. the operator's, job). The merit manager
+reads ``Policy.merit`` and ``Scenario.now``. See ``docs/managers.md``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..model import Scenario
+from .budget import budget_rank_manager, budget_weight_manager, charge
+from .merit import merit_rank_manager
 from .weights import simple_weights
 
 Step = Callable[[Scenario], Scenario]
@@ -28,5 +33,7 @@ def static(scenario: Scenario) -> Scenario:
     return scenario
 
 
-RANK_MANAGERS: dict[str, Step] = {"static": static}
-WEIGHT_MANAGERS: dict[str, Step] = {"static": static, "simple": simple_weights}
+RANK_MANAGERS: dict[str, Step] = {"static": static, "budget": budget_rank_manager, "merit": merit_rank_manager}
+WEIGHT_MANAGERS: dict[str, Step] = {"static": static, "simple": simple_weights, "budget": budget_weight_manager}
+
+__all__ = ["RANK_MANAGERS", "WEIGHT_MANAGERS", "Step", "charge", "static"]
