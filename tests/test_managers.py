@@ -55,9 +55,10 @@ TEMPLATES = tuple(tmpl(c) for c in COSTS)
 def scenarios(draw, max_jobs: int = 8, integral: bool = False):
     """Random jobs (owner, declared rank, required, cost) and budgets. Costs are cost x 100 mips x EPOCH s."""
     n = draw(st.integers(0, max_jobs))
+    names = draw(st.permutations([f"j{i}" for i in range(n)]))  # input order is not name order
     jobs = []
     for i in range(n):
-        jobs.append(Job(name=f"j{i}", owner=draw(st.sampled_from(OWNERS)), rank=draw(st.integers(1, 4)),
+        jobs.append(Job(name=names[i], owner=draw(st.sampled_from(OWNERS)), rank=draw(st.integers(1, 4)),
                         required=draw(st.integers(0, 4)) == 0, templates=(f"t{draw(st.sampled_from(COSTS))}",)))
     unit = 100 * EPOCH  # budgets in multiples of one cost unit, so ties happen
     amounts = st.integers(0, 12).map(lambda k: k * unit)
@@ -171,6 +172,7 @@ def test_bdrm_worked_example_fraction_versus_absolute():
     s = Scenario(templates=TEMPLATES, jobs=jobs, policy=Policy(budgets=b, macro_epoch_s=EPOCH, pe_floor_mips=0))
     # bob's required job is charged first: bob 294 000 / 400 000 = 73.5% > ann 60%
     assert budget.budget_ranks(s) == {"must": 1, "bob-1": 2, "ann-1": 3, "ann-2": 4}
+    assert budget.budget_weights(s) == {"must": 1.0, "bob-1": 0.75, "ann-1": 0.5, "ann-2": 0.25}  # docs/managers.md
     absolute = s.model_copy(update={"policy": s.policy.model_copy(update={"budgets": b.model_copy(update={"compare": "absolute"})})})
     assert budget.budget_ranks(absolute) == {"must": 1, "ann-1": 2, "ann-2": 3, "bob-1": 4}
 
