@@ -120,3 +120,22 @@ def test_explain_from_files_says_why_in_numbers():
     missing = subprocess.run([sys.executable, "-m", "soda_operator.cli", "explain", "bench/nope", "-f", str(EX / "nodes" / "small-8.yaml"),
                               "-f", str(EX / "lsd")], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert missing.returncode == 2 and "no StreamJob bench/nope" in missing.stderr
+
+
+def test_plan_reads_lists_as_kubectl_get_writes_them(tmp_path):
+    """`kubectl get nodes -o yaml > nodes.yaml` writes a List (items with their kind); the API's
+    typed NodeList leaves the items' kind out. Both are read as their items; a list of something
+    else inside is refused with where it is."""
+    from soda_operator import manifests
+
+    node = {"metadata": {"name": "n0", "labels": {"kubesoda.io/mips-per-core": "1000"}},
+            "status": {"allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+    (tmp_path / "list.yaml").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Node", **node}]}))
+    (tmp_path / "typed.yaml").write_text(json.dumps({"apiVersion": "v1", "kind": "NodeList",
+                                                     "items": [{**node, "metadata": {**node["metadata"], "name": "n1"}}]}))
+    m = manifests.load([str(tmp_path / "list.yaml"), str(tmp_path / "typed.yaml")])
+    assert [n["metadata"]["name"] for n in m.nodes] == ["n0", "n1"]
+    assert m.source["Node/n1"].endswith("typed.yaml (document 1) items[0]")
+    (tmp_path / "bad.yaml").write_text(json.dumps({"kind": "List", "items": [{"kind": "PodList", "items": []}]}))
+    with pytest.raises(manifests.ManifestError, match=r"bad.yaml \(document 1\) items\[0\]: a PodList inside a list"):
+        manifests.load([str(tmp_path / "bad.yaml")])

@@ -108,3 +108,28 @@ def test_microq_exact_when_every_curve_is_one_segment(inst):
     want = milp(s, mq, cands)
     if want is not None:
         assert res.report.objective == pytest.approx(want, rel=1e-6, abs=1e-3)
+
+
+def test_floors_are_hosted_before_anything_above_them():
+    """Admitted means every PE runs (live regression, DAC on 8 nodes: a PE paced into a full node
+    was the one left at 0 mips, with no instance). Three PEs on one 1000-mips node; the segment
+    held forces 1030 mips of paced goals: the 30 mips that cannot be hosted must come out of the
+    PE above its floor, never out of a PE's floor."""
+    t = Template(name="t", pes=tuple(PE(name=n, kind="source") for n in ("p", "q", "r")),
+                 primal_inputs=tuple(PrimalInput(pe=n, rate=1) for n in ("p", "q", "r")))
+    s = Scenario(nodes=(Node(name="n0", mips=1000.0),), templates=(t,), jobs=(Job(name="j", templates=("t",)),))
+    c1 = ComponentCurve(pes=("j:p", "j:q"), mips=np.array([20.0, 1020.0, 2020.0]), importance=np.array([0.0, 100.0, 150.0]),
+                        allocation=np.array([[10.0, 10.0], [10.0, 1010.0], [10.0, 2010.0]]))
+    c2 = ComponentCurve(pes=("j:r",), mips=np.array([10.0, 1010.0]), importance=np.array([0.0, 1.0]), allocation=np.array([[10.0], [1010.0]]))
+    comps = [c1, c2]
+    fits = [microq.concave_fit(c) for c in comps]
+    cands = {p: ("n0",) for p in ("j:p", "j:q", "j:r")}
+    specs = {f"j:{n}": PE(name=n, kind="source") for n in "pqr"}
+    for floor, want in ((10.0, 10.0), (0.0, 0.0)):
+        value, goals, G, slack = microq._lp(comps, fits, [1, 0], cands, {"n0": 1000.0}, specs, floor=floor)
+        assert sum(goals.values()) <= 1000.0 + 1e-6
+        assert goals["j:p"] >= want - 1e-6 and goals["j:r"] >= want - 1e-6, goals
+    # and through the stage: every PE of the job gets at least the policy floor (10 mips)
+    mq = MacroQResult((), {"j": "t"}, {}, {}, (c1, c2), 0.0, StageReport(stage="macroq", seconds=0, status="optimal"))
+    res = microq.solve(s, mq, cands, deadline_s=5)
+    assert min(res.goals[p] for p in cands) >= 10.0 - 1e-6, res.goals

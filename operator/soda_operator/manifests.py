@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,21 +61,39 @@ def _read(f: Path) -> list[Any]:
         raise ManifestError(f"{f}: nested too deeply to be a Kubernetes object") from e
 
 
+def _objects(f: str, docs: list[Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each object of a file's documents with where it is; a ``List`` (what ``kubectl get -o
+    yaml`` writes) gives its items."""
+    for i, d in enumerate(docs):
+        if d is None:
+            continue
+        where = f"{f} (document {i + 1})"
+        if not isinstance(d, dict) or "kind" not in d:
+            raise ManifestError(f"{where}: not a Kubernetes object (no 'kind')")
+        if not isinstance(d["kind"], str):
+            raise ManifestError(f"{where}: kind is not a string")
+        if d["kind"] != "List" and not d["kind"].endswith("List"):
+            yield where, d
+            continue
+        items = d.get("items")
+        if not isinstance(items, list):
+            raise ManifestError(f"{where}: {d['kind']} field items: not a list")
+        for k, item in enumerate(items):
+            at = f"{where} items[{k}]"
+            if isinstance(item, dict) and "kind" not in item and d["kind"] != "List":
+                item = {**item, "kind": d["kind"][: -len("List")]}  # a typed list (NodeList) leaves it out
+            if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
+                raise ManifestError(f"{at}: not a Kubernetes object (no 'kind')")
+            if item["kind"].endswith("List"):
+                raise ManifestError(f"{at}: a {item['kind']} inside a list")
+            yield at, item
+
+
 def load(paths: list[str]) -> Manifests:
     m = Manifests()
     for f in _files(paths):
-        docs = _read(f)
-        for i, d in enumerate(docs):
-            if d is None:
-                continue
-            where = f"{f} (document {i + 1})"
-            if not isinstance(d, dict) or "kind" not in d:
-                raise ManifestError(f"{where}: not a Kubernetes object (no 'kind')")
+        for where, d in _objects(f, _read(f)):
             kind = d["kind"]
-            if not isinstance(kind, str):
-                raise ManifestError(f"{where}: kind is not a string")
-            if kind == "List":
-                raise ManifestError(f"{where}: kind List is not supported; use multi-document YAML")
             if kind in IGNORED:
                 continue
             if kind not in KINDS:

@@ -32,11 +32,12 @@ from ortools.graph.python import min_cost_flow
 from ortools.linear_solver import pywraplp
 
 from ..importance import Evaluator
-from ..model import Scenario
+from ..model import Scenario, floor_mips
 from ..plan import StageReport
 from .stages import ComponentCurve, MacroQResult, MicroQResult
 
 PENALTY = 1e3  # per mips of slack in (38), above any importance slope per mips we expect
+FLOOR_PENALTY = 1e5  # per mips a PE's hosted goal falls below its floor: floors are hosted first
 
 
 def concave_fit(curve: ComponentCurve) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -89,7 +90,9 @@ def solve(
         seen.add(key)
         # GLOP first; on a numerically hard LP (tiny slopes next to the slack penalty) it may
         # give up without a status we can use, then SCIP's LP solver takes over
-        sol = _lp(comps, fits, seg, candidates, nodes, specs) or _lp(comps, fits, seg, candidates, nodes, specs, "SCIP")
+        floor = scenario.policy.pe_floor_mips
+        sol = (_lp(comps, fits, seg, candidates, nodes, specs, floor=floor)
+               or _lp(comps, fits, seg, candidates, nodes, specs, "SCIP", floor=floor))
         if sol is None:
             status = "fallback"
             break
@@ -165,7 +168,7 @@ def _preprocess(comps, fits, candidates, nodes) -> list[int]:
     return seg
 
 
-def _lp(comps, fits, seg, candidates, nodes, specs, backend: str = "GLOP"):
+def _lp(comps, fits, seg, candidates, nodes, specs, backend: str = "GLOP", floor: float = 0.0):
     solver = pywraplp.Solver.CreateSolver(backend)
     inf = solver.infinity()
     f: dict[tuple[str, str], pywraplp.Variable] = {}
@@ -173,6 +176,7 @@ def _lp(comps, fits, seg, candidates, nodes, specs, backend: str = "GLOP"):
     obj = solver.Objective()
     G = []
     slacks: list = []
+    floor_slacks: list = []
     goal_expr: dict[str, list] = {}
     for c, (curve, (x, y, A)) in enumerate(zip(comps, fits)):
         r = seg[c]
@@ -205,6 +209,19 @@ def _lp(comps, fits, seg, candidates, nodes, specs, backend: str = "GLOP"):
             ct.SetCoefficient(slack, 1.0)
             ct.SetCoefficient(g, -rate[i])
             spec = specs.get(p)
+            # admitted means every PE runs: the hosted goal reaches the PE's floor (its minimum or
+            # the policy's floor, as macroQ's curve gives it at its first point) before any PE's
+            # goal above its floor is hosted; what the candidates cannot host of it is a slack
+            # priced higher still
+            want = min(floor_mips(spec, floor), float(A[0][i])) if spec is not None else 0.0
+            if want > 0:
+                short = solver.NumVar(0, inf, f"u_{p}")
+                floor_slacks.append(short)
+                obj.SetCoefficient(short, -FLOOR_PENALTY)
+                cf = solver.Constraint(want, inf)
+                for v, h in terms:
+                    cf.SetCoefficient(v, h)
+                cf.SetCoefficient(short, 1.0)
             if spec is not None and np.isfinite(spec.max_mips):
                 cm = solver.Constraint(-inf, spec.max_mips)
                 for v, h in terms:
@@ -221,4 +238,4 @@ def _lp(comps, fits, seg, candidates, nodes, specs, backend: str = "GLOP"):
     Gv = [g.solution_value() for g, *_ in G]
     value = sum(by + s * (gv - bx) for (g, bx, by, s), gv in zip(G, Gv))
     goals = {p: float(sum(v.solution_value() * h for v, h in terms)) for p, terms in goal_expr.items()}
-    return value, goals, Gv, sum(v.solution_value() for v in slacks)
+    return value, goals, Gv, sum(v.solution_value() for v in slacks) + 100 * sum(v.solution_value() for v in floor_slacks)
