@@ -38,3 +38,23 @@ def test_plan_is_consistent(example: str) -> None:
         if d.admitted:
             assert d.template is not None
             assert any(pe.job == d.job for pe in plan.pes)
+
+
+def test_no_pe_is_planned_more_than_a_rack_holds():
+    """A PE's instances share one rack (macroW 6-11), so macroQ must not plan it more mips than
+    the biggest rack has: DAC on 8 nodes planned 10,909 mips for a PE where racks hold 8,000, and
+    macroW then rejected a rank-1 job at placement while rank-2 jobs ran. Two racks of 2 x 4000
+    mips; a source that could use 20,000 mips, and one single-threaded, capped at one core."""
+    from soda_optimizer.model import PE, Job, Node, Policy, PrimalInput, ResourceFunction, Scenario, Sink, Template
+
+    nodes = tuple(Node(name=f"r{r}n{i}", mips=4000.0, mips_per_core=1000.0, rack=f"r{r}") for r in range(2) for i in range(2))
+    t = Template(name="big", pes=(PE(name="src", kind="source", rf=ResourceFunction(a=1.0)),
+                                  PE(name="one", kind="sink", single_threaded=True, rf=ResourceFunction(a=1.0, b=1.0))),
+                 streams=(), primal_inputs=(PrimalInput(pe="src", rate=20000.0), PrimalInput(pe="one", rate=20000.0)),
+                 sinks=(Sink(pe="src", weight=1.0), Sink(pe="one", weight=1.0)))
+    s = Scenario(nodes=nodes, templates=(t,), jobs=(Job(name="j", templates=("big",), required=True),),
+                 policy=Policy(macroq_deadline_s=2, macrow_deadline_s=2))
+    plan = pipeline.run(s)
+    assert [d.admitted for d in plan.jobs] == [True], plan.jobs
+    goals = {p.name: p.goal_mips for p in plan.pes}
+    assert 0 < goals["src"] <= 8000.0 + 1e-6 and 0 < goals["one"] <= 2000.0 + 1e-6, goals

@@ -64,6 +64,9 @@ def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:
             w = job.weight_overrides.get(f"sink:{sk.pe}", sk.weight)
             sinks.setdefault(sk.pe, []).append((w, sk.value))
         for p in t.pes:
+            cap = scenario.pe_mips_cap(p.single_threaded)
+            if 0 < cap < p.max_mips:  # no rack hosts more (never below its minimum: macroW then says why)
+                p = p.model_copy(update={"max_mips": max(cap, p.min_mips)})
             g.add_node(
                 pe_id(jname, p.name),
                 job=jname,

@@ -504,6 +504,19 @@ class Scenario(_Frozen):
     def usable_nodes(self) -> Iterator[Node]:
         return (n for n in self.nodes if n.usable)
 
+    def pe_mips_cap(self, single_threaded: bool) -> float:
+        """The most mips one PE can get anywhere: its instances all run in one rack (macroW's
+        constraints 6-11), on one core each if it is single-threaded. The glued graph caps every
+        PE's ``max_mips`` with it, so macroQ never plans a goal that no rack can host."""
+        memo = self._cache()
+        key = f"pe_cap:{single_threaded}"
+        if key not in memo:
+            racks: dict[str, float] = {}
+            for n in self.usable_nodes():
+                racks[n.rack] = racks.get(n.rack, 0.0) + (min(n.mips, n.mips_per_core) if single_threaded else n.mips)
+            memo[key] = max(racks.values(), default=0.0)
+        return memo[key]  # type: ignore[no-any-return]
+
     @property
     def capacity_mips(self) -> float:
         """H: the total processing power of usable nodes."""

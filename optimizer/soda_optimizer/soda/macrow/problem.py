@@ -61,7 +61,6 @@ class Problem:
                 uf.add_edge(pe_id(job, a), pe_id(job, b))
         self.units: list[Unit] = []
         self.unit_of: dict[str, int] = {}
-        best_rack = max((sum(self.nodes[n].mips for n in ns) for ns in self.topo.racks.values()), default=0.0)
         for comp in sorted(nx.connected_components(uf), key=lambda c: min(c)):
             members = tuple(sorted(comp))
             specs = tuple(glued.spec(p) for p in members)
@@ -82,8 +81,8 @@ class Problem:
             )
             explicit = any(s.fairness > 0 for s in specs)
             u.need = u.phi * u.goal
-            if not explicit:  # the policy's default over-allocation is capped by the biggest rack
-                u.need = max(u.goal, min(u.need, best_rack))
+            if not explicit:  # the policy's default over-allocation is capped by the biggest rack (its cores, if single-threaded)
+                u.need = max(u.goal, min(u.need, scenario.pe_mips_cap(u.single_threaded)))
             for p in members:
                 self.unit_of[p] = len(self.units)
             self.units.append(u)
