@@ -149,3 +149,32 @@ def test_other_pods_hold_node_capacity(c1, init, over, reserve):
     free = max(8 - held - reserve / 1000, 0.0)
     assert abs(n1.cores - free) < 1e-6 or (free == 0 and not n1.usable)
     assert abs(n2.cores - (8 - reserve / 1000)) < 1e-6
+
+
+def test_policy_managers_budgets_and_merit_from_the_object():
+    """The SchedulingPolicy's manager fields reach the model: what the operator charged
+    (status.budgetSpent) adds to spec.budgets.spent; merit windows in camelCase; a window that
+    covers no hour is refused with the field named; every field is in the CRD's schema."""
+    import pytest
+
+    from soda_operator import schema
+
+    obj = {"apiVersion": "kubesoda.io/v1alpha1", "kind": "SchedulingPolicy", "metadata": {"name": "default"},
+           "spec": {"rankManager": "budget", "weightManager": "budget",
+                    "budgets": {"allocated": {"a": 100.0, "b": 50.0}, "spent": {"a": 10.0}, "default": 5, "compare": "absolute"},
+                    "merit": {"weights": {"rank": 1, "owner": 2}, "bucket": 2.5, "ownerPriority": {"a": 1},
+                              "windows": [{"days": [6, 7], "startHour": 22, "endHour": 6, "weights": {"age": -0.5}}]}},
+           "status": {"budgetSpent": {"a": 5.0, "c": 7.0}}}
+    assert schema.problem(obj) is None
+    pol, _ = crd.policy_from_object(obj)
+    assert (pol.rank_manager, pol.weight_manager) == ("budget", "budget")
+    assert pol.budgets.spent == {"a": 15.0, "c": 7.0} and pol.budgets.allocated == {"a": 100.0, "b": 50.0}
+    assert pol.budgets.default == 5 and pol.budgets.compare == "absolute"
+    w = pol.merit.windows[0]
+    assert (w.days, w.start_hour, w.end_hour, w.weights.age, w.weights.rank) == ((6, 7), 22, 6, -0.5, 1.0)
+    assert pol.merit.bucket == 2.5 and pol.merit.owner_priority == {"a": 1} and pol.merit.weights.owner == 2
+    bad = {**obj, "spec": {**obj["spec"], "merit": {"windows": [{"startHour": 3, "endHour": 3, "weights": {}}]}}}
+    with pytest.raises(crd.TranslationError) as e:
+        crd.policy_from_object(bad)
+    assert e.value.field.startswith("spec.merit.windows") and "empty" in e.value.message
+    assert schema.problem({**obj, "spec": {"rankManager": "oracle"}}) is not None  # the CRD's enum refuses it

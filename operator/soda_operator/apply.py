@@ -301,6 +301,15 @@ class Applier:
             if e.status != 404:
                 log.error("status of %s/%s failed: %s", namespace, name, e.reason)
 
+    def policy_status(self, status: dict[str, Any]) -> None:
+        """Patch the status of the SchedulingPolicy ``default`` (the budget managers' bookkeeping)."""
+        self._guard()
+        try:
+            retry(lambda: raw(self.custom.patch_cluster_custom_object_status, crd.GROUP, crd.VERSION, "schedulingpolicies", "default",
+                              {"status": status}), "status of SchedulingPolicy default", codes=TRANSIENT + (409,))
+        except ApiException as e:
+            log.error("status of SchedulingPolicy default failed: %s", e.reason)
+
     def events(self, items: list[tuple[dict[str, Any], str, str, str]]) -> None:
         """Events (object, reason, message, type), concurrently."""
         self._each(lambda e: self.event(*e), items)

@@ -8,6 +8,7 @@ import json
 import sys
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from soda_optimizer import pipeline
@@ -89,7 +90,8 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
     except (AttributeError, TypeError, ValueError, KeyError) as e:
         print(f"error: a Pod in the given manifests is malformed: {e}", file=sys.stderr)
         return 2
-    scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source, foreign=foreign, validate=True)
+    scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source, foreign=foreign, validate=True,
+                                             now=datetime.now(UTC))
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     upd: dict[str, Any] = {}

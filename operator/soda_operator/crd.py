@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 from kubernetes.utils import parse_quantity
@@ -265,12 +266,43 @@ def policy_from_object(obj: Mapping[str, Any] | None) -> tuple[Policy, str]:
     )
     if sp.get("nodeReservedCpu") is not None:
         kw["node_reserved_cores"] = cores(sp["nodeReservedCpu"], "spec.nodeReservedCpu")
+    kw["budgets"] = budgets_from(sp.get("budgets") or {}, (obj.get("status") or {}).get("budgetSpent") or {})
+    kw["merit"] = merit_from(sp.get("merit") or {})
     kw["licenses"] = dict(sp.get("licenses") or {})
     kw["incompatible_colors"] = tuple(tuple(x) for x in sp.get("incompatibleColors") or ())
     try:
         return Policy(**kw), sp.get("rackLabel", DEFAULT_RACK_LABEL)
     except ValidationError as e:
         raise _pydantic_error(e, "spec") from e
+
+
+def budgets_from(b: Mapping[str, Any], charged: Mapping[str, Any]) -> dict[str, Any]:
+    """spec.budgets with what the operator charged so far (status.budgetSpent) added to spent."""
+    spent = {str(k): float(v) for k, v in (b.get("spent") or {}).items()}
+    for k, v in charged.items():
+        spent[str(k)] = spent.get(str(k), 0.0) + float(v)
+    out: dict[str, Any] = {"allocated": dict(b.get("allocated") or {}), "spent": spent}
+    for k in ("default", "compare"):
+        if b.get(k) is not None:
+            out[k] = b[k]
+    return out
+
+
+def merit_from(m: Mapping[str, Any]) -> dict[str, Any]:
+    """spec.merit in the model's field names (startHour -> start_hour, ...)."""
+    def window(w: Mapping[str, Any]) -> dict[str, Any]:
+        out = {"weights": dict(w.get("weights") or {})}
+        for src, dst in (("days", "days"), ("startHour", "start_hour"), ("endHour", "end_hour")):
+            if w.get(src) is not None:
+                out[dst] = tuple(w[src]) if src == "days" else w[src]
+        return out
+
+    out: dict[str, Any] = {"weights": dict(m.get("weights") or {}), "windows": tuple(window(w) for w in m.get("windows") or ()),
+                           "owner_priority": dict(m.get("ownerPriority") or {})}
+    for src, dst in (("bucket", "bucket"), ("defaultOwnerPriority", "default_owner_priority")):
+        if m.get(src) is not None:
+            out[dst] = m[src]
+    return out
 
 
 def previous_from(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> PreviousState:
@@ -306,6 +338,7 @@ def scenario_from_objects(
     source: Mapping[str, str] | None = None,
     foreign: Mapping[str, Iterable[tuple[str, float, float]]] | None = None,
     validate: bool = False,
+    now: datetime | None = None,
 ) -> tuple[Scenario, list[ObjectError]]:
     """Build a Scenario from whatever is valid; one ObjectError per dropped object.
 
@@ -313,6 +346,7 @@ def scenario_from_objects(
     ``foreign`` maps a node name to the (pod, CPU cores, memory bytes) requests of the other
     workloads' pods bound to it: the node offers kubesoda what they leave. ``validate`` checks each
     object against its schema first (:mod:`.schema`; objects from files, which no API server saw).
+    ``now``: the epoch's time (the merit manager's job ages and time windows).
     """
     src = source or {}
     errors: list[ObjectError] = []
@@ -428,6 +462,7 @@ def scenario_from_objects(
         jobs=tuple(jj for jj, _ in job_objs.values()),
         policy=pol,
         previous=prev,
+        now=now,
     )
     return scen, errors
 

@@ -27,7 +27,8 @@ from typing import Any
 from kubernetes import client
 
 from soda_optimizer import pipeline
-from soda_optimizer.model import Scenario
+from soda_optimizer.managers import budget as budget_managers
+from soda_optimizer.model import Budgets, Scenario
 from soda_optimizer.plan import Plan
 
 from . import crd, desired, loop, metrics, state, status
@@ -56,6 +57,7 @@ class Loops:
         self.micro_due = threading.Event()
         self.lock = threading.Lock()
         self.apply_s = 0.0  # duration of the last apply (logged with the macro epoch)
+        self.charged_at: float | None = None  # when the budget managers' bookkeeping last ran
         # Admitted jobs whose instances were not all Running at the last apply: (job, status, pods)
         self.awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
 
@@ -105,12 +107,38 @@ class Loops:
                 return plan
             self.last = plan
             self._apply(snap, scen, plan)
+            self._charge_budgets(snap, scen, plan)
             metrics.EPOCH_SECONDS.labels("macro").observe(time.perf_counter() - t0)
             secs = {s.stage: s.seconds for s in plan.stages}
             log.info("macro epoch: %d/%d jobs admitted, importance %.2f, %.2fs (snapshot %.2fs, %s, apply %.2fs)",
                      sum(d.admitted for d in plan.jobs), len(plan.jobs), plan.importance, time.perf_counter() - t0, t_snap,
                      ", ".join(f"{k} {v:.2f}s" for k, v in secs.items()), self.apply_s)
             return plan
+
+    def _charge_budgets(self, snap: Snapshot, scen: Scenario, plan: Plan) -> None:
+        """The budget managers' bookkeeping (SODA 6.2.1): after an overloaded macro epoch (a job
+        left out) each owner is charged the mips its admitted jobs got x the time since the last
+        charge (at most two macro epochs: a pause is not spent); underloaded epochs charge nothing.
+        The total lives in the SchedulingPolicy's status.budgetSpent, so a restart or another
+        replica goes on from it."""
+        pol = scen.policy
+        if "budget" not in (pol.rank_manager, pol.weight_manager) or snap.policy is None:
+            self.charged_at = None
+            return
+        t = time.monotonic()
+        seconds = pol.macro_epoch_s if self.charged_at is None else min(t - self.charged_at, 2 * pol.macro_epoch_s)
+        self.charged_at = t
+        if all(d.admitted for d in plan.jobs):
+            return
+        owner = {j.name: j.owner for j in scen.jobs}
+        usage: dict[str, float] = {}
+        for d in plan.jobs:
+            if d.admitted:
+                usage[owner.get(d.job, "")] = usage.get(owner.get(d.job, ""), 0.0) + d.mips
+        old = {str(k): float(v) for k, v in ((snap.policy.get("status") or {}).get("budgetSpent") or {}).items()}
+        new = budget_managers.charge(Budgets(spent=old), usage, seconds, overloaded=True).spent
+        self.applier.policy_status({"budgetSpent": {k: round(v, 3) for k, v in new.items()},
+                                    "budgetCharged": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
     def micro_epoch(self) -> Plan | None:
         if self.last is None:

@@ -60,7 +60,14 @@ def on_template(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "schedulingpolicies")
-def on_policy(memo: kopf.Memo, **_: Any) -> None:
+def on_policy(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+    # a change of the spec asks for a macro epoch; the operator's own status writes (the budget
+    # managers' bookkeeping, after each overloaded macro epoch) must not, or each would ask for the next
+    spec = None if event.get("type") == "DELETED" else dict(body.get("spec") or {})
+    seen = memo.setdefault("policy_specs", {})
+    if name in seen and seen[name] == spec:
+        return
+    seen[name] = spec
     memo.loops.macro_due.set()
 
 

@@ -8,6 +8,7 @@ the policy's epochs through :func:`epochs`, which never fails (a bad policy: the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
@@ -31,7 +32,8 @@ class Snapshot:
 
     def scenario(self, source: dict[str, str] | None = None) -> tuple[Any, list[crd.ObjectError]]:
         """The Scenario of this snapshot (:func:`.crd.scenario_from_objects`)."""
-        return crd.scenario_from_objects(self.nodes, self.templates, self.jobs, self.policy, self.pods, source, self.foreign)
+        return crd.scenario_from_objects(self.nodes, self.templates, self.jobs, self.policy, self.pods, source, self.foreign,
+                                         now=datetime.now(UTC))
 
 
 def foreign_requests(pods: list[dict[str, Any]]) -> dict[str, list[tuple[str, float, float]]]:
