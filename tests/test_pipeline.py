@@ -58,3 +58,32 @@ def test_no_pe_is_planned_more_than_a_rack_holds():
     assert [d.admitted for d in plan.jobs] == [True], plan.jobs
     goals = {p.name: p.goal_mips for p in plan.pes}
     assert 0 < goals["src"] <= 8000.0 + 1e-6 and 0 < goals["one"] <= 2000.0 + 1e-6, goals
+
+
+def test_a_pe_whose_memory_no_node_has_rejects_its_job_for_memory_only():
+    """Memory is a capacity: a job whose PE needs more memory than any node has is Rejected with
+    reason memory and the numbers; the other job is admitted and placed, and no node holds more
+    instances than its memory allows."""
+    from soda_optimizer.model import PE, Job, Node, Policy, PrimalInput, Scenario, Sink, Stream, Template
+
+    gib = 2.0**30
+    nodes = tuple(Node(name=f"n{i}", mips=4000.0, memory_bytes=4 * gib, rack=f"r{i % 2}") for i in range(4))
+
+    def tmpl(name: str, mem: float) -> Template:
+        return Template(name=name, pes=(PE(name="src", kind="source", memory_bytes=mem), PE(name="snk", kind="sink", memory_bytes=mem)),
+                        streams=(Stream(src="src", dst="snk"),), primal_inputs=(PrimalInput(pe="src", rate=1000.0),),
+                        sinks=(Sink(pe="snk", weight=1.0),))
+
+    s = Scenario(nodes=nodes, templates=(tmpl("small", 3 * gib), tmpl("huge", 6 * gib)),
+                 jobs=(Job(name="ok", templates=("small",)), Job(name="big", templates=("huge",))),
+                 policy=Policy(macroq_deadline_s=1, macrow_deadline_s=1))
+    plan = pipeline.run(s)
+    by = {d.job: d for d in plan.jobs}
+    assert by["ok"].admitted and not by["big"].admitted
+    assert by["big"].reason == "memory" and "6144Mi" in by["big"].message and "4096Mi" in by["big"].message, by["big"]
+    per_node: dict[str, int] = {}
+    for p in plan.pes:
+        assert p.fractions, p  # admitted means every PE runs
+        for n in p.fractions:
+            per_node[n] = per_node.get(n, 0) + 1
+    assert max(per_node.values()) == 1  # 3Gi instances on 4Gi nodes: one per node

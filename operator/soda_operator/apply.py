@@ -5,8 +5,8 @@ change is computed against what is read back from the API server, creates tolera
 deletes 404, and transient errors (409 conflicts, 429, 5xx) are retried with backoff.
 
 A PE instance is one pod per node where the PE has a fraction f > 0. Its CPU request = limit =
-f x the node's allocatable cores (millicores; memory is a fixed request = limit so the pod is
-Guaranteed and a resize never changes its QoS). It carries labels ``kubesoda.io/job``,
+f x the node's allocatable cores (millicores); its memory request = limit is the PE's ``memory``
+(default 64Mi), fixed, so the pod is Guaranteed and a resize never changes its QoS. It carries labels ``kubesoda.io/job``,
 ``kubesoda.io/pe``, annotations ``kubesoda.io/node`` and ``kubesoda.io/fraction``, required node
 affinity to the PE's candidate nodes, ``schedulerName: kubesoda`` (the extender then picks the
 annotated node), and an owner reference to its StreamJob (garbage collection).
@@ -32,7 +32,7 @@ from . import crd, metrics
 log = logging.getLogger("kubesoda.apply")
 T = TypeVar("T")
 SCHEDULER = "kubesoda"
-MEMORY = "64Mi"
+MEMORY = "64Mi"  # a PE instance's memory when its template names none (model.DEFAULT_PE_MEMORY)
 
 
 TRANSIENT = (429, 500, 502, 503, 504)
@@ -110,11 +110,12 @@ class Instance:
 
 def pod_body(inst: Instance) -> dict[str, Any]:
     cpu = f"{millicores(inst.fraction, inst.cores)}m"
+    mem = str(inst.spec.get("memory") or MEMORY)  # the template's, as written (the planner counted the same bytes)
     md = inst.owner.get("metadata") or {}
     container: dict[str, Any] = {
         "name": "pe",
         "image": inst.spec.get("image") or "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": cpu, "memory": MEMORY}, "limits": {"cpu": cpu, "memory": MEMORY}},
+        "resources": {"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}},
         "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
         "env": [{"name": "KUBESODA_JOB", "value": inst.job}, {"name": "KUBESODA_PE", "value": inst.pe}] + list(inst.spec.get("env") or []),
         # the `restricted` Pod Security Standard (the PE's image must run as a non-root user)

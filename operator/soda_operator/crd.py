@@ -27,6 +27,7 @@ from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
 from soda_optimizer.model import (
+    DEFAULT_PE_MEMORY,
     PE,
     Export,
     Import,
@@ -97,6 +98,17 @@ def cores(q: Any, field: str) -> float:
         raise TranslationError(field, f"'{q}' is not a CPU quantity") from e
 
 
+def memory(q: Any, field: str) -> float:
+    """A memory quantity (64Mi, 1G, 1048576) in bytes."""
+    try:
+        v = float(parse_quantity(str(q)))
+    except (ValueError, TypeError) as e:
+        raise TranslationError(field, f"'{q}' is not a memory quantity") from e
+    if not (math.isfinite(v) and v >= 0):
+        raise TranslationError(field, f"'{q}' is not a memory quantity")
+    return v
+
+
 def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationError:
     err = e.errors()[0]
     loc = ".".join(str(x) for x in err["loc"])
@@ -108,9 +120,10 @@ def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationErro
 
 
 def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABEL, held_cores: float = 0.0,
-                     reserved_cores: float = 0.0) -> Node:
+                     reserved_cores: float = 0.0, held_memory: float = 0.0) -> Node:
     """A Node as kubesoda may use it: its allocatable cores minus ``held_cores`` (the requests of
-    the other pods bound to it) minus ``reserved_cores`` (the policy's headroom), x mips-per-core.
+    the other pods bound to it) minus ``reserved_cores`` (the policy's headroom), x mips-per-core;
+    its allocatable memory minus ``held_memory`` (theirs), unlimited when the node states none.
     A node left with nothing is not usable."""
     md, st, sp = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
     labels = dict(md.get("labels") or {})
@@ -122,6 +135,8 @@ def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABE
     if not (math.isfinite(mpc) and mpc > 0):
         raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{labels.get(MIPS_LABEL)}' is not a positive finite number")
     c = max(cores(alloc, "status.allocatable.cpu") - held_cores - reserved_cores, 0.0)
+    mem_q = (st.get("allocatable") or st.get("capacity") or {}).get("memory")
+    mem = float("inf") if mem_q is None else max(memory(mem_q, "status.allocatable.memory") - held_memory, 1.0)
     ready = any(x.get("type") == "Ready" and x.get("status") == "True" for x in st.get("conditions") or [])
     if not st.get("conditions"):
         ready = True  # a node manifest without status (offline planning) counts as ready
@@ -130,6 +145,7 @@ def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABE
             name=md["name"],
             mips=max(c * mpc, 1e-9),
             mips_per_core=mpc,
+            memory_bytes=mem,
             rack=labels.get(rack_label, "default"),
             zone=labels.get(ZONE_LABEL, "default"),
             labels=labels,
@@ -158,6 +174,8 @@ def template_from_object(obj: Mapping[str, Any]) -> Template:
             kw["min_mips"] = cores(p["minCpu"], f"spec.pes[{i}].minCpu") * REFERENCE_MIPS_PER_CORE
         if "maxCpu" in p:
             kw["max_mips"] = cores(p["maxCpu"], f"spec.pes[{i}].maxCpu") * REFERENCE_MIPS_PER_CORE
+        if "memory" in p:
+            kw["memory_bytes"] = memory(p["memory"], f"spec.pes[{i}].memory")
         for src, dst in (("maxInstances", "max_instances"), ("fairness", "fairness"), ("maxCandidates", "max_candidates"),
                          ("maxChange", "max_change"), ("color", "color")):
             if p.get(src) is not None:
@@ -385,8 +403,8 @@ def scenario_from_objects(
     for n in nodes:
         try:
             def node(n: Mapping[str, Any] = n) -> Node:
-                held = sum(c for _, c, _ in (foreign or {}).get((n.get("metadata") or {}).get("name", ""), ()))
-                return node_from_object(n, rack_label, held, pol.node_reserved_cores)
+                theirs = list((foreign or {}).get((n.get("metadata") or {}).get("name", ""), ()))
+                return node_from_object(n, rack_label, sum(c for _, c, _ in theirs), pol.node_reserved_cores, sum(m for _, _, m in theirs))
 
             node_objs.append(translate("Node", n, node))
         except TranslationError as e:
@@ -491,7 +509,8 @@ def scenario_to_objects(s: Scenario) -> list[dict[str, Any]]:
         labels.update({DEFAULT_RACK_LABEL: n.rack, ZONE_LABEL: n.zone, MIPS_LABEL: f"{n.mips_per_core:g}"})
         out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name, "labels": labels},
                     "spec": {"unschedulable": True} if not n.schedulable else {},
-                    "status": {"allocatable": {"cpu": f"{round(n.cores * 1000)}m"}}})
+                    "status": {"allocatable": {"cpu": f"{round(n.cores * 1000)}m",
+                                               **({"memory": str(int(n.memory_bytes))} if math.isfinite(n.memory_bytes) else {})}}})
     for t in s.templates:
         ns, name = t.name.split("/", 1)
         pes = []
@@ -502,6 +521,8 @@ def scenario_to_objects(s: Scenario) -> list[dict[str, Any]]:
                 d["minCpu"] = _cpu(p.min_mips)
             if math.isfinite(p.max_mips):
                 d["maxCpu"] = _cpu(p.max_mips)
+            if p.memory_bytes != DEFAULT_PE_MEMORY:
+                d["memory"] = str(int(p.memory_bytes))
             for attr, fld in (("single_threaded", "singleThreaded"), ("all_or_nothing", "allOrNothing"), ("isolated", "isolated")):
                 if getattr(p, attr):
                     d[fld] = True

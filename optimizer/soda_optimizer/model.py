@@ -112,6 +112,9 @@ class ResourceFunction(_Frozen):
 # --------------------------------------------------------------------------- templates
 
 
+DEFAULT_PE_MEMORY = 64 * 2**20  # a PE instance's memory when its template names none (64Mi)
+
+
 class PEKind(str, Enum):
     source = "source"
     transform = "transform"
@@ -125,6 +128,7 @@ class PE(_Frozen):
     kind: PEKind = PEKind.transform
     min_mips: NonNeg = 0.0  # m_p
     max_mips: Pos = float("inf")  # M_p
+    memory_bytes: NonNeg = DEFAULT_PE_MEMORY  # each instance's memory request = limit (rigid, never resized)
     rf: ResourceFunction = ResourceFunction()
     single_threaded: bool = False  # H_{p,n} <= one core of n
     all_or_nothing: bool = False  # microW legal fraction set {0, 1} of H_{p,n}
@@ -297,6 +301,7 @@ class Node(_Frozen):
     name: str = Field(min_length=1)
     mips: PosFinite  # H_n
     mips_per_core: PosFinite = 1000.0
+    memory_bytes: Pos = float("inf")  # memory kubesoda's PE instances may request here (inf: not counted)
     rack: str = "default"  # SODA cluster kappa_n
     zone: str = "default"
     labels: dict[str, str] = Field(default_factory=dict)

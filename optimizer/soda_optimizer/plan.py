@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RejectReason = Literal["", "rank-waterline", "capacity", "infeasible-required", "invalid", "dependency", "placement"]
+RejectReason = Literal["", "rank-waterline", "capacity", "infeasible-required", "invalid", "dependency", "placement", "memory"]
 
 
 class _Frozen(BaseModel):

@@ -12,7 +12,8 @@ when one is given):
 
 One bad job never costs the others their place: when macroW finds PEs that no rack can host even
 alone (a node selector nobody matches, a minimum larger than any rack), their jobs are rejected
-(reason ``placement``, with macroW's explanation), jobs importing from them with reason
+(reason ``placement``, with macroW's explanation; ``memory`` when what no node has is the memory
+of an instance), jobs importing from them with reason
 ``dependency``, and macroQ and macroW run again without them (at most ``PLACEMENT_RETRIES``
 times). The paper has no such step: its macroW is simply infeasible.
 """
@@ -61,11 +62,14 @@ def macro(scenario: Scenario) -> tuple[MacroQResult, MacroWResult]:
         gone = bad | {d for b in bad for d in nx.descendants(g, b)}
         for j in scenario.jobs:
             if j.name in gone:
-                pes = ", ".join(sorted(split_pe_id(p)[1] for p in w.unplaceable if split_pe_id(p)[0] == j.name))
-                why = (f"no node can host PE(s) {pes}: {w.violated}" if j.name in bad
+                mine = sorted(p for p in w.unplaceable if split_pe_id(p)[0] == j.name)
+                pes = ", ".join(split_pe_id(p)[1] for p in mine)
+                whys = [w.why.get(p, w.violated or "") for p in mine]
+                memory = bool(whys) and all(x.startswith("(memory)") for x in whys)
+                why = (f"no node can host PE(s) {pes}: {whys[0] if whys else w.violated}" if j.name in bad
                        else f"imports from a job that cannot be placed: {sorted(bad & nx.ancestors(g, j.name))}")
-                rejected[j.name] = JobDecision(job=j.name, admitted=False, reason="placement" if j.name in bad else "dependency",
-                                               message=why, rank=j.rank, revised_rank=j.rank)
+                reason = ("memory" if memory else "placement") if j.name in bad else "dependency"
+                rejected[j.name] = JobDecision(job=j.name, admitted=False, reason=reason, message=why, rank=j.rank, revised_rank=j.rank)
         scenario = scenario.model_copy(update={"jobs": tuple(j for j in scenario.jobs if j.name not in gone)})
         q = _macroq.solve(scenario)
         w = _macrow.solve(scenario, q)

@@ -14,7 +14,8 @@ A flow-pushing heuristic over the graph of under-allocated PEs, nodes and over-a
    delta_p, in mips of |f - f-hat| H_n), the limit zeta on touched nodes, legal fractions
    (a single-threaded PE gets at most one core of a node, 1/cores; an all-or-nothing PE gets 0 or
    its whole legal share of a node), at most ``max_instances`` nodes per PE (a PE runs one pod per
-   node it has a fraction on), and no node above 100%.
+   node it has a fraction on), no node above 100%, and (our addition: the paper has no memory) no
+   node above its memory, each instance holding its PE's rigid memory.
 
 Departure: the paper's doubly nested loop orders PEs by deficit and nodes by spare capacity; we use
 the same orders but search augmenting paths with BFS (fewest hops = fewest nodes touched) rather
@@ -28,7 +29,7 @@ from collections.abc import Mapping
 
 import networkx as nx
 
-from ..model import PE, Scenario, split_pe_id
+from ..model import DEFAULT_PE_MEMORY, PE, Scenario, split_pe_id
 from ..plan import StageReport
 from .stages import MicroWResult
 
@@ -55,6 +56,18 @@ class _State:
             self.f[p] = {n: v for n, v in self.prev[p].items() if n in self.H and (n in self.cand[p]) and v > EPS}
             for n in list(self.f[p]):  # legal fraction sets come before churn limits
                 self.f[p][n] = min(self.f[p][n], self.cap(p, n))
+        # memory (rigid): each instance (a PE with a fraction on a node) holds its PE's memory there
+        self.mem_cap = {n.name: n.memory_bytes for n in scenario.usable_nodes()}
+        self.mem = {p: (s.memory_bytes if s is not None else DEFAULT_PE_MEMORY) for p, s in specs.items()}
+        self.mem_used = dict.fromkeys(self.H, 0.0)
+        for p, fs in self.f.items():
+            for n in fs:
+                self.mem_used[n] += self.mem[p]
+        for n in self.H:  # a node short of memory (its capacity shrank) loses its smallest instances first
+            for p in sorted((q for q in self.f if n in self.f[q]), key=lambda q: (self.f[q][n], q)):
+                if self.mem_used[n] <= self.mem_cap[n]:
+                    break
+                self.set(p, n, 0.0)
         # forced changes: nodes that are overloaded (after shrinking) shed movable load
         # proportionally; these and the removals above are not voluntary, so the churn limits
         # (47-49) are measured from the state after them (``self.prev``)
@@ -114,15 +127,20 @@ class _State:
 
     def movable(self, p: str, n: str) -> bool:
         """May PE p grow on node n: it is there already, or it runs on fewer than its
-        ``max_instances`` nodes (one pod per node)."""
+        ``max_instances`` nodes (one pod per node) and n has the memory of one more instance."""
+        if n in self.f[p]:
+            return True
         spec = self.specs.get(p)
         mi = spec.max_instances if spec is not None else None
-        return mi is None or n in self.f[p] or len(self.f[p]) < mi
+        return (mi is None or len(self.f[p]) < mi) and self.mem_used[n] + self.mem[p] <= self.mem_cap[n]
 
     def set(self, p: str, n: str, v: float) -> None:
         if v <= EPS:
-            self.f[p].pop(n, None)
+            if self.f[p].pop(n, None) is not None:
+                self.mem_used[n] -= self.mem[p]
         else:
+            if n not in self.f[p]:
+                self.mem_used[n] += self.mem[p]
             self.f[p][n] = v
 
 
@@ -271,6 +289,14 @@ def check(scenario: Scenario, goals: dict[str, float], candidates: dict[str, tup
     for n, v in load.items():
         if v > 1 + 1e-6:
             errs.append(f"node {n} overloaded: {v:.4f}")
+    mem: dict[str, float] = {}
+    for p, fs in result.fractions.items():
+        for n in fs:
+            if n in st.mem_cap:
+                mem[n] = mem.get(n, 0.0) + st.mem.get(p, DEFAULT_PE_MEMORY)
+    for n, m in mem.items():
+        if m > st.mem_cap[n] + 1e-6:
+            errs.append(f"node {n} memory: instances need {m / 2**20:.0f}Mi > {st.mem_cap[n] / 2**20:.0f}Mi")
     for p, fs in result.fractions.items():
         mi = st.specs.get(p).max_instances if st.specs.get(p) is not None else None  # type: ignore[union-attr]
         if mi is not None and len(fs) > mi:

@@ -50,6 +50,7 @@ class MacroWResult:
     report: StageReport
     violated: str | None = None  # the constraint that could not be met, when infeasible
     unplaceable: tuple[str, ...] = ()  # pe ids that no rack can host even alone (when infeasible)
+    why: dict[str, str] = field(default_factory=dict)  # pe id -> why no rack can host it ("(memory) ..." when memory is why)
 
 
 @dataclass(frozen=True)

@@ -114,12 +114,20 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         # their jobs and plans the others again)
         why = "(19/25) some PE cannot get enough candidate capacity"
         alone: list[str] = []
+        each: dict[str, str] = {}
+        most_memory = max((n.memory_bytes for n in prob.nodes.values()), default=0.0)
         for i, u in enumerate(prob.units):
             if not any(_choose_nodes(prob, i, r, [set() for _ in prob.units], dict.fromkeys(prob.nodes, 0.0)) for r in prob.topo.racks):
+                if prob.memory[i] > most_memory:
+                    w = (f"(memory) {u.name}: each instance needs {prob.memory[i] / 2**20:.0f}Mi of memory, the most any usable "
+                         f"node has free is {most_memory / 2**20:.0f}Mi")
+                else:
+                    w = f"(12/19/25) {u.name}: no rack has {u.min_c} matching nodes with {u.need:.0f} mips"
                 if not alone:
-                    why = f"(12/19/25) {u.name}: no rack has {u.min_c} matching nodes with {u.need:.0f} mips"
+                    why = w
                 alone.extend(u.members)
-        return MacroWResult({}, None, report("infeasible", None, why), violated=why, unplaceable=tuple(alone))
+                each.update(dict.fromkeys(u.members, w))
+        return MacroWResult({}, None, report("infeasible", None, why), violated=why, unplaceable=tuple(alone), why=each)
     progress: dict = {}  # the stall clock, shared by the restarts
     best, moves = _mini_w(prob, start, deadline, stall_s=stall_s, stall_gain=STALL_GAIN, progress=progress)
     flat = 0  # restarts in a row without a real gain

@@ -119,13 +119,18 @@ class Problem:
         self._match_of: dict[tuple[tuple[str, str], ...], list[str]] = {}
         self._match_set: dict[tuple[tuple[str, str], ...], frozenset[str]] = {}
         self._rack_nodes: dict[tuple[tuple[tuple[str, str], ...], str], list[str]] = {}
-        for u in self.units:
+        # memory (rigid, per instance): a unit's instance on a node holds the memory of each of its
+        # colocated PEs, so only nodes with that much memory match
+        self.memory = [sum(sp.memory_bytes for sp in u.specs) for u in self.units]
+        for i, u in enumerate(self.units):
             sel: dict[str, str] = {}
             for sp in u.specs:
                 sel.update(sp.node_selector)
-            skey = tuple(sorted(sel.items()))
+            mem = self.memory[i]
+            skey = (*sorted(sel.items()), ("memory", repr(mem)))
             if skey not in self._match_of:
-                self._match_of[skey] = [n for n, node in self.nodes.items() if all(node.labels.get(k) == v for k, v in skey)]
+                self._match_of[skey] = [n for n, node in self.nodes.items()
+                                        if node.memory_bytes >= mem and all(node.labels.get(k) == v for k, v in skey[:-1])]
                 self._match_set[skey] = frozenset(self._match_of[skey])
             self._sel.append(skey)
             self.match.append(self._match_of[skey])

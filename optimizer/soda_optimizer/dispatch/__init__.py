@@ -1,0 +1,85 @@
+"""Deadline- and priority-aware dispatch of batch tasks on heterogeneous workers (Lin, "Job Dispatching and
+Scheduling under Heterogeneous Clusters", NTU master thesis, 2014). Pure: no Kubernetes, no I/O.
+
+- :mod:`.model` -- jobs of independent tasks, workers, the (job kind x node class) speed matrix and its adaptive
+  update (3.1, 3.4, 4.4, 5.3.1, 5.4.1), the penalty of a missed soft deadline (6.3.2);
+- :mod:`.base` -- the decision maker's signature, bookkeeping, the spare-worker fill rules (3.5.2, 5.5);
+- :mod:`.priority` -- priority-based with a reservation rate (5.1);
+- :mod:`.proportion` -- proportion-based (5.2);
+- :mod:`.workload` -- workload-based (5.3) and the greedy it shares with the deadline-based policy;
+- :mod:`.deadline` -- deadline-based (5.4) and EDF (the comparison of 6.3.2);
+- :mod:`.sim` -- the discrete-event simulator, priority violation rate and deadline penalty (4.1, 4.4, 6.3.2);
+- :mod:`.swf` -- SWF traces, a Lublin-Feitelson synthetic trace, the transformations of 6.3.1;
+- :mod:`.scenarios` -- the 20 slots of 6.3 and the failure test of 6.2.
+
+``decide(policy, jobs, workers, now, speeds)`` is the decision maker: it returns ``{free worker id: job id}`` and
+checks that only free workers are used and that no job gets more workers than its queued tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import Assignment, Fill, Policy, check
+from .deadline import DeadlinePolicy, EdfPolicy, meets_deadline, required_rate
+from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
+from .priority import PriorityPolicy
+from .proportion import ProportionPolicy
+from .sim import Failure, SimResult, Snapshot, TaskRun, Workload, simulate, violated_count
+from .workload import WorkloadPolicy
+
+
+def decide(
+    policy: Policy,
+    jobs: Sequence[JobView],
+    workers: Sequence[WorkerView],
+    now: float,
+    speeds: SpeedMatrix | None = None,
+) -> Assignment:
+    """The decision maker (3.5.2): ``policy`` x jobs x workers x time -> assignment of free workers to jobs."""
+    out = policy.assign(jobs, workers, now, speeds if speeds is not None else SpeedMatrix())
+    check(jobs, workers, out)
+    return out
+
+
+def paper_policies() -> dict[str, Policy]:
+    """Every policy of the paper with the parameters the benchmark uses, by name."""
+    ps: list[Policy] = [
+        PriorityPolicy(reservation=0.0),
+        PriorityPolicy(reservation=0.2),
+        ProportionPolicy(),
+        WorkloadPolicy(horizon=1.0, fill="priority"),
+        DeadlinePolicy(fill=None),
+        DeadlinePolicy(fill="priority"),
+        DeadlinePolicy(fill="deadline"),
+        EdfPolicy(),
+    ]
+    return {p.name: p for p in ps}
+
+
+__all__ = [
+    "Assignment",
+    "DeadlinePolicy",
+    "EdfPolicy",
+    "Failure",
+    "Fill",
+    "Job",
+    "JobView",
+    "Policy",
+    "PriorityPolicy",
+    "ProportionPolicy",
+    "SimResult",
+    "Snapshot",
+    "SpeedMatrix",
+    "TaskRun",
+    "Worker",
+    "WorkerView",
+    "Workload",
+    "WorkloadPolicy",
+    "decide",
+    "meets_deadline",
+    "paper_policies",
+    "required_rate",
+    "simulate",
+    "violated_count",
+]

@@ -1,0 +1,100 @@
+"""What every policy shares: the decision maker's signature (3.5.2), the per-call bookkeeping, and the spare-worker
+fill rules of section 5.5. Pure: no Kubernetes, no I/O.
+
+A decision is ``policy x jobs x workers x time x speed estimates -> assignment``: the assignment maps each *free*
+worker it uses to a job (``{worker_id: job_id}``). Non-preemptive: a worker that runs a task keeps it (it is not in
+the assignment), and counts towards its job's share. Every policy respects section 5's rule "we don't want to assign
+workers more than tasks of a job": a job gets at most its ``queued`` tasks in new workers, so its running plus
+assigned workers never exceed its remaining tasks.
+
+Spare fill (5.5): jobs that still have queued tasks are sorted by priority (``"priority"``) or by closest deadline
+(``"deadline"``, jobs without one last) and each in turn takes free workers, up to its queued tasks, until the free
+workers are used up. The free worker handed out first is the fastest for that job's kind (heterogeneity-aware).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Literal, Protocol
+
+from .model import JobView, SpeedMatrix, WorkerView, by_deadline, by_priority
+
+Assignment = dict[str, str]  #: free worker id -> job id
+Fill = Literal["priority", "deadline"] | None
+
+
+class Policy(Protocol):
+    """A decision maker policy: ``assign`` returns the jobs given to free workers."""
+
+    @property
+    def name(self) -> str: ...
+
+    def assign(
+        self, jobs: Sequence[JobView], workers: Sequence[WorkerView], now: float, speeds: SpeedMatrix
+    ) -> Assignment: ...
+
+
+class Ledger:
+    """One decision's bookkeeping: the free workers left, and per job its workers (running + assigned)."""
+
+    def __init__(self, jobs: Sequence[JobView], workers: Sequence[WorkerView]) -> None:
+        ids = {j.id for j in jobs}
+        self.jobs = {j.id: j for j in jobs}
+        self.free: list[WorkerView] = sorted((w for w in workers if w.job is None), key=lambda w: w.id)
+        self.held: Counter[str] = Counter(w.job for w in workers if w.job is not None and w.job in ids)
+        self.added: Counter[str] = Counter()
+        self.out: Assignment = {}
+        self.up = len(workers)
+
+    def workers_of(self, job: str) -> int:
+        return self.held[job] + self.added[job]
+
+    def room(self, job: str) -> int:
+        """How many more workers ``job`` may take: its queued tasks not yet given a worker."""
+        return self.jobs[job].queued - self.added[job]
+
+    def give(self, worker: WorkerView, job: str) -> None:
+        self.free.remove(worker)
+        self.out[worker.id] = job
+        self.added[job] += 1
+
+    def give_first(self, job: str, count: int) -> int:
+        """Give ``job`` up to ``count`` free workers in id order (heterogeneity-unaware); returns how many."""
+        n = max(0, min(count, self.room(job), len(self.free)))
+        for w in list(self.free[:n]):
+            self.give(w, job)
+        return n
+
+    def fastest(self, job: JobView, speeds: SpeedMatrix) -> list[WorkerView]:
+        """The free workers, fastest first for ``job``'s kind (ties by id)."""
+        return sorted(self.free, key=lambda w: (-speeds.throughput(job.kind, w.node_class), w.id))
+
+
+def spare_fill(ledger: Ledger, fill: Fill, speeds: SpeedMatrix, jobs: Iterable[JobView] | None = None) -> None:
+    """Section 5.5: hand the free workers left to jobs still in need, by priority or by closest deadline."""
+    if fill is None:
+        return
+    key = by_priority if fill == "priority" else by_deadline
+    for job in sorted(ledger.jobs.values() if jobs is None else jobs, key=key):  # type: ignore[arg-type]
+        if not ledger.free:
+            return
+        room = ledger.room(job.id)
+        for w in ledger.fastest(job, speeds)[: max(0, room)]:
+            ledger.give(w, job.id)
+
+
+def check(jobs: Sequence[JobView], workers: Sequence[WorkerView], out: Assignment) -> None:
+    """Raise ValueError unless ``out`` gives only free workers, to known jobs, at most each job's queued tasks."""
+    free = {w.id for w in workers if w.job is None}
+    known = {j.id: j for j in jobs}
+    per: Counter[str] = Counter()
+    for w, j in out.items():
+        if w not in free:
+            raise ValueError(f"worker {w} is not free")
+        if j not in known:
+            raise ValueError(f"unknown job {j}")
+        per[j] += 1
+    for j, n in per.items():
+        if n > known[j].queued:
+            raise ValueError(f"job {j}: {n} workers for {known[j].queued} queued tasks")
