@@ -172,6 +172,28 @@ def test_operator_works_with_only_the_charts_permissions(release, kube, kubectl,
         helm("upgrade", REL, str(ROOT / "charts" / "kubesoda"), "-n", NS, "--reuse-values", "--wait=false", check=False)  # restores the role
 
 
+def test_namespace_users_write_jobs_but_not_the_policy(release, kubectl, namespace):
+    """The chart's roles aggregate into the built-in ones: a user with `edit` in a namespace may
+    write StreamJobs and StreamTemplates there, `view` only read them, and neither may write the
+    cluster-scoped SchedulingPolicy, where ranks are overridden (rankOverrides) and budgets kept."""
+    for sa, role in (("dev", "edit"), ("auditor", "view")):
+        kubectl("create", "serviceaccount", sa, "-n", namespace)
+        kubectl("create", "rolebinding", f"{sa}-{role}", f"--clusterrole={role}", f"--serviceaccount={namespace}:{sa}", "-n", namespace)
+
+    def can(sa: str, *what: str) -> bool:
+        out = kubectl("auth", "can-i", *what, f"--as=system:serviceaccount:{namespace}:{sa}", check=False)
+        return out.stdout.strip() == "yes"
+
+    assert can("dev", "create", "streamjobs.kubesoda.io", "-n", namespace)
+    assert can("dev", "delete", "streamtemplates.kubesoda.io", "-n", namespace)
+    assert not can("dev", "create", "streamjobs.kubesoda.io", "-n", "default")  # only in its namespace
+    assert can("auditor", "list", "streamjobs.kubesoda.io", "-n", namespace)
+    assert not can("auditor", "create", "streamjobs.kubesoda.io", "-n", namespace)
+    for sa in ("dev", "auditor"):
+        assert not can(sa, "patch", "schedulingpolicies.kubesoda.io/default")
+        assert not can(sa, "patch", "schedulingpolicies.kubesoda.io/default", "--subresource=status")
+
+
 def test_chart_crds_are_the_top_level_crds(tmp_path):
     """The chart's crds/ are symlinks to crds/ (one source of truth); the packaged chart holds their content."""
     for f in (ROOT / "crds").glob("*.yaml"):

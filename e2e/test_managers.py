@@ -3,12 +3,16 @@ the cluster over time. Each overloaded macro epoch the operator charges the owne
 (status.budgetSpent of the SchedulingPolicy); the BDRM then ranks the other owner's job better, so
 admission alternates and both budgets deplete at about the same rate.
 
+Then the administrator overrides job-b's rank (SchedulingPolicy rankOverrides, which only cluster
+administrators may write): job-a keeps the cluster, epoch after epoch.
+
 Small topology: 8 nodes of 4 cores. Each job is six PEs of exactly 3 cores (18 cores): one fits,
 two do not.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 from live import GROUP, VERSION, Operator, install_crds_and_policy, job
@@ -64,6 +68,18 @@ def test_budget_ranks_share_an_overloaded_cluster_over_time(kube, kubectl, names
         spent = wait_for(alternated, timeout=180, interval=1, what="each owner's job Running in turn, both charged")
         print(f"\nBDRM: Running in turn {runs} within {time.monotonic() - t0:.0f} s; charged (mips x s) {spent}")
         assert set(runs[:2]) == {"a", "b"}
+        # the administrator's word: job-b ranked 3 whatever its budget, so job-a keeps the cluster
+        kubectl("patch", "schedulingpolicy", "default", "--type=merge", "-p",
+                json.dumps({"spec": {"rankOverrides": {f"{namespace}/job-b": 3}}}))
+
+        def a_holds() -> bool:
+            a, b = (job(kube, namespace, f"job-{o}").get("status") or {} for o in ("a", "b"))
+            return a.get("phase") == "Running" and b.get("phase") == "Rejected" and b.get("rank") == 3 and a.get("rank") == 1
+        wait_for(a_holds, timeout=60, interval=1, what="job-b overridden to rank 3, job-a Running")
+        t1 = time.monotonic()
+        while time.monotonic() - t1 < 14:  # two more macro epochs: the override holds against the budgets
+            assert a_holds(), [job(kube, namespace, f"job-{o}").get("status", {}).get("phase") for o in ("a", "b")]
+            time.sleep(1)
     finally:
         op.stop()
         install_crds_and_policy(kubectl, """apiVersion: kubesoda.io/v1alpha1

@@ -87,3 +87,17 @@ def test_policy_object_with_unimplemented_manager_names_the_field():
     with pytest.raises(crd.TranslationError) as e:
         crd.policy_from_object({"spec": {"rankManager": "oracle"}})
     assert e.value.field == "spec.rank_manager"
+
+
+def test_rank_overrides_come_after_the_rank_manager_and_spare_required_jobs():
+    """The administrator's override wins over the job's own rank (and a rank manager's), for the
+    jobs it names only; a required job keeps rank 1."""
+    base = scenario("small-pipeline")
+    j = base.jobs[0].model_copy(update={"required": False})
+    extra = j.model_copy(update={"name": "default/other", "rank": 1, "required": True})
+    s = base.model_copy(update={"jobs": (j, extra),
+                                "policy": base.policy.model_copy(update={"rank_overrides": {j.name: 4, "default/other": 5, "nobody/x": 2}})})
+    out = steps.prepare(s)
+    assert [(x.name, x.rank) for x in out.jobs] == [(j.name, 4), ("default/other", 1)]
+    plan = pipeline.run(s.model_copy(update={"jobs": (j,)}))
+    assert plan.jobs[0].rank == 4

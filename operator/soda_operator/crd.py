@@ -286,6 +286,7 @@ def policy_from_object(obj: Mapping[str, Any] | None) -> tuple[Policy, str]:
         kw["node_reserved_cores"] = cores(sp["nodeReservedCpu"], "spec.nodeReservedCpu")
     kw["budgets"] = budgets_from(sp.get("budgets") or {}, (obj.get("status") or {}).get("budgetSpent") or {})
     kw["merit"] = merit_from(sp.get("merit") or {})
+    kw["rank_overrides"] = {str(k): v for k, v in (sp.get("rankOverrides") or {}).items()}
     kw["licenses"] = dict(sp.get("licenses") or {})
     kw["incompatible_colors"] = tuple(tuple(x) for x in sp.get("incompatibleColors") or ())
     try:

@@ -57,6 +57,7 @@ def planned(plan: Plan, job_key: str, generation: int | None, instances: Instanc
         "phase": "Admitted" if dec.admitted else "Rejected",
         "reason": dec.reason or ("Admitted" if dec.admitted else ""),
         "message": dec.message,
+        "rank": dec.rank,  # in force: as the job states it, or as the rank manager and the administrator's overrides set it
         "revisedRank": dec.revised_rank,
         "importance": round(dec.importance, 6),
         "mips": round(dec.mips, 3),

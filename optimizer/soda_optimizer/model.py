@@ -415,6 +415,10 @@ class Policy(_Frozen):
     # managers are accepted. budgets: read by the budget managers (BDRM, BDWM); merit: by the MDRM
     rank_manager: Literal["static", "budget", "merit"] = "static"
     weight_manager: Literal["static", "simple", "budget"] = "static"
+    # the administrator's word, after the rank manager: "namespace/name" -> rank (SODA 6.2: "ranks
+    # ... overridable by the site administrator"; the SchedulingPolicy is cluster-scoped, so a
+    # namespace's users cannot write it)
+    rank_overrides: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     budgets: Budgets = Budgets()
     merit: Merit = Merit()
     # the allocation policy (soda_optimizer.policy): SODA, or a placement baseline of the paper's

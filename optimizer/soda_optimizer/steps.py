@@ -1,8 +1,8 @@
 """The steps that run before any allocation policy: Scenario -> Scenario (DESIGN: "managers and
 learners are Scenario -> Scenario steps before it").
 
-:func:`prepare` applies, in order, the rank manager and the weight manager the SchedulingPolicy
-names (:mod:`.managers`). A resource-function learner goes here too, between them and the policy,
+:func:`prepare` applies, in order, the rank manager the SchedulingPolicy names, the
+administrator's rank overrides, and the weight manager (:mod:`.managers`). A resource-function learner goes here too, between them and the policy,
 as one more step: a policy only ever sees the Scenario that comes out.
 """
 
@@ -19,4 +19,16 @@ def prepare(scenario: Scenario) -> Scenario:
         if name not in registry:  # the model's Literal refuses these first; a second guard for callers
             raise ValueError(f"{kind} '{name}' is not implemented (available: {', '.join(sorted(registry))})")
         scenario = registry[name](scenario)
+        if kind == "rank manager":
+            scenario = override_ranks(scenario)
     return scenario
+
+
+def override_ranks(scenario: Scenario) -> Scenario:
+    """The administrator's rank overrides (``Policy.rank_overrides``), after the rank manager and
+    before the weight manager; a required job keeps rank 1 (the admission rule needs it)."""
+    over = scenario.policy.rank_overrides
+    if not over or not any(j.name in over for j in scenario.jobs):
+        return scenario
+    jobs = tuple(j.model_copy(update={"rank": 1 if j.required else over[j.name]}) if j.name in over else j for j in scenario.jobs)
+    return scenario.model_copy(update={"jobs": jobs})
