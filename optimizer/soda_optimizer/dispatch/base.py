@@ -9,7 +9,8 @@ assigned workers never exceed its remaining tasks.
 
 Spare fill (5.5): jobs that still have queued tasks are sorted by priority (``"priority"``) or by closest deadline
 (``"deadline"``, jobs without one last) and each in turn takes free workers, up to its queued tasks, until the free
-workers are used up. The free worker handed out first is the fastest for that job's kind (heterogeneity-aware).
+workers are used up. The free worker handed out first is the fastest for that job's kind (heterogeneity-aware). Among equal workers,
+one already running the job (``WorkerView.current``, preemptive planning only) comes first, then id order.
 """
 
 from __future__ import annotations
@@ -62,13 +63,13 @@ class Ledger:
     def give_first(self, job: str, count: int) -> int:
         """Give ``job`` up to ``count`` free workers in id order (heterogeneity-unaware); returns how many."""
         n = max(0, min(count, self.room(job), len(self.free)))
-        for w in list(self.free[:n]):
+        for w in sorted(self.free, key=lambda w: (w.current != job, w.id))[:n]:
             self.give(w, job)
         return n
 
     def fastest(self, job: JobView, speeds: SpeedMatrix) -> list[WorkerView]:
         """The free workers, fastest first for ``job``'s kind (ties by id)."""
-        return sorted(self.free, key=lambda w: (-speeds.throughput(job.kind, w.node_class), w.id))
+        return sorted(self.free, key=lambda w: (-speeds.throughput(job.kind, w.node_class), w.current != job.id, w.id))
 
 
 def spare_fill(ledger: Ledger, fill: Fill, speeds: SpeedMatrix, jobs: Iterable[JobView] | None = None) -> None:

@@ -101,11 +101,16 @@ class JobView:
 
 @dataclass(frozen=True)
 class WorkerView:
-    """A worker that is up: ``job`` is the job whose task it runs, None when it is free (available)."""
+    """A worker that is up: ``job`` is the job whose task it runs, None when it is free (available).
+
+    ``current`` is only set when the simulator plans preemptively: the worker is offered as free (``job`` None) but
+    runs a task of ``current``; policies prefer such a worker for that job (among equals) so that the plan kills as
+    few running tasks as possible."""
 
     id: str
     node_class: str
     job: str | None = None
+    current: str | None = None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,6 @@ def failure_scenario(with_failure: bool = True) -> tuple[Workload, SpeedMatrix]:
         declared_work=False,
     )
     workers = tuple(Worker(f"w{i}", "std") for i in range(8))
-    failures = tuple(Failure(f"w{i}", 55.0, 115.0) for i in range(2, 8)) if with_failure else ()
+    failures = tuple(Failure(f"w{i}", 55.0, 115.0) for i in range(6)) if with_failure else ()
     prior = SpeedMatrix(prior=1.0 / 9.6, min_samples=1, window=10)
     return Workload(jobs=(job,), workers=workers, failures=failures), prior

@@ -12,6 +12,14 @@ recovery): all events at one instant are applied, then the decision maker is cal
 the chosen free workers start the next queued task of their job (FIFO). A failed worker's running task goes back to
 the front of its job's queue and is redone from the start (4.4).
 
+Two ways to apply a decision:
+- ``preemptive=False`` (default, the dispatcher of 3.5.3 / figure 3.2): a running task keeps its worker; only free
+  workers are assigned, and each job's running workers count towards its share;
+- ``preemptive=True`` (the "kill" option of 4.4, for emergency jobs): the policy plans over every worker that is
+  up, as if all were free (each job offering its queued and running tasks); a busy worker planned for another job
+  has its task killed (re-queued at the front, redone later) and starts that job's next task; a busy worker the
+  plan leaves idle keeps its task. This is the allocation plan the paper's metrics are computed on.
+
 Metrics (6.3.2):
 - priority violation rate at an instant: #violated jobs / #jobs in the system (arrived, not finished), where a
   job is violated if it has no worker while some job of strictly lower priority has one or more. Reported as the
@@ -130,6 +138,7 @@ def simulate(
     prior: SpeedMatrix | None = None,
     *,
     adaptive: bool = True,
+    preemptive: bool = False,
     max_events: int = 10_000_000,
 ) -> SimResult:
     """Replay ``workload`` under ``policy``; see the module docstring."""
@@ -214,22 +223,41 @@ def simulate(
                 arrival=jobs[jid].arrival,
                 deadline=jobs[jid].deadline,
                 kind=jobs[jid].kind,
-                queued=len(q),
-                running=running[jid],
+                queued=len(q) + (running[jid] if preemptive else 0),
+                running=0 if preemptive else running[jid],
                 remaining_work=left_work[jid],
             )
             for jid, q in queue.items()
         ]
-        wviews = [
-            WorkerView(w.id, w.node_class, None if state[w.id] is None else state[w.id][0])  # type: ignore[index]
-            for w in workload.workers
-            if not is_down[w.id]
-        ]
+        wviews = []
+        for w in workload.workers:
+            if is_down[w.id]:
+                continue
+            cur = state[w.id]
+            on = None if cur is None else cur[0]
+            wviews.append(
+                WorkerView(w.id, w.node_class, None, on) if preemptive else WorkerView(w.id, w.node_class, on)
+            )
         if views and any(v.job is None for v in wviews):
             out = policy.assign(views, wviews, now, speeds)
             check(views, wviews, out)
+            start_on = []
             for wid in sorted(out):
+                cur = state[wid]
+                if cur is not None:
+                    if cur[0] == out[wid]:
+                        continue  # planned for the job it already runs
+                    jid, task, start = cur  # preemptive plan: kill and re-queue
+                    runs.append(TaskRun(jid, task, wid, start, now, False))
+                    running[jid] -= 1
+                    queue[jid].appendleft(task)
+                    state[wid] = None
+                    token[wid] += 1
+                start_on.append(wid)
+            for wid in start_on:
                 jid = out[wid]
+                if not queue[jid]:
+                    continue
                 task = queue[jid].popleft()
                 running[jid] += 1
                 state[wid] = (jid, task, now)
@@ -263,4 +291,3 @@ def simulate(
         timeline=tuple(timeline),
         speeds=speeds,
     )
-

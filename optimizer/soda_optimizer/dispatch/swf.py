@@ -176,14 +176,13 @@ def to_jobs(
 
     The first job arrives at 0. ``kind_of="size"`` gives jobs of fewer than 4 tasks the kind ``"small"`` and the
     others ``"large"`` (the speed matrix's rows; the paper has one kind per job)."""
+    jobs = [j for j in jobs if j.run > 0 and j.tasks > 0]
     prio = priorities(jobs)
     out: list[Job] = []
     t = 0.0
     prev: float | None = None
     batch_at = -math.inf
     for j in jobs:
-        if j.run <= 0 or j.tasks <= 0:
-            continue
         if prev is not None:
             t += max(0.0, j.submit - prev) * gap_scale
         prev = j.submit
