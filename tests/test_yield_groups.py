@@ -1,0 +1,96 @@
+"""The fair-yield groups' epoch (soda_operator.yield_groups.plan), pure: checked against the
+allocator's own constraint checker and by properties."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from soda_operator.yield_groups import ANN_NODE, GATE, LABEL, Task, hosts_for, plan, task_of
+
+GI = 2.0**30
+
+
+def pod(name, cpu="2", mem="1Gi", gated=True, owner=None, node=None, phase="Pending", ann=None):
+    md = {"name": name, "namespace": "ns", "uid": f"u-{name}", "labels": {LABEL: "g"}, "annotations": dict(ann or {})}
+    if owner:
+        md["ownerReferences"] = [{"uid": owner, "controller": True, "kind": "ReplicaSet", "name": owner}]
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}}]}
+    if gated:
+        spec["schedulingGates"] = [{"name": GATE}]
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": md, "spec": spec, "status": {"phase": phase}}
+
+
+def test_task_of_takes_only_gated_or_released_pods():
+    assert task_of(pod("a")) == Task("ns", "a", "u-a", "", 2.0, GI, None, True)
+    assert task_of(pod("b", gated=False)) is None  # labelled but never gated: not ours
+    released = task_of(pod("c", gated=False, node="n1", phase="Running", ann={ANN_NODE: "n1", "kubesoda.io/yield-alpha": "3"}))
+    assert released is not None and released.node == "n1" and released.alpha == 3.0 and not released.gated
+    assert task_of(pod("d", phase="Succeeded")) is None
+
+
+def test_hosts_for_subtracts_every_other_bound_pod():
+    nodes = [{"metadata": {"name": n}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+             for n in ("n0", "n1")] + [{"metadata": {"name": "n2"}, "spec": {"unschedulable": True},
+                                        "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}, "conditions": [{"type": "Ready", "status": "True"}]}}]
+    bound = [("n0", "other/x", 1.5, GI), ("n0", "ns/mine", 2.0, GI), ("n2", "other/y", 1.0, GI)]
+    assert hosts_for(nodes, bound, {"ns/mine"}) == {"n0": (2.5, 7 * GI), "n1": (4.0, 8 * GI)}
+
+
+@st.composite
+def groups(draw):
+    hosts = {f"n{i}": (float(draw(st.sampled_from([2, 4, 8]))), draw(st.sampled_from([2, 4, 8])) * GI) for i in range(draw(st.integers(1, 4)))}
+    tasks = []
+    for k in range(draw(st.integers(1, 8))):
+        owner = draw(st.sampled_from(["", "rs1", "rs2"]))
+        alpha = float(draw(st.sampled_from([0.5, 1, 2])))
+        running = draw(st.booleans())
+        node = draw(st.sampled_from(sorted(hosts))) if running else None
+        mem = float(draw(st.sampled_from([0.5, 1, 2]))) * GI if not owner else {"rs1": 0.5 * GI, "rs2": 1.0 * GI}[owner]
+        tasks.append(Task("ns", f"p{k}", f"u{k}", owner, alpha if not owner else {"rs1": 1.0, "rs2": 2.0}[owner], mem, node, not running))
+    return tasks, hosts, draw(st.sampled_from([0.0, 2 * GI]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(groups())
+def test_epoch_respects_memory_cpu_and_the_budget(g):
+    tasks, hosts, budget = g
+    d = plan(tasks, hosts, "mcb8", budget, deadline_s=0.5)
+    if d.status == "infeasible":
+        assert not d.place and not d.cpu
+        return
+    by = {t.name: t for t in tasks}
+    where = {t.name: t.node for t in tasks if not t.gated and t.name not in d.evict} | d.place
+    assert set(where) == {t.name for t in tasks} - set(d.evict)
+    mem: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    for name, node in where.items():
+        mem[node] = mem.get(node, 0.0) + by[name].mem
+        y = d.yields[name]
+        assert 0 < y <= 1 + 1e-9 and y + 1e-9 >= d.min_yield
+        cpu[node] = cpu.get(node, 0.0) + by[name].alpha * y
+    for node in where.values():
+        assert mem[node] <= hosts[node][1] * (1 + 1e-9)
+        assert cpu[node] <= hosts[node][0] * (1 + 1e-6), (node, cpu, hosts)
+    # moves: only pods with a controller, within the budget (memory moved)
+    assert all(by[n].owner and not by[n].gated for n in d.evict)
+    assert sum(by[n].mem for n in d.evict) <= budget + 1e-6
+    # running pods get alpha x yield
+    for name, cores in d.cpu.items():
+        assert abs(cores - by[name].alpha * d.yields[name]) < 1e-5
+    # a parallel job's tasks (one controller, equal needs) share one yield
+    for owner in ("rs1", "rs2"):
+        ys = {round(d.yields[t.name], 6) for t in tasks if t.owner == owner and t.name in where}
+        assert len(ys) <= 1
+
+
+def test_fair_share_on_one_node():
+    """Two tasks needing 4 and 2 cores on a 3-core node: the max-min yield is 0.5 for both (3 / 6);
+    an idle second node takes one of them when they are new."""
+    tasks = [Task("ns", "a", "ua", "", 4.0, GI, None, True), Task("ns", "b", "ub", "", 2.0, GI, None, True)]
+    d = plan(tasks, {"n0": (3.0, 8 * GI)})
+    assert d.min_yield == 0.5 and d.place == {"a": "n0", "b": "n0"}
+    d2 = plan(tasks, {"n0": (3.0, 8 * GI), "n1": (4.0, 8 * GI)})
+    assert d2.place["a"] != d2.place["b"] and d2.min_yield > 0.74
