@@ -22,9 +22,10 @@ the Kopf timer that applies it):
   a move is an eviction (the pod's controller recreates it, gated again); a bare pod (no controller)
   is never moved;
 - a gated pod placed on node n gets ``nodeSelector kubernetes.io/hostname: n`` (adding to a gated
-  pod's scheduling constraints is allowed) and its gate removed, so the default scheduler binds it
-  there; a running task's CPU is resized in place (``pods/resize``, same UID) to alpha x yield,
-  request = limit, after the average-yield phase (section 3.5).
+  pod's scheduling constraints is allowed), its CPU resized (``pods/resize``, allowed on a gated
+  pod) to alpha x yield, request = limit, so that it fits the share it was planned, and its gate
+  removed, so the default scheduler binds it there; a running task's CPU is resized in place (same
+  UID) to alpha x yield after every epoch's average-yield phase (section 3.5).
 
 Pods without the gate and without kubesoda's annotation are never touched. The group's status has
 the minimum and average yield and each pod's yield; Events say when pods are placed, resized or
@@ -203,24 +204,44 @@ def _milli(cores: float) -> str:
     return f"{max(1, int(cores * 1000 + 1e-6))}m"
 
 
+def _resize_body(pod: dict[str, Any], cores: float) -> dict[str, Any] | None:
+    """The pods/resize patch that gives ``pod`` ``cores`` CPU in all (request = limit), shared
+    among its containers as their limits are; None when it has that already (within 1.5m)."""
+    containers = [c for c in (pod.get("spec") or {}).get("containers") or [] if ((c.get("resources") or {}).get("limits") or {}).get("cpu")]
+    now = sum(float(parse_quantity(c["resources"]["limits"]["cpu"])) for c in containers)
+    if now <= 0 or abs(now - cores) < 0.0015:
+        return None
+    scale = cores / now
+    return {"spec": {"containers": [
+        {"name": c["name"], "resources": {k: {**((c.get("resources") or {}).get(k) or {}), "cpu": _milli(float(parse_quantity(c["resources"]["limits"]["cpu"])) * scale)}
+                                          for k in ("requests", "limits")}}
+        for c in containers]}}
+
+
 def apply(core: client.CoreV1Api, namespace: str, decision: Decision, pods: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """Write a decision: place (nodeSelector + gate removed), evict, resize."""
+    """Write a decision: place (CPU resized to alpha x yield while still gated, so the pod fits the
+    node it was planned on; nodeSelector; gate removed), evict, resize the running ones."""
     done = {"placed": 0, "evicted": 0, "resized": 0}
     for name, node in decision.place.items():
         pod = pods[name]
         spec = pod.get("spec") or {}
+        task = task_of(pod)
+        if task is None:
+            continue
         gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
-        alpha = task_of(pod).alpha if task_of(pod) else 0.0  # type: ignore[union-attr]
-        body = {"metadata": {"annotations": {ANN_NODE: node, ANN_ALPHA: f"{alpha:g}", ANN_YIELD: f"{decision.yields.get(name, 0):.6f}"}},
+        body = {"metadata": {"annotations": {ANN_NODE: node, ANN_ALPHA: f"{task.alpha:g}", ANN_YIELD: f"{decision.yields.get(name, 0):.6f}"}},
                 "spec": {"nodeSelector": {**(spec.get("nodeSelector") or {}), HOSTNAME: node}}}
         try:
             core.patch_namespaced_pod(name, namespace, body)
+            resize = _resize_body(pod, task.alpha * decision.yields.get(name, 1.0))
+            if resize is not None:
+                core.patch_namespaced_pod_resize(name, namespace, resize)
             # the gate list is replaced, not merged: a JSON patch of the whole list
             core.patch_namespaced_pod(name, namespace, [{"op": "replace", "path": "/spec/schedulingGates", "value": gates}])
             done["placed"] += 1
         except ApiException as e:
             if e.status != 404:
-                log.error("placing %s/%s on %s failed: %s", namespace, name, node, e.reason)
+                log.error("placing %s/%s on %s failed: %s %s", namespace, name, node, e.reason, e.body)
     for name in decision.evict:
         try:
             core.delete_namespaced_pod(name, namespace)
@@ -230,20 +251,11 @@ def apply(core: client.CoreV1Api, namespace: str, decision: Decision, pods: dict
                 log.error("evicting %s/%s failed: %s", namespace, name, e.reason)
     for name, cores in decision.cpu.items():
         pod = pods[name]
-        if (pod.get("status") or {}).get("phase") != "Running":
+        resize = _resize_body(pod, cores)
+        if resize is None:
             continue
-        containers = (pod.get("spec") or {}).get("containers") or []
-        now = sum(float(parse_quantity(((c.get("resources") or {}).get("limits") or {}).get("cpu", "0"))) for c in containers)
-        if abs(now - cores) < 0.0015 or now <= 0:
-            continue
-        scale = cores / now
-        patch = {"spec": {"containers": [
-            {"name": c["name"], "resources": {k: {**((c.get("resources") or {}).get(k) or {}),
-                                                  "cpu": _milli(float(parse_quantity(((c.get("resources") or {}).get("limits") or {}).get("cpu", "0"))) * scale)}
-                                              for k in ("requests", "limits")}}
-            for c in containers if ((c.get("resources") or {}).get("limits") or {}).get("cpu")]}}
         try:
-            core.patch_namespaced_pod_resize(name, namespace, patch)
+            core.patch_namespaced_pod_resize(name, namespace, resize)
             core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {ANN_YIELD: f"{decision.yields.get(name, 0):.6f}"}}})
             done["resized"] += 1
         except ApiException as e:
