@@ -407,7 +407,7 @@ def dispatch_jobs(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     if not any(g.get("name") == GATE for g in tmpl.get("schedulingGates") or []):
         return {}
     group = ((body.get("metadata") or {}).get("annotations") or {}).get(ANN_GROUP, DEFAULT_GROUP)
-    return {(namespace, group): _trim(body)}
+    return {(namespace, group): {**_trim(body), "apiVersion": "batch/v1", "kind": "Job"}}
 
 
 def apply(core: client.CoreV1Api, namespace: str, decision: Decision, pods: Mapping[str, Mapping[str, Any]],
@@ -487,16 +487,27 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
     patch.status["measured"] = sorted(measured & live)
     patch.status["released"] = int(status.get("released") or 0) + done["placed"]
     patch.status["redispatched"] = int(status.get("redispatched") or 0) + done["deleted"]
+    job_body = {(b.get("metadata") or {}).get("name", ""): b for b in job_bodies}
     if done["placed"]:
         by_node: dict[str, int] = {}
-        for n in decision.place.values():
+        per_job: dict[str, dict[str, int]] = {}
+        for p, n in decision.place.items():
             by_node[n] = by_node.get(n, 0) + 1
+            j = owner_job(pods[p]) or ""
+            per_job.setdefault(j, {})[n] = per_job.setdefault(j, {}).get(n, 0) + 1
         kopf.info(body, reason="Dispatched", message=f"{done['placed']} task(s) released ({policy.name}): "
                   + ", ".join(f"{n} x{c}" for n, c in sorted(by_node.items())))
+        for j, where in per_job.items():
+            if j in job_body:
+                kopf.info(job_body[j], reason="Dispatched", message=f"{sum(where.values())} task(s) released by BatchDispatch {name}: "
+                          + ", ".join(f"{n} x{c}" for n, c in sorted(where.items())))
     if done["deleted"]:
         kopf.warn(body, reason="Redispatch", message=f"{done['deleted']} task(s) on failed nodes deleted; their Jobs recreate them gated")
     warned = memo.setdefault("dispatch_warned", set())
     for js in decision.jobs:
         if js["meetsDeadline"] is False and (namespace, js["job"]) not in warned and not js["complete"]:
             warned.add((namespace, js["job"]))
-            kopf.warn(body, reason="DeadlineAtRisk", message=f"job {js['job']}: projected finish {js['projectedFinish']} after deadline {js['deadline']}")
+            msg = f"job {js['job']}: projected finish {js['projectedFinish']} after deadline {js['deadline']}"
+            kopf.warn(body, reason="DeadlineAtRisk", message=msg)
+            if js["job"] in job_body:
+                kopf.warn(job_body[js["job"]], reason="DeadlineAtRisk", message=msg)
