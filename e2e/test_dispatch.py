@@ -161,6 +161,7 @@ def test_dispatch_priorities_deadlines_speeds_and_failure(kube, kubectl, namespa
 
         reasons = {(e.involved_object.kind, e.involved_object.name, e.reason) for e in kube.core.list_namespaced_event(ns).items}
         assert {("BatchDispatch", "default", "Dispatched"), ("Job", "high", "Dispatched"), ("Job", "low", "Dispatched")} <= reasons, reasons
+        assert not {r for r in reasons if r[2] == "DeadlineAtRisk"}, reasons  # every projection met its deadline
         # ---- an operator restart keeps the learned speeds (they live in the BatchDispatch's status)
         samples = {s["nodeClass"]: s["samples"] for s in st["speeds"]}
         op.stop()

@@ -190,3 +190,34 @@ def test_priority_policy_respects_priority_order(scene: Any) -> None:
         for b in jobs.values():
             if a.priority > b.priority and got.get(b.name, 0) > 0:
                 assert got.get(a.name, 0) == queued[a.name], (a, b, got)
+
+
+def test_algorithm4_first_decision_as_in_e2e() -> None:
+    """e2e/test_dispatch.py's first decision: 2 fast slots x 2 nodes (prior 2), 2 slow x 2; each job in priority
+    order takes the fastest slots its deadline needs, then the spare slots go by closest deadline."""
+    bodies = [job_body("high", 3, "45", completions=6, **{bd.ANN_WORK: "8"}), job_body("mid", 2, "70", completions=6, **{bd.ANN_WORK: "8"}),
+              job_body("low", 1, "110", completions=6, **{bd.ANN_WORK: "8"})]
+    jobs = {j.name: j for j in map(bd.job_of, bodies) if j}
+    tasks = [t for j in jobs for t in (bd.task_of(pod_body(f"{j}-{i}", j, i, cpu="2")) for i in range(6)) if t]
+    nb = [node_body(n, cls="fast", mips="2000") for n in ("f0", "f1")] + [node_body(n) for n in ("s0", "s1")]
+    nodes = [n for n in map(bd.node_of, nb) if n]
+    priors = {n.node_class: bd.class_speed(b["metadata"]["labels"]) or 1.0 for n, b in zip(nodes, nb, strict=True)}
+    slots = bd.slots_for(nodes, [], set(), 2.0)
+    assert slots == {"f0": 2, "f1": 2, "s0": 2, "s1": 2}
+    d = bd.plan(jobs, tasks, nodes, slots, bd.policy_of({"policy": "deadline"}), bd.speeds_from({}, {}, priors, ["default"]), jobs["high"].arrival + 5)
+    on: dict[str, list[str]] = {}
+    for p, n in d.place.items():
+        on.setdefault(n[0], []).append(p.split("-")[0])
+    assert sorted(on["f"]) == ["high", "high", "low", "mid"] and on["s"] == ["high"] * 4
+    assert {s["job"]: s["waiting"] for s in d.jobs} == {"high": 0, "mid": 5, "low": 5}
+
+
+def test_projection_flags_a_deadline_at_risk() -> None:
+    jobs = {"j": bd.job_of(job_body("j", 1, "10", completions=4, **{bd.ANN_WORK: "10"}))}
+    tasks = [t for t in (bd.task_of(pod_body(f"j-{i}", "j", i)) for i in range(4)) if t]
+    nodes = [bd.Node("a", "default", 1, True, False)]
+    d = bd.plan(jobs, tasks, nodes, {"a": 1}, bd.policy_of({}), dp.SpeedMatrix(), jobs["j"].arrival)  # type: ignore[union-attr]
+    (s,) = d.jobs
+    assert s["running"] == 1 and s["waiting"] == 3 and s["meetsDeadline"] is False and s["penalty"] == 0
+    late = bd.plan(jobs, tasks, nodes, {"a": 0}, bd.policy_of({}), dp.SpeedMatrix(), jobs["j"].arrival + 15)  # type: ignore[union-attr]
+    assert late.jobs[0]["meetsDeadline"] is None and late.jobs[0]["penalty"] == 5.0  # priority 1 x 5 s late so far

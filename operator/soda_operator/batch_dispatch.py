@@ -339,7 +339,8 @@ def plan(jobs: Mapping[str, JobSpec], tasks: Iterable[Task], nodes: Iterable[Nod
         q, r = len(queued.get(j.name, [])), len(running.get(j.name, []))
         remaining = q + r
         if j.completions is not None:
-            remaining = max(remaining, j.completions - j.succeeded)
+            succeeded = sum(1 for t in finished.get(j.name, []) if t.phase == "Succeeded")
+            remaining = max(remaining, j.completions - max(j.succeeded, succeeded))
         if remaining <= 0 and q == 0:
             continue
         views.append(dp.JobView(j.name, j.priority, j.arrival, j.deadline, j.kind, q, r, remaining * (j.work or 1.0)))
@@ -363,14 +364,20 @@ def plan(jobs: Mapping[str, JobSpec], tasks: Iterable[Task], nodes: Iterable[Nod
             end = j.finished if j.finished is not None else max((t.finished or 0.0 for t in finished.get(j.name, [])), default=now)
             projected: float | None = end
         else:
+            # the remaining work less what the running tasks did since they started (at the estimated speed)
+            w = j.work or 1.0
+            rem = v.remaining_work - w * len(running.get(j.name, []))
+            for t in running.get(j.name, []):
+                th = speeds.throughput(j.kind, nodes[t.node].node_class) if t.node in nodes else 0.0
+                rem += max(0.0, w - (now - t.started) * th) if t.started is not None else w
             rate = sum(speeds.throughput(j.kind, nodes[n].node_class) for n in run_nodes if n in nodes)
-            projected = now + v.remaining_work / rate if rate > 0 else None
+            projected = now + max(0.0, rem) / rate if rate > 0 else None
         late = 0.0 if j.deadline is None else max(0.0, (j.finished if j.finished is not None else now) - j.deadline)
         out.jobs.append({
             "job": j.name, "priority": j.priority, "kind": j.kind,
             "done": done, "running": len(run_nodes), "waiting": max(0, waiting),
             "deadline": _iso(j.deadline), "projectedFinish": _iso(projected),
-            "meetsDeadline": None if j.deadline is None else (projected is not None and projected <= j.deadline),
+            "meetsDeadline": None if j.deadline is None or projected is None else projected <= j.deadline,
             "complete": j.finished is not None,
             "penalty": round(j.penalty * late, 3),
         })
@@ -408,6 +415,24 @@ def dispatch_jobs(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
         return {}
     group = ((body.get("metadata") or {}).get("annotations") or {}).get(ANN_GROUP, DEFAULT_GROUP)
     return {(namespace, group): {**_trim(body), "apiVersion": "batch/v1", "kind": "Job"}}
+
+
+def post_events(core: client.CoreV1Api, items: list[tuple[Mapping[str, Any], str, str, str]]) -> None:
+    """Events (object, type, reason, message) through the API (Kopf's poster drops Normal ones below the operator's
+    posting level)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for obj, type_, reason, message in items:
+        md = obj.get("metadata") or {}
+        ns = md.get("namespace") or "default"
+        body = {"metadata": {"generateName": f"{md.get('name')}.", "namespace": ns},
+                "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": md.get("name"),
+                                   "namespace": ns, "uid": md.get("uid")},
+                "reason": reason, "message": message[:1000], "type": type_, "source": {"component": "kubesoda"},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+        try:
+            core.create_namespaced_event(ns, body)
+        except ApiException as e:
+            log.warning("event for %s failed: %s", md.get("name"), e.reason)
 
 
 def apply(core: client.CoreV1Api, namespace: str, decision: Decision, pods: Mapping[str, Mapping[str, Any]],
@@ -488,6 +513,8 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
     patch.status["released"] = int(status.get("released") or 0) + done["placed"]
     patch.status["redispatched"] = int(status.get("redispatched") or 0) + done["deleted"]
     job_body = {(b.get("metadata") or {}).get("name", ""): b for b in job_bodies}
+    me = {"apiVersion": crd.API_VERSION, "kind": "BatchDispatch", "metadata": dict(body.get("metadata") or {})}
+    events: list[tuple[Mapping[str, Any], str, str, str]] = []
     if done["placed"]:
         by_node: dict[str, int] = {}
         per_job: dict[str, dict[str, int]] = {}
@@ -495,19 +522,21 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
             by_node[n] = by_node.get(n, 0) + 1
             j = owner_job(pods[p]) or ""
             per_job.setdefault(j, {})[n] = per_job.setdefault(j, {}).get(n, 0) + 1
-        kopf.info(body, reason="Dispatched", message=f"{done['placed']} task(s) released ({policy.name}): "
-                  + ", ".join(f"{n} x{c}" for n, c in sorted(by_node.items())))
+        events.append((me, "Normal", "Dispatched", f"{done['placed']} task(s) released ({policy.name}): "
+                       + ", ".join(f"{n} x{c}" for n, c in sorted(by_node.items()))))
         for j, where in per_job.items():
             if j in job_body:
-                kopf.info(job_body[j], reason="Dispatched", message=f"{sum(where.values())} task(s) released by BatchDispatch {name}: "
-                          + ", ".join(f"{n} x{c}" for n, c in sorted(where.items())))
+                events.append((job_body[j], "Normal", "Dispatched", f"{sum(where.values())} task(s) released by BatchDispatch {name}: "
+                               + ", ".join(f"{n} x{c}" for n, c in sorted(where.items()))))
     if done["deleted"]:
-        kopf.warn(body, reason="Redispatch", message=f"{done['deleted']} task(s) on failed nodes deleted; their Jobs recreate them gated")
+        events.append((me, "Warning", "Redispatch", f"{done['deleted']} task(s) on failed nodes deleted; their Jobs recreate them gated"))
     warned = memo.setdefault("dispatch_warned", set())
     for js in decision.jobs:
         if js["meetsDeadline"] is False and (namespace, js["job"]) not in warned and not js["complete"]:
             warned.add((namespace, js["job"]))
             msg = f"job {js['job']}: projected finish {js['projectedFinish']} after deadline {js['deadline']}"
-            kopf.warn(body, reason="DeadlineAtRisk", message=msg)
+            events.append((me, "Warning", "DeadlineAtRisk", msg))
             if js["job"] in job_body:
-                kopf.warn(job_body[js["job"]], reason="DeadlineAtRisk", message=msg)
+                events.append((job_body[js["job"]], "Warning", "DeadlineAtRisk", msg))
+    if events:
+        await asyncio.to_thread(post_events, memo.loops.core, events)
