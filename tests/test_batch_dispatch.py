@@ -59,7 +59,9 @@ def test_node_class_and_prior() -> None:
     assert bd.class_speed({bd.LABEL_MIPS: "2000"}) == 2.0 and bd.class_speed({}) is None
     n = bd.node_of(node_body("a", ready=False))
     assert n is not None and n.failed and not n.usable
-    assert bd.node_of(node_body("a"), {"pool": "batch"}) is None
+    out = bd.node_of(node_body("a"), {"pool": "batch"})  # not selected: no new tasks, but its tasks are not lost
+    assert not out.usable and not out.failed
+    assert bd.slots_for([out], [], set(), 1.0) == {}
 
 
 def test_job_and_task_translation() -> None:
@@ -87,8 +89,7 @@ def test_fast_nodes_first_and_waiting() -> None:
     jobs = {j.name: j for j in (bd.job_of(job_body("hi", prio=2, deadline="60")), bd.job_of(job_body("lo", prio=1))) if j}
     pods = [pod_body(f"hi-{i}", "hi", i) for i in range(4)] + [pod_body(f"lo-{i}", "lo", i) for i in range(4)]
     tasks = [t for t in map(bd.task_of, pods) if t]
-    nodes = [bd.node_of(node_body("slow", mips="1000")), bd.node_of(node_body("fast", cls="fast", mips="3000"))]
-    nn = [n for n in nodes if n]
+    nn = [bd.node_of(node_body("slow", mips="1000")), bd.node_of(node_body("fast", cls="fast", mips="3000"))]
     speeds = bd.speeds_from({}, {}, {"mips-1000": 1.0, "fast": 3.0}, ["default"])
     # two slots on each node; the top job needs 4 units in (deadline - now) = 10 s: 0.4 units/s, one fast slot suffices
     d = bd.plan(jobs, tasks, nn, {"slow": 2, "fast": 2}, dp.DeadlinePolicy(fill=None), speeds, jobs["hi"].arrival + 50)
@@ -200,7 +201,7 @@ def test_algorithm4_first_decision_as_in_e2e() -> None:
     jobs = {j.name: j for j in map(bd.job_of, bodies) if j}
     tasks = [t for j in jobs for t in (bd.task_of(pod_body(f"{j}-{i}", j, i, cpu="2")) for i in range(6)) if t]
     nb = [node_body(n, cls="fast", mips="2000") for n in ("f0", "f1")] + [node_body(n) for n in ("s0", "s1")]
-    nodes = [n for n in map(bd.node_of, nb) if n]
+    nodes = list(map(bd.node_of, nb))
     priors = {n.node_class: bd.class_speed(b["metadata"]["labels"]) or 1.0 for n, b in zip(nodes, nb, strict=True)}
     slots = bd.slots_for(nodes, [], set(), 2.0)
     assert slots == {"f0": 2, "f1": 2, "s0": 2, "s1": 2}

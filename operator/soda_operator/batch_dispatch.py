@@ -156,15 +156,15 @@ def node_class(labels: Mapping[str, str]) -> str:
     return "default"
 
 
-def node_of(body: Mapping[str, Any], selector: Mapping[str, str] | None = None) -> Node | None:
-    """A node as the dispatcher sees it; None when ``selector`` excludes it."""
+def node_of(body: Mapping[str, Any], selector: Mapping[str, str] | None = None) -> Node:
+    """A node as the dispatcher sees it: not usable (no new tasks) when ``selector`` excludes it or it is cordoned or
+    NotReady; failed (its tasks are lost) only when NotReady."""
     md, st, sp = body.get("metadata") or {}, body.get("status") or {}, body.get("spec") or {}
     labels = md.get("labels") or {}
-    if selector and any(labels.get(k) != v for k, v in selector.items()):
-        return None
+    selected = not selector or all(labels.get(k) == v for k, v in selector.items())
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
     cpu = float(parse_quantity((st.get("allocatable") or {}).get("cpu", "0")))
-    return Node(md.get("name", ""), node_class(labels), cpu, ready and not sp.get("unschedulable"), not ready)
+    return Node(md.get("name", ""), node_class(labels), cpu, selected and ready and not sp.get("unschedulable"), not ready)
 
 
 def class_speed(labels: Mapping[str, str]) -> float | None:
@@ -478,7 +478,7 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
     node_bodies = [v for k in kubesoda_nodes for v in kubesoda_nodes[k]]
     bound = [(node, *v) for node in bound_pods for v in bound_pods[node]]
     selector = dict(spec.get("nodeSelector") or {})
-    nodes = [n for n in (node_of(b, selector) for b in node_bodies) if n is not None]
+    nodes = [node_of(b, selector) for b in node_bodies]
     priors = {node_class((b.get("metadata") or {}).get("labels") or {}): f
               for b in node_bodies if (f := class_speed((b.get("metadata") or {}).get("labels") or {})) is not None}
     if not spec.get("mipsPriors", True):
