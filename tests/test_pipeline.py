@@ -87,3 +87,35 @@ def test_a_pe_whose_memory_no_node_has_rejects_its_job_for_memory_only():
         for n in p.fractions:
             per_node[n] = per_node.get(n, 0) + 1
     assert max(per_node.values()) == 1  # 3Gi instances on 4Gi nodes: one per node
+
+
+def _dac_instances():
+    from hypothesis import strategies as st
+
+    return st.tuples(st.integers(0, 10_000), st.integers(2, 12), st.sampled_from([2, 4]), st.sampled_from([4000.0]))
+
+
+from hypothesis import given, settings  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(_dac_instances())
+def test_random_instances_admitted_means_every_pe_has_an_instance(inst):
+    """Issue 15's property on random DAC-like instances and cluster sizes: no admitted job has a PE
+    without an instance (a fraction on some node), and every PE gets at least its floor. This is
+    what the live DAC run broke (microQ left a PE paced into a full node at 0 mips)."""
+    from benchmarks import workloads
+    from soda_optimizer.model import Policy, floor_mips
+
+    seed, n_nodes, per_rack, mips = inst
+    pol = Policy(macroq_deadline_s=0.5, macrow_deadline_s=0.5, microq_deadline_s=0.5, microw_deadline_s=0.5)
+    s = workloads.scenario(workloads.dac(seed), workloads.nodes(n_nodes, per_rack=per_rack, mips=mips), pol)
+    plan = pipeline.run(s)
+    if not plan.feasible:
+        return
+    admitted = {d.job: d.template for d in plan.jobs if d.admitted}
+    for p in plan.pes:
+        if p.job in admitted:
+            spec = next(x for x in s.template(admitted[p.job]).pes if x.name == p.name)
+            assert p.fractions, f"{p.pe} of admitted {p.job} has no instance"
+            assert p.goal_mips + 1e-6 >= min(floor_mips(spec, pol.pe_floor_mips), p.macro_goal_mips), p
