@@ -161,10 +161,11 @@ def main() -> None:
         time.sleep(30)
         row["requests_quiet_30s"] = diff(q0, requests_by_verb())
         # a whole rack lost
-        rack_label = "topology.kubernetes.io/rack"
+        rack_label = "kubesoda.io/rack"  # the nodes' rack label (crd.DEFAULT_RACK_LABEL); the stop-27 run used a wrong one
         racks: dict[str, list[str]] = {}
         for n in nodes:
             racks.setdefault((n["metadata"].get("labels") or {}).get(rack_label, ""), []).append(n["metadata"]["name"])
+        racks.pop("", None)  # never "lose" the nodes without a rack label
         busiest = max(racks, key=lambda r: sum(1 for p in pods if p["spec"].get("nodeName") in set(racks[r])))
         lost = set(racks[busiest])
         row["rack_lost"] = {"rack": busiest, "nodes": len(lost), "pods_there": sum(1 for p in pods if p["spec"].get("nodeName") in lost)}
