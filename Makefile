@@ -53,7 +53,8 @@ demo: venv
 	hack/demo.sh
 
 bench: venv
-	for b in quantity placement admission resolution flows; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
+	for b in quantity placement admission resolution flows dispatch; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
+	$(BIN)/python benchmarks/bench_yield.py --quick
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_extender.py
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_e2e_lsd.py
 	$(MAKE) bench-scale
