@@ -67,7 +67,21 @@ def namespace(kube: Kube) -> Iterator[str]:
     try:
         yield name
     finally:
+        # the jobs first (no finalizers: gone at once from every operator's view), then the
+        # namespace; wait for it, so the next test's operator never plans for a dying namespace
+        try:
+            kube.custom.delete_collection_namespaced_custom_object("kubesoda.io", "v1alpha1", name, "streamjobs")
+        except client.exceptions.ApiException:
+            pass
         kube.core.delete_namespace(name, grace_period_seconds=0)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                kube.core.read_namespace(name)
+            except client.exceptions.ApiException as e:
+                if e.status == 404:
+                    break
+            time.sleep(1)
 
 
 def _kubectl(*args: str, check: bool = True, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -26,7 +27,7 @@ BASE_PES = [
 BASE = {"pes": BASE_PES, "streams": [{"from": "ingest", "to": "parse"}, {"from": "parse", "to": "score"}],
         "sinks": [{"pe": "score", "weight": 1}], "primalInputs": [{"pe": "ingest", "rate": 100}]}
 
-ODD = st.sampled_from([-1, 0, 1e30, "abc", "", "-5", "1e400", None, [], {}, True, "9" * 40, 2**62, 0.5])
+ODD_VALUES = [-1, 0, 1e30, "abc", "", "-5", "1e400", None, [], {}, True, "9" * 40, 2**62, 0.5]
 PATHS = [
     ("pes", 0, "minCpu"), ("pes", 1, "maxCpu"), ("pes", 0, "name"), ("pes", 1, "kind"), ("pes", 2, "resourceFunction", "a"),
     ("pes", 1, "resourceFunction", "combine"), ("pes", 0, "maxInstances"), ("pes", 2, "memory"), ("pes", 1, "minCandidates"),
@@ -35,41 +36,48 @@ PATHS = [
 ]
 
 
-@st.composite
-def mutation(draw):
-    spec = copy.deepcopy(BASE)
-    job: dict = {"templates": ["T"], "rank": 1}
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["field", "field", "cycle", "duplicate", "dangling", "job"]))
-        if kind == "field":
-            path = draw(st.sampled_from(PATHS))
-            node = spec
-            for k in path[:-1]:
-                node = node[k]
-            value = draw(ODD)
-            if value is None:
-                if isinstance(node, dict):
-                    node.pop(path[-1], None)
-            else:
-                node[path[-1]] = value
-        elif kind == "cycle":
-            spec["streams"] = list(spec["streams"]) + [{"from": "score", "to": "ingest"}]
-        elif kind == "duplicate":
-            spec["pes"] = list(spec["pes"]) + [copy.deepcopy(BASE_PES[1])]
-        elif kind == "dangling":
-            spec["streams"] = list(spec["streams"]) + [{"from": "nope", "to": "score"}]
-        else:
-            job[draw(st.sampled_from(["rank", "templates", "imports", "colocate"]))] = draw(
-                st.sampled_from([0, -3, "x", [], [["a", "b"]], [{"job": "ghost", "export": "e", "pe": "ingest"}], ["missing"]]))
-    return spec, job
-
-
 FINAL = {"Invalid", "Admitted", "Running", "Rejected", "Degraded"}
 
 
+def mutations(rnd: random.Random, n: int) -> list[tuple[dict, dict]]:
+    """``n`` mutated (template spec, job spec) pairs drawn with ``rnd`` (hypothesis's first example
+    of a list strategy is its simplest, the same mutation n times; a seeded Random varies them)."""
+    out = []
+    for _ in range(n):
+        spec = copy.deepcopy(BASE)
+        job: dict = {"templates": ["T"], "rank": 1}
+        for _ in range(rnd.randint(1, 3)):
+            kind = rnd.choice(["field", "field", "cycle", "duplicate", "dangling", "job"])
+            if kind == "field":
+                path = rnd.choice(PATHS)
+                value = rnd.choice(ODD_VALUES)
+                try:
+                    node = spec
+                    for k in path[:-1]:
+                        node = node[k]
+                    if value is None:
+                        node.pop(path[-1], None)
+                    else:
+                        node[path[-1]] = value
+                except (TypeError, KeyError, IndexError, AttributeError):
+                    pass  # an earlier mutation replaced the parent: nothing to set
+            elif kind == "cycle":
+                spec["streams"] = list(spec["streams"]) + [{"from": "score", "to": "ingest"}]
+            elif kind == "duplicate":
+                spec["pes"] = list(spec["pes"]) + [copy.deepcopy(BASE_PES[1])]
+            elif kind == "dangling":
+                spec["streams"] = list(spec["streams"]) + [{"from": "nope", "to": "score"}]
+            else:
+                job[rnd.choice(["rank", "templates", "imports", "colocate"])] = rnd.choice(
+                    [0, -3, "x", [], [["a", "b"]], [{"job": "ghost", "export": "e", "pe": "ingest"}], ["missing"]])
+        out.append((spec, job))
+    return out
+
+
 @settings(max_examples=1, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-@given(st.lists(mutation(), min_size=16, max_size=16))
-def test_hostile_objects_through_the_api_server(kube, kubectl, namespace, extender_port, wait_for, tmp_path_factory, cases):
+@given(st.randoms(use_true_random=False))
+def test_hostile_objects_through_the_api_server(kube, kubectl, namespace, extender_port, wait_for, tmp_path_factory, rnd):
+    cases = mutations(rnd, 16)
     op = start_operator(kubectl, extender_port, log=str(tmp_path_factory.mktemp("fuzz") / "operator.log"))
     try:
         kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
