@@ -15,17 +15,9 @@ from __future__ import annotations
 import json
 import time
 
-from live import GROUP, VERSION, Operator, install_crds_and_policy, job
+from live import FAST_POLICY, GROUP, VERSION, Operator, install_crds_and_policy, job
 
-POLICY = """apiVersion: kubesoda.io/v1alpha1
-kind: SchedulingPolicy
-metadata: {name: default}
-spec:
-  macroEpochSeconds: 6
-  microEpochSeconds: 2
-  macroQDeadlineSeconds: 1
-  macroWDeadlineSeconds: 1
-  rankManager: budget
+POLICY = FAST_POLICY + """  rankManager: budget
   budgets:
     allocated: {team-a: 400000, team-b: 400000}
 """
@@ -82,8 +74,5 @@ def test_budget_ranks_share_an_overloaded_cluster_over_time(kube, kubectl, names
             time.sleep(1)
     finally:
         op.stop()
-        install_crds_and_policy(kubectl, """apiVersion: kubesoda.io/v1alpha1
-kind: SchedulingPolicy
-metadata: {name: default}
-spec: {macroEpochSeconds: 6, microEpochSeconds: 2, macroQDeadlineSeconds: 1, macroWDeadlineSeconds: 1}
-""")
+        install_crds_and_policy(kubectl, FAST_POLICY)
+

@@ -54,7 +54,7 @@ from kubernetes.utils import parse_quantity
 from soda_optimizer import dispatch as dp
 
 from . import crd
-from .indexes import TERMINAL, requests
+from .indexes import TERMINAL, bound_requests, requests
 
 log = logging.getLogger("kubesoda.dispatch")
 
@@ -463,7 +463,7 @@ def apply(core: client.CoreV1Api, namespace: str, decision: Decision, pods: Mapp
 
 @kopf.timer(crd.GROUP, crd.VERSION, "batchdispatches", interval=TICK_S, initial_delay=1.0)
 async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, memo: kopf.Memo, patch: kopf.Patch,
-                        body: kopf.Body, dispatch_pods: kopf.Index, dispatch_jobs: kopf.Index, bound_pods: kopf.Index,
+                        body: kopf.Body, dispatch_pods: kopf.Index, dispatch_jobs: kopf.Index, foreign_pods: kopf.Index, kubesoda_pods: kopf.Index,
                         kubesoda_nodes: kopf.Index, **_: Any) -> None:
     """One decision of a BatchDispatch when due (the timer ticks every TICK_S)."""
     last = memo.setdefault("dispatch_last", {})
@@ -476,7 +476,7 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
     jobs = {j.name: j for j in (job_of(b) for b in job_bodies) if j is not None}
     pods = {(p.get("metadata") or {}).get("name", ""): p for j in jobs for p in dispatch_pods.get((namespace, j), [])}
     node_bodies = [v for k in kubesoda_nodes for v in kubesoda_nodes[k]]
-    bound = [(node, *v) for node in bound_pods for v in bound_pods[node]]
+    bound = bound_requests(foreign_pods, kubesoda_pods)
     selector = dict(spec.get("nodeSelector") or {})
     nodes = [node_of(b, selector) for b in node_bodies]
     priors = {node_class((b.get("metadata") or {}).get("labels") or {}): f

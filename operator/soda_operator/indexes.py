@@ -104,6 +104,25 @@ def foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[A
     return {node: (f"{namespace}/{name}", cpu, mem)}
 
 
+def bound_requests(foreign: kopf.Index[Any, Any], kubesoda: kopf.Index[Any, Any]) -> list[tuple[str, str, float, float]]:
+    """Every bound, unfinished pod's requests, (node, namespace/name, cores, bytes), from the two
+    pod indexes the epochs keep anyway (other workloads' pods and kubesoda's PE pods); the yield
+    groups and the batch dispatcher subtract them from the nodes (call on Kopf's event loop)."""
+    out = [(node, *v) for node in foreign for v in foreign[node]]
+    for key in kubesoda:
+        for body in kubesoda[key]:
+            node = (body.get("spec") or {}).get("nodeName")
+            if not node or (body.get("status") or {}).get("phase") in TERMINAL:
+                continue
+            try:
+                cpu, mem = requests(body)
+            except (ValueError, TypeError):
+                continue
+            md = body.get("metadata") or {}
+            out.append((node, f"{md.get('namespace')}/{md.get('name')}", cpu, mem))
+    return out
+
+
 NAMES = ("kubesoda_nodes", "kubesoda_templates", "kubesoda_jobs", "kubesoda_policies", "kubesoda_pods",
          "kubesoda_services", "foreign_pods")
 

@@ -53,7 +53,7 @@ from soda_optimizer import fair_yield
 from soda_optimizer.fair_yield.average import finish
 
 from . import crd
-from .indexes import TERMINAL, requests
+from .indexes import TERMINAL, bound_requests, requests
 
 log = logging.getLogger("kubesoda.yield")
 
@@ -187,19 +187,6 @@ def yield_pods(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, (body.get("metadata") or {}).get("labels", {}).get(LABEL, "")): copy.deepcopy(dict(body))}
 
 
-@kopf.index("", "v1", "pods")
-def bound_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """Every bound, unfinished pod's requests: node -> (namespace/name, cores, bytes)."""
-    node = (body.get("spec") or {}).get("nodeName")
-    if not node or (body.get("status") or {}).get("phase") in TERMINAL:
-        return {}
-    try:
-        cpu, mem = requests(dict(body))
-    except (ValueError, TypeError):
-        return {}
-    return {node: (f"{namespace}/{name}", cpu, mem)}
-
-
 def _milli(cores: float) -> str:
     return f"{max(1, int(cores * 1000 + 1e-6))}m"
 
@@ -273,7 +260,8 @@ def _quantity(q: Any, default: float) -> float:
 
 @kopf.timer(crd.GROUP, crd.VERSION, "yieldgroups", interval=TICK_S, initial_delay=1.0)
 async def yield_epoch(namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, memo: kopf.Memo, patch: kopf.Patch,
-                      body: kopf.Body, yield_pods: kopf.Index, bound_pods: kopf.Index, kubesoda_nodes: kopf.Index, **_: Any) -> None:
+                      body: kopf.Body, yield_pods: kopf.Index, foreign_pods: kopf.Index, kubesoda_pods: kopf.Index,
+                      kubesoda_nodes: kopf.Index, **_: Any) -> None:
     """One epoch of a YieldGroup when its epoch is due (the timer ticks every TICK_S)."""
     last = memo.setdefault("yield_last", {})
     epoch = float(spec.get("epochSeconds", 10))
@@ -284,7 +272,7 @@ async def yield_epoch(namespace: str, name: str, spec: kopf.Spec, status: kopf.S
     # copy what the epoch reads on Kopf's event loop (the indexes change under a thread)
     pods = {(p.get("metadata") or {}).get("name", ""): p for p in yield_pods.get(key, [])}
     nodes = [v for k in kubesoda_nodes for v in kubesoda_nodes[k]]
-    bound = [(node, *v) for node in bound_pods for v in bound_pods[node]]
+    bound = bound_requests(foreign_pods, kubesoda_pods)
     tasks = [t for t in (task_of(p) for p in pods.values()) if t is not None]
     mine = {f"{t.namespace}/{t.name}" for t in tasks}
     hosts = hosts_for(nodes, bound, mine)
