@@ -8,7 +8,8 @@ stage that needs the graph (importance, macroQ, macroW, microQ) gets it from
 Node attributes: ``job``, ``name``, ``spec`` (the :class:`~.model.PE`), ``primal_rate`` (sum of
 its primal inputs), ``sinks`` (tuple of (weight, ValueFunction) for valued terminal outputs).
 Edge attributes: ``weight`` (after the job's overrides), ``value`` (ValueFunction),
-``selectivity``, ``bytes_per_tuple``, ``inter_job`` (True for an import).
+``selectivity``, ``bytes_per_tuple``, ``inter_job`` (True for an import; then ``export``, the
+export's name).
 """
 
 from __future__ import annotations
@@ -102,5 +103,6 @@ def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:
                 selectivity=exp.selectivity,
                 bytes_per_tuple=1.0,
                 inter_job=True,
+                export=exp.name,
             )
     return GluedGraph(graph=g, choice=dict(choice))
