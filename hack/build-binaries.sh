@@ -13,6 +13,7 @@ source "$here/versions.env"
 
 cache="${KUBESODA_CACHE:-$HOME/.cache/kubesoda}"
 bin="$cache/bin/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
+# binaries added later (Prometheus) live beside the others; their names carry their versions
 mkdir -p "$bin"
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=mod" GOTOOLCHAIN=local
 log() { echo "[build-binaries] $*" >&2; }
@@ -97,6 +98,14 @@ for c in kube-apiserver kube-scheduler kube-controller-manager; do [ -x "$bin/$c
 [ -x "$bin/kwok" ] || build_gobin kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 if [ -z "${SKIP_HELM:-}" ] && [ ! -x "$bin/helm" ]; then
   build_gobin helm "helm.sh/helm/v3/cmd/helm" "$HELM_VERSION"
+fi
+# Prometheus: the API and TSDB only (its web UI's assets need an npm build; the operator and the
+# tests use the HTTP query API). Skipped with SKIP_PROMETHEUS=1.
+if [ -z "${SKIP_PROMETHEUS:-}" ] && [ ! -x "$bin/prometheus-$PROMETHEUS_VERSION" ]; then
+  log "building prometheus $PROMETHEUS_VERSION"
+  tmp="$cache/src/prometheus-gobin"; mkdir -p "$tmp"
+  GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
+  mv "$tmp/prometheus" "$bin/prometheus-$PROMETHEUS_VERSION"
 fi
 for c in kube-apiserver kube-scheduler kube-controller-manager etcd kwok; do
   [ -x "$bin/$c" ] || { log "missing $bin/$c after build"; exit 1; }

@@ -4,11 +4,11 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 state="${KUBESODA_STATE:-$(dirname "$here")/.local/cluster}"
 [ -d "$state/pids" ] || exit 0
-for c in operator kwok kubesoda-scheduler default-scheduler kube-controller-manager kube-apiserver etcd; do
+for c in operator prometheus kwok kubesoda-scheduler default-scheduler kube-controller-manager kube-apiserver etcd; do
   f="$state/pids/$c"
   [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
 done
-for c in operator kwok kubesoda-scheduler default-scheduler kube-controller-manager kube-apiserver etcd; do
+for c in operator prometheus kwok kubesoda-scheduler default-scheduler kube-controller-manager kube-apiserver etcd; do
   f="$state/pids/$c"
   if [ -f "$f" ]; then
     pid=$(cat "$f")

@@ -7,7 +7,7 @@
 #   hack/cluster-up.sh [hack/topologies/small.yaml]
 #
 # State (certs, etcd data, logs, pids, kubeconfig, env) lives in $KUBESODA_STATE (default
-# <repo>/.local/cluster). Ports are KUBESODA_PORT_BASE+0..7 (default 27000), so a second copy with
+# <repo>/.local/cluster). Ports are KUBESODA_PORT_BASE+0..9 (default 27000; +8 Prometheus, +9 the data plane), so a second copy with
 # another base and state dir does not clash. `source $KUBESODA_STATE/env` gives KUBECONFIG and
 # KUBESODA_EXTENDER_PORT.
 set -euo pipefail
@@ -28,6 +28,8 @@ bin="$("$here/build-binaries.sh")"
 mkdir -p "$state"/{pki,logs,pids,etcd}
 etcd_port=$base; etcd_peer=$((base + 1)); api_port=$((base + 2)); kcm_port=$((base + 3))
 kwok_port=$((base + 5)); ext_port=$((base + 6))
+# base+8: Prometheus; base+9: the fluid data plane (`kubesoda simulate`) that Prometheus scrapes
+prom_port=$((base + 8)); sim_port=$((base + 9))
 
 # ---------------------------------------------------------------- certificates
 pki="$state/pki"
@@ -144,6 +146,28 @@ for c in kwok kube-controller-manager default-scheduler kubesoda-scheduler; do
   kill -0 "$(cat "$state/pids/$c")" 2>/dev/null || { log "$c exited:"; tail -5 "$state/logs/$c.log" >&2; exit 1; }
 done
 
+# ---------------------------------------------------------------- prometheus
+# A real Prometheus server: it scrapes the fluid data plane (`kubesoda simulate`, started by the e2e
+# suite and the demo on $sim_port, labels kept as exported) every 2 s, so the operator's queries
+# are the same on KWOK and on a real cluster. SKIP_PROMETHEUS=1 leaves it out.
+if [ -z "${SKIP_PROMETHEUS:-}" ]; then
+  source "$here/versions.env"
+  mkdir -p "$state/prometheus"
+  cat >"$state/prometheus.yml" <<PROM
+global: {scrape_interval: 2s, scrape_timeout: 2s, evaluation_interval: 2s}
+scrape_configs:
+- job_name: kubesoda-dataplane
+  honor_labels: true
+  static_configs: [{targets: ["127.0.0.1:$sim_port"]}]
+- job_name: prometheus
+  static_configs: [{targets: ["127.0.0.1:$prom_port"]}]
+PROM
+  start prometheus "$bin/prometheus-$PROMETHEUS_VERSION" --config.file "$state/prometheus.yml" \
+    --storage.tsdb.path "$state/prometheus" --storage.tsdb.retention.time 6h \
+    --web.listen-address "127.0.0.1:$prom_port" --log.level warn
+  wait_for prometheus 60 curl -sf "http://127.0.0.1:$prom_port/-/ready"
+fi
+
 cat >"$state/env" <<ENV
 export KUBECONFIG=$state/kubeconfig
 export KUBESODA_EXTENDER_PORT=$ext_port
@@ -152,7 +176,9 @@ export KUBESODA_STATE=$state
 export KUBESODA_EXTENDER_TLS_CERT=$pki/extender.crt
 export KUBESODA_EXTENDER_TLS_KEY=$pki/extender.key
 export KUBESODA_EXTENDER_TLS_CLIENT_CA=$pki/ca.crt
+export KUBESODA_SIMULATOR_PORT=$sim_port
 ENV
+[ -n "${SKIP_PROMETHEUS:-}" ] || echo "export KUBESODA_PROMETHEUS_URL=http://127.0.0.1:$prom_port" >>"$state/env"
 export KUBECONFIG="$state/kubeconfig"
 wait_for "default service account" 60 kubectl get serviceaccount default -n default
 "$py" "$here/nodes.py" --timeout "${KUBESODA_NODES_TIMEOUT:-180}" "$topology"

@@ -108,6 +108,12 @@ class Instance:
         return pod_name(self.job, self.pe, self.node)
 
 
+# where a PE instance serves its metrics (docs/pe-metrics.md): the conventional annotations that
+# a Prometheus pod scrape config (or the chart's PodMonitor) selects on
+METRICS_PORT = 9100
+SCRAPE = {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT), "prometheus.io/path": "/metrics"}
+
+
 def pod_body(inst: Instance) -> dict[str, Any]:
     cpu = f"{millicores(inst.fraction, inst.cores)}m"
     mem = str(inst.spec.get("memory") or MEMORY)  # the template's, as written (the planner counted the same bytes)
@@ -117,7 +123,11 @@ def pod_body(inst: Instance) -> dict[str, Any]:
         "image": inst.spec.get("image") or "registry.k8s.io/pause:3.10",
         "resources": {"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}},
         "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
-        "env": [{"name": "KUBESODA_JOB", "value": inst.job}, {"name": "KUBESODA_PE", "value": inst.pe}] + list(inst.spec.get("env") or []),
+        "ports": [{"name": "stream", "containerPort": 9000}, {"name": "metrics", "containerPort": METRICS_PORT}],
+        # the PE metrics contract's labels (docs/pe-metrics.md): job and PE, namespace and pod
+        "env": [{"name": "KUBESODA_JOB", "value": inst.job}, {"name": "KUBESODA_PE", "value": inst.pe},
+                {"name": "KUBESODA_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "KUBESODA_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}] + list(inst.spec.get("env") or []),
         # the `restricted` Pod Security Standard (the PE's image must run as a non-root user)
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
@@ -132,7 +142,7 @@ def pod_body(inst: Instance) -> dict[str, Any]:
             "name": inst.name,
             "namespace": inst.namespace,
             "labels": {crd.LABEL_JOB: inst.job, crd.LABEL_PE: inst.pe, "app.kubernetes.io/managed-by": "kubesoda"},
-            "annotations": {crd.ANN_NODE: inst.node, crd.ANN_FRACTION: f"{inst.fraction:.6f}"},
+            "annotations": {crd.ANN_NODE: inst.node, crd.ANN_FRACTION: f"{inst.fraction:.6f}", **SCRAPE},
             "ownerReferences": [{"apiVersion": crd.API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid"),
                                  "controller": True, "blockOwnerDeletion": False}] if md.get("uid") else [],
         },

@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--metrics-port", type=int, default=0,
                    help="serve Prometheus /metrics on this port (0: only on the extender's port, when it runs)")
     r.add_argument("--metrics-host", default="127.0.0.1")
+    r.add_argument("--prometheus-url", help="read observed rates and CPU of the PE instances from this Prometheus every micro epoch "
+                   "(docs/pe-metrics.md); without it, statuses carry projections only")
     r.set_defaults(func=lambda a: _lazy("soda_operator.runner", a))
     e = sub.add_parser("extender", help="run only the scheduler extender")
     e.add_argument("--port", type=int, default=8888)

@@ -33,14 +33,17 @@ from soda_optimizer.plan import Plan
 
 from . import crd, desired, loop, metrics, state, status
 from .apply import Applier, Instance, list_json, status_changed
+from .observe import Observer
 from .state import Snapshot
 
 log = logging.getLogger("kubesoda.epochs")
 
 
 class Loops:
-    def __init__(self, api: client.ApiClient, workers: int = 16, reader: Any = None):
+    def __init__(self, api: client.ApiClient, workers: int = 16, reader: Any = None, observer: Observer | None = None):
         self.api = api
+        # observed rates from Prometheus (each micro epoch); without a URL, the status says so
+        self.observer = observer or Observer(None)
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.applier = Applier(api, workers)
@@ -155,6 +158,7 @@ class Loops:
             self.seen_usable = usable
             plan = pipeline.rerun(scen, self.last)
             self._observe(plan)
+            self.observer.observe(scen, plan, snap.pods, snap.policy)
             self._apply(snap, scen, plan)
             metrics.EPOCH_SECONDS.labels("micro").observe(time.perf_counter() - t0)
             return plan
@@ -192,13 +196,13 @@ class Loops:
                 inst.setdefault(w.pe, []).append({"node": w.node, "fraction": round(w.fraction, 6), "pod": w.name})
             gen = (obj.get("metadata") or {}).get("generation")
             old = self._old_status(obj)
-            st = status.with_transitions(old, status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name))
-                                                                                      for w in by_job.get((ns, name), [])}), now)
+            st = status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name)) for w in by_job.get((ns, name), [])})
+            st = status.with_transitions(old, status.with_observed(st, self.observer.block(j.name), gen), now)
             if st["phase"] == "Admitted":  # promoted by refresh_running() as soon as its pods run, not an epoch later
                 awaiting[(ns, name)] = (obj, st, [i["pod"] for v in inst.values() for i in v])
-            ev = status.event(old, st)
-            if ev:
-                events.append((obj, *ev))
+            for ev in (status.event(old, st), status.projection_event(old, st)):
+                if ev:
+                    events.append((obj, *ev))
             if status_changed(old, st):
                 updates.append((obj, st))
         self._write_statuses(updates)

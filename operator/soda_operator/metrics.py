@@ -21,6 +21,9 @@ LEADER = Gauge("kubesoda_leader", "1 while this replica runs the SODA loops (it 
 EPOCH_INFEASIBLE = Counter("kubesoda_epoch_infeasible_total", "Macro epochs whose plan was infeasible (the last feasible plan was kept)")
 EPOCH_FAILURES = Counter("kubesoda_epoch_failures_total", "Epochs that raised (logged and retried at the next tick)")
 SNAPSHOTS = Counter("kubesoda_snapshots_total", "Epoch snapshots, by source: the watch-fed indexes, or lists from the API server", ["source"])
+OBSERVED_IMPORTANCE = Gauge("kubesoda_observed_importance", "Importance of the admitted jobs evaluated on the rates observed through Prometheus (0 without --prometheus-url)")
+JOB_IMPORTANCE = Gauge("kubesoda_job_importance", "A job's importance, projected by the plan or observed through Prometheus", ["namespace", "streamjob", "kind"])
+OBSERVATION_ERRORS = Counter("kubesoda_observation_errors_total", "Micro epochs whose Prometheus queries failed (the last observations were kept)")
 EXTENDER_ERRORS = Counter("kubesoda_extender_errors_total", "Extender requests refused, by HTTP status (400 bad body, 404 unknown verb, 408 slow body, 413 too large)", ["code"])
 EXTENDER_LATENCY = Histogram("kubesoda_extender_seconds", "Extender request latency", ["verb"], buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1))
 

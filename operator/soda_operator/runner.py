@@ -11,6 +11,7 @@ from kubernetes import client, config
 
 from . import batch_dispatch, crd, extender, handlers, metrics, yield_groups  # noqa: F401  (yield_groups, batch_dispatch: their Kopf handlers)
 from .epochs import Loops
+from .observe import Observer
 
 log = logging.getLogger("kubesoda.runner")
 
@@ -83,7 +84,9 @@ def main(args: argparse.Namespace) -> int:
     workers = getattr(args, "workers", 16)
     api = api_client(workers)
     ensure_policy(api)
-    loops = Loops(api, workers)
+    loops = Loops(api, workers, observer=Observer(getattr(args, "prometheus_url", None)))
+    if getattr(args, "prometheus_url", None):
+        log.info("observing through Prometheus at %s", args.prometheus_url)
     grace = 0.0
     peering = getattr(args, "peering", None)
     priority = getattr(args, "priority", None)

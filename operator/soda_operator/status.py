@@ -7,7 +7,9 @@ no instance: none of its candidate nodes is usable), ``Rejected`` (the Plan's re
 ``Invalid`` (the spec fails validation; the message names the field).
 
 ``conditions`` follow the Kubernetes API conventions: ``Admitted`` and ``Running``, each with
-status, reason, message and ``observedGeneration``.
+status, reason, message and ``observedGeneration``; and ``MeetsProjection`` once the job has
+observations (:mod:`.observe`): False with reason ``BelowProjection`` while the observed importance
+is under the projected one by more than the policy's tolerance.
 """
 
 from __future__ import annotations
@@ -36,8 +38,28 @@ def _conditions(phase: str, reason: str, message: str, generation: int | None) -
     return conds
 
 
+def _projection(observed: Mapping[str, Any], generation: int | None) -> dict[str, Any] | None:
+    """The ``MeetsProjection`` condition of an ``observed`` block with a ratio (else None)."""
+    ratio = observed.get("ratio")
+    if ratio is None:
+        return None
+    tol = float(observed.get("tolerance", 0.1))
+    ok = ratio >= 1.0 - tol
+    msg = (f"observed importance {observed.get('importance')} is {ratio:.0%} of the projected "
+           f"{observed.get('projectedImportance')} (rates over {observed.get('windowSeconds')}s)")
+    c = {"type": "MeetsProjection", "status": "True" if ok else "False", "reason": "AsProjected" if ok else "BelowProjection",
+         "message": msg}
+    if generation is not None:
+        c["observedGeneration"] = generation
+    return c
+
+
 def _finish(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
     status["conditions"] = _conditions(status["phase"], status.get("reason", ""), status.get("message", ""), generation)
+    if status.get("observed"):
+        c = _projection(status["observed"], generation)
+        if c is not None:
+            status["conditions"].append(c)
     if generation is not None:
         status["observedGeneration"] = generation
     return status
@@ -74,6 +96,25 @@ def planned(plan: Plan, job_key: str, generation: int | None, instances: Instanc
         elif all(pod_phases.get(p) == "Running" for p in pods):
             status["phase"] = "Running"
     return _finish(status, generation)
+
+
+def with_observed(status: dict[str, Any], observed: Mapping[str, Any] | None, generation: int | None) -> dict[str, Any]:
+    """A planned status with the job's ``observed`` block (:mod:`.observe`), for admitted jobs."""
+    if observed is None or status["phase"] not in ("Admitted", "Running", "Degraded"):
+        return status
+    return _finish(dict(status, observed=dict(observed)), generation)
+
+
+def projection_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """A Warning when the observed importance falls below the projection, Normal when it recovers."""
+    def cond(st: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        return next((c for c in (st or {}).get("conditions") or [] if c.get("type") == "MeetsProjection"), {})
+    o, n = cond(old), cond(new)
+    if not n or o.get("status") == n.get("status"):
+        return None
+    if n["status"] == "False":
+        return "BelowProjection", n["message"], "Warning"
+    return ("AsProjected", n["message"], "Normal") if o else None
 
 
 def running(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
