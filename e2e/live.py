@@ -91,9 +91,10 @@ def running_as_planned(kube: Any, ns: str, jobname: str) -> list[Any] | bool:
     return pods
 
 
-def start_operator(kubectl: Any, extender_port: int, log: str | None = None, policy: str = FAST_POLICY) -> Operator:
-    """CRDs and the policy installed, then ``kubesoda run`` with the extender on ``extender_port``."""
+def start_operator(kubectl: Any, extender_port: int, log: str | None = None, policy: str = FAST_POLICY, extra: tuple[str, ...] = ()) -> Operator:
+    """CRDs and the policy installed, then ``kubesoda run`` with the extender on ``extender_port``
+    (and ``extra`` flags)."""
     install_crds_and_policy(kubectl, policy)
-    proc = Operator("run", "--extender-port", str(extender_port), log=log)
+    proc = Operator("run", "--extender-port", str(extender_port), *extra, log=log)
     proc.start()
     return proc
