@@ -43,7 +43,7 @@ e2e: venv
 test: lint unit e2e
 
 lint: venv
-	$(BIN)/ruff check optimizer operator tests e2e benchmarks examples hack
+	$(BIN)/ruff check optimizer operator pe tests e2e benchmarks examples hack
 	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile
 	hack/helm.sh lint charts/kubesoda

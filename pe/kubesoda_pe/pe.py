@@ -1,0 +1,230 @@
+"""The PE handle a user's processing element wraps its loop with (docs/pe-metrics.md).
+
+    pe = PE.from_env()                     # a source
+    while True:
+        data = read_from_outside()
+        pe.ingest(data)                    # received on "primal"
+        pe.emit(data)                      # to every output stream
+
+    for stream, data in pe.tuples():       # a transform
+        pe.emit(work(data))
+
+    for stream, data in pe.tuples():       # a sink
+        pe.consume(data)                   # emitted on "sink"
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from .metrics import PRIMAL, SINK, PEMetrics
+from .transport import DEFAULT_STREAM_PORT, Endpoint, Listener, Output, PEClosed, Resolver, parse_outputs, resolve
+
+log = logging.getLogger("kubesoda_pe")
+
+DEFAULT_METRICS_PORT = 9100
+DEFAULT_QUEUE = 1000
+DEFAULT_RESOLVE_S = 10.0
+
+Bytes = bytes | bytearray | memoryview
+
+
+class PE:
+    """One PE instance: its input queue, its output streams, its counters and /metrics server.
+
+    Thread-safe: several threads may emit at once; a tuple is counted as emitted once it was
+    handed to a consumer's socket, as received when :meth:`receive` (or :meth:`tuples`) returns it.
+    """
+
+    def __init__(self, *, job: str = "local", pe: str = "pe", namespace: str = "", pod: str | None = None,
+                 outputs: str | Mapping[str, list[Endpoint]] | None = None, listen: bool = True,
+                 stream_port: int = DEFAULT_STREAM_PORT, stream_host: str = "",
+                 metrics_port: int | None = DEFAULT_METRICS_PORT, metrics_addr: str = "0.0.0.0",
+                 queue_size: int = DEFAULT_QUEUE, resolve_interval: float = DEFAULT_RESOLVE_S,
+                 backoff: tuple[float, float] = (0.05, 1.0), connect_timeout: float = 2.0,
+                 resolver: Resolver = resolve):
+        """``metrics_port=None`` serves no /metrics (the registry is still there to read);
+        port 0 (stream or metrics) takes a free port, see :attr:`stream_port`, :attr:`metrics_port`."""
+        self.job, self.pe = job, pe
+        self.namespace, self.pod = namespace, pod or socket.gethostname()
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.metrics = PEMetrics(self.registry, self.namespace, self.pod, job, pe)
+        outs = parse_outputs(outputs, stream_port or DEFAULT_STREAM_PORT) if outputs is None or isinstance(outputs, str) \
+            else {k: list(v) for k, v in outputs.items()}
+        self.outputs: dict[str, Output] = {
+            name: Output(name, eps, self.metrics.emitted, resolver=resolver, resolve_interval=resolve_interval,
+                         backoff=backoff, connect_timeout=connect_timeout)
+            for name, eps in outs.items()}
+        for name in self.outputs:
+            self.metrics.declare_emitted(name)
+        self._listen = listen
+        self._stream_port, self._stream_host = stream_port, stream_host
+        self._metrics_port, self._metrics_addr = metrics_port, metrics_addr
+        self._queue: queue.Queue[tuple[str, bytes]] = queue.Queue(maxsize=max(1, queue_size))
+        self._listener: Listener | None = None
+        self._http: Any = None
+        self._closed = False
+        self._started = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, start: bool = True, **overrides: Any) -> PE:
+        """A PE configured by the environment the operator gives a PE pod (``KUBESODA_NAMESPACE``,
+        ``KUBESODA_POD``, ``KUBESODA_JOB``, ``KUBESODA_PE``, ``KUBESODA_OUTPUTS``,
+        ``KUBESODA_STREAM_PORT``, ``KUBESODA_METRICS_PORT``, ``KUBESODA_RESOLVE_SECONDS``);
+        keyword arguments win over it. Started unless ``start=False``."""
+        e = os.environ if env is None else env
+        kw: dict[str, Any] = {
+            "namespace": e.get("KUBESODA_NAMESPACE", ""),
+            "pod": e.get("KUBESODA_POD") or None,
+            "job": e.get("KUBESODA_JOB") or "local",
+            "pe": e.get("KUBESODA_PE") or "pe",
+            "outputs": e.get("KUBESODA_OUTPUTS", ""),
+            "stream_port": int(e.get("KUBESODA_STREAM_PORT") or DEFAULT_STREAM_PORT),
+            "metrics_port": int(e.get("KUBESODA_METRICS_PORT") or DEFAULT_METRICS_PORT),
+            "resolve_interval": float(e.get("KUBESODA_RESOLVE_SECONDS") or DEFAULT_RESOLVE_S),
+        }
+        kw.update(overrides)
+        pe = cls(**kw)
+        return pe.start() if start else pe
+
+    # -- life cycle
+
+    def start(self) -> PE:
+        """Serve /metrics, listen for upstream producers, connect to the consumers. Idempotent."""
+        with self._lock:
+            if self._started:
+                return self
+            if self._closed:
+                raise PEClosed("PE closed")
+            if self._metrics_port is not None:
+                self._http = start_http_server(self._metrics_port, addr=self._metrics_addr, registry=self.registry)
+            if self._listen:
+                self._listener = Listener(self._stream_port, self._deliver, self._stream_host)
+                self._listener.start()
+            for o in self.outputs.values():
+                o.start()
+            self._started = True
+        log.info("PE %s/%s of job %s: stream port %s, metrics port %s, outputs %s", self.namespace, self.pod, self.job,
+                 self.stream_port, self.metrics_port,
+                 {k: [str(e) for e in o.endpoints] for k, o in self.outputs.items()} or "none")
+        return self
+
+    def close(self) -> None:
+        """Stop listening and sending, close every connection, stop serving /metrics."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for o in self.outputs.values():
+            o.close()
+        if self._listener is not None:
+            self._listener.close()
+        if self._http is not None:
+            server = self._http[0] if isinstance(self._http, tuple) else None
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+
+    def __enter__(self) -> PE:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def stream_port(self) -> int | None:
+        """The port upstream producers connect to (None when not listening)."""
+        return self._listener.port if self._listener is not None else None
+
+    @property
+    def metrics_port(self) -> int | None:
+        if isinstance(self._http, tuple):
+            return int(self._http[0].server_port)
+        return None
+
+    def wait_connected(self, timeout: float | None = None) -> bool:
+        """Wait until every output stream has at least one consumer connected."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for o in self.outputs.values():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not o.wait_connected(1, left):
+                return False
+        return True
+
+    # -- data
+
+    def emit(self, data: Bytes, stream: str | None = None, *, timeout: float | None = None) -> int:
+        """Send one tuple on ``stream``, or on every output stream when None; returns how many
+        streams it was sent on. Blocks while a stream has no consumer connected (until ``timeout``
+        seconds: then ``TimeoutError``; nothing is counted for a stream the tuple was not sent on)
+        and while the consumer is behind (backpressure)."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"a tuple is bytes, not {type(data).__name__}")
+        if self._closed:
+            raise PEClosed("PE closed")
+        if stream is None:
+            targets = list(self.outputs.values())
+        else:
+            try:
+                targets = [self.outputs[stream]]
+            except KeyError:
+                raise KeyError(f"no output stream {stream!r} (outputs: {', '.join(self.outputs) or 'none'})") from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for o in targets:
+            o.send(data, deadline)
+        return len(targets)
+
+    def receive(self, timeout: float | None = None) -> tuple[str, bytes] | None:
+        """The next (stream, payload) from any upstream, or None after ``timeout`` seconds (or
+        once the PE is closed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._closed:
+            wait = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if wait <= 0:
+                return None
+            try:
+                stream, data = self._queue.get(timeout=wait)
+            except queue.Empty:
+                continue
+            self.metrics.received(stream, 1, len(data))
+            return stream, data
+        return None
+
+    def tuples(self) -> Iterator[tuple[str, bytes]]:
+        """(stream, payload) from every upstream, until the PE is closed."""
+        while not self._closed:
+            item = self.receive(timeout=0.5)
+            if item is not None:
+                yield item
+
+    def ingest(self, data: Bytes | None = None, *, n: int = 1, nbytes: int | None = None) -> None:
+        """A source records what it took in on its primal input: ``n`` tuples, ``nbytes`` bytes
+        (default ``len(data)``)."""
+        self.metrics.received(PRIMAL, n, len(data) if nbytes is None and data is not None else nbytes or 0)
+
+    def consume(self, data: Bytes | None = None, *, n: int = 1, nbytes: int | None = None) -> None:
+        """A sink records the tuples it delivered as the job's valued output (emitted on ``sink``)."""
+        self.metrics.emitted(SINK, n, len(data) if nbytes is None and data is not None else nbytes or 0)
+
+    def _deliver(self, stream: str, data: bytes) -> bool:
+        while not self._closed:
+            try:
+                self._queue.put((stream, data), timeout=0.5)
+                return True
+            except queue.Full:
+                continue
+        return False
