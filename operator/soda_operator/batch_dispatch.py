@@ -53,7 +53,7 @@ from kubernetes.utils import parse_quantity
 
 from soda_optimizer import dispatch as dp
 
-from . import crd
+from . import conditions, crd
 from .indexes import TERMINAL, bound_requests, requests
 
 log = logging.getLogger("kubesoda.dispatch")
@@ -489,6 +489,8 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
     except ValueError as e:
         patch.status["state"] = "invalid"
         patch.status["message"] = str(e)
+        patch.status["conditions"] = [conditions.condition("Dispatching", False, "InvalidSpec", str(e), (body.get("metadata") or {}).get("generation"),
+                                                           status.get("conditions"))]
         return
     seen = memo.setdefault("dispatch_measured", {}).setdefault(key, set())
     measured = set(status.get("measured") or []) | seen
@@ -504,6 +506,9 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
     done = await asyncio.to_thread(apply, memo.loops.core, namespace, decision, pods, {n.name: n.node_class for n in nodes})
     patch.status["state"] = "dispatching"
     patch.status["message"] = ""
+    patch.status["conditions"] = [conditions.condition(
+        "Dispatching", True, "Dispatching", f"{policy.name}: {len(jobs)} Job(s), {sum(slots.values())} slot(s) of {slot_cpu:g} CPU",
+        (body.get("metadata") or {}).get("generation"), status.get("conditions"))]
     patch.status["policy"] = policy.name
     patch.status["slots"] = sum(slots.values())
     patch.status["slotCPU"] = slot_cpu

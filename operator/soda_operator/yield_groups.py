@@ -52,7 +52,7 @@ from kubernetes.utils import parse_quantity
 from soda_optimizer import fair_yield
 from soda_optimizer.fair_yield.average import finish
 
-from . import crd
+from . import conditions, crd
 from .indexes import TERMINAL, bound_requests, requests
 
 log = logging.getLogger("kubesoda.yield")
@@ -287,6 +287,11 @@ async def yield_epoch(namespace: str, name: str, spec: kopf.Spec, status: kopf.S
     patch.status["state"] = decision.status
     patch.status["message"] = decision.message
     patch.status["yields"] = [{"pod": p, "yield": y} for p, y in sorted(decision.yields.items())]
+    ok = None if decision.status == "empty" else decision.status != "infeasible"
+    patch.status["conditions"] = [conditions.condition(
+        "Allocated", ok, {"empty": "NoPods", "infeasible": "Infeasible"}.get(decision.status, "Allocated"),
+        decision.message or f"{len(tasks)} pod(s), minimum yield {decision.min_yield:.3f}",
+        (body.get("metadata") or {}).get("generation"), status.get("conditions"))]
     if done["placed"] or done["evicted"]:
         kopf.info(body, reason="Placed", message=f"{done['placed']} pod(s) placed, {done['evicted']} evicted to move; "
                                                  f"minimum yield {decision.min_yield:.3f}, average {decision.avg_yield:.3f}")
