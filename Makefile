@@ -38,6 +38,7 @@ unit: venv
 # The e2e suite runs against the cluster KUBECONFIG names; without one it starts the local
 # control plane and tears it down afterwards.
 e2e: venv
+	hack/install-browser.sh
 	hack/with-cluster.sh $(BIN)/pytest -q e2e
 
 test: lint unit e2e

@@ -71,6 +71,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps(plan_json(plan, errors), indent=2, sort_keys=True))
     else:
         print(render(plan))
+    if getattr(args, "serve", False):
+        from .web import server as web
+
+        return web.serve_offline(args.planned_scenario, plan, args.host, args.port)
     if errors:
         return 2
     refused = any(d.reason == "infeasible-required" for d in plan.jobs)
@@ -114,6 +118,7 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
     th.start()
     try:
         plan = pipeline.run(scen)
+        args.planned_scenario = scen  # kubesoda plan --serve shows it
     finally:
         stop.set()
         th.join()
@@ -205,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--resolution-units", type=int, help="macroQ: fixed number of atomic units")
     g.add_argument("--unit-mips", type=float, help="macroQ: fixed unit size in mips")
     p.add_argument("--deadline-scale", type=float, default=1.0, help="multiply every stage deadline")
+    p.add_argument("--serve", action="store_true", help="then show the plan in the web view until interrupted (docs/web.md)")
+    p.add_argument("--port", type=int, default=8090, help="web view port (with --serve)")
+    p.add_argument("--host", default="127.0.0.1", help="web view address (with --serve)")
     p.set_defaults(func=cmd_plan)
     x = sub.add_parser("explain", help="why a job is (not) admitted, and where it stands in the ranking (live, or from files with -f)")
     x.add_argument("job", help="NAMESPACE/NAME (or NAME with -n)")
@@ -236,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--metrics-host", default="127.0.0.1")
     r.add_argument("--prometheus-url", help="read observed rates and CPU of the PE instances from this Prometheus every micro epoch "
                    "(docs/pe-metrics.md); without it, statuses carry projections only")
+    r.add_argument("--web-port", type=int, default=0, help="serve the read-only web view of the plan on this port (0: off; docs/web.md)")
+    r.add_argument("--web-host", default="127.0.0.1", help="address of the web view")
     r.set_defaults(func=lambda a: _lazy("soda_operator.runner", a))
     e = sub.add_parser("extender", help="run only the scheduler extender")
     e.add_argument("--port", type=int, default=8888)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
@@ -31,7 +32,7 @@ from soda_optimizer.managers import budget as budget_managers
 from soda_optimizer.model import Budgets, Scenario
 from soda_optimizer.plan import Plan
 
-from . import crd, desired, loop, metrics, state, status
+from . import conditions, crd, desired, loop, metrics, state, status
 from .apply import Applier, Instance, list_json, status_changed
 from .observe import Observer
 from .state import Snapshot
@@ -63,6 +64,8 @@ class Loops:
         self.charged_at: float | None = None  # when the budget managers' bookkeeping last ran
         # Admitted jobs whose instances were not all Running at the last apply: (job, status, pods)
         self.awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
+        # called after each applied plan with (scenario, plan, changes applied): the web view
+        self.on_apply: Callable[[Scenario, Plan, dict[str, int]], None] | None = None
 
     def snapshot(self) -> Snapshot:
         if self.reader is not None:
@@ -95,6 +98,7 @@ class Loops:
             t_snap = time.perf_counter() - t0
             scen, errors = snap.scenario()
             self._report_invalid(snap, errors)
+            self._object_statuses(snap, errors)
             plan = pipeline.run(scen)
             self._observe(plan)
             # the jobs this epoch decided about: the micro loop asks for a macro epoch only when
@@ -171,11 +175,13 @@ class Loops:
     def _apply(self, snap: Snapshot, scen: Scenario, plan: Plan) -> None:
         t0 = time.perf_counter()
         try:
-            self._apply_plan(snap, scen, plan)
+            counts = self._apply_plan(snap, scen, plan)
         finally:
             self.apply_s = time.perf_counter() - t0
+        if self.on_apply is not None:
+            self.on_apply(scen, plan, counts)
 
-    def _apply_plan(self, snap: Snapshot, scen: Scenario, plan: Plan) -> None:
+    def _apply_plan(self, snap: Snapshot, scen: Scenario, plan: Plan) -> dict[str, int]:
         jobs_by_key = {crd.key(j): j for j in snap.jobs}
         wanted = desired.instances(plan, snap, scen)
         by_job: dict[tuple[str, str], list[Instance]] = {}
@@ -220,6 +226,7 @@ class Loops:
         metrics.JOBS.labels("rejected").set(len(plan.jobs) - admitted)
         if any(counts.values()):
             log.info("applied: %s", counts)
+        return counts
 
     def refresh_running(self) -> int:
         """Between epochs: an Admitted job whose planned instances all run becomes Running now, not
@@ -241,6 +248,31 @@ class Loops:
             for key, _, _ in done:
                 del self.awaiting[key]
             return len(done)
+
+    def _object_statuses(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
+        """The StreamTemplates' and the SchedulingPolicy's status: PE and stream counts, and the
+        condition ``Valid`` (False, ``InvalidSpec``, with the field, when the translation refused
+        the object). Written only when it changed (the watch-fed snapshot holds the current one)."""
+        bad = {(e.kind, e.name): (f"{e.field}: {e.message}" if e.field else e.message) for e in errors}
+        at = conditions.now()
+        for t in snap.templates:
+            md, old = t.get("metadata") or {}, t.get("status") or {}
+            why = bad.get(("StreamTemplate", crd.key(t)))
+            sp = t.get("spec") or {}
+            pes, streams = sp.get("pes"), sp.get("streams")
+            new = {"pes": len(pes) if isinstance(pes, list) else 0, "streams": len(streams) if isinstance(streams, list) else 0,
+                   "observedGeneration": md.get("generation"),
+                   "conditions": [conditions.condition("Valid", why is None, "InvalidSpec" if why else "Valid", why or "", md.get("generation"),
+                                                       old.get("conditions"), at)]}
+            if any(old.get(k) != new[k] for k in ("pes", "streams", "observedGeneration")) or not conditions.same(old.get("conditions"), new["conditions"]):
+                self.applier.object_status("streamtemplates", md.get("namespace"), md.get("name", ""), new)
+        if snap.policy is not None:
+            md, old = snap.policy.get("metadata") or {}, snap.policy.get("status") or {}
+            why = bad.get(("SchedulingPolicy", crd.key(snap.policy)))
+            conds = [conditions.condition("Valid", why is None, "InvalidSpec" if why else "Valid",
+                                          f"{why} (the defaults are used meanwhile)" if why else "", md.get("generation"), old.get("conditions"), at)]
+            if not conditions.same(old.get("conditions"), conds):
+                self.applier.object_status("schedulingpolicies", None, md.get("name", "default"), {"conditions": conds})
 
     def _report_invalid(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
         jobs_by_key = {crd.key(j): j for j in snap.jobs}

@@ -102,6 +102,12 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "metrics_port", 0):
         metrics.serve(getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
         log.info("metrics on %s:%d", getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
+    view = None
+    if getattr(args, "web_port", 0):
+        from .web import server as web
+
+        view = web.serve_live(loops, getattr(args, "web_host", "127.0.0.1"), args.web_port)
+        log.info("web view on %s", view.url)
     srv = None
     if getattr(args, "extender_port", 0):
         srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port, extender.tls_from_args(args),
@@ -119,4 +125,6 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if srv is not None:
             srv.stop()
+        if view is not None:
+            view.stop()
     return 0
