@@ -16,7 +16,7 @@ ROLES = ("source", "transform", "sink")
 
 def main() -> None:
     args = sys.argv[1:]
-    if args and args[0] in ROLES:
+    if args and not args[0].startswith("-"):
         role, args = args[0], args[1:]
     else:
         role = os.environ.get("KUBESODA_PE_ROLE", "")

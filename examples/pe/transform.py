@@ -45,9 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-level", default="INFO")
     a = ap.parse_args(argv)
     if a.calibrate:
-        s = calibrate()
-        print(f"one iteration: {s * 1e6:.3f} us of CPU; --work 1000 = {s * 1e3:.3f} ms per tuple "
-              f"= {1 / (s * 1000):.0f} tuples/s per core")
+        s, w = calibrate(), a.work or 1000
+        print(f"one iteration: {s * 1e6:.3f} us of CPU; --work {w}: {w * s * 1e3:.3f} ms of CPU per tuple, "
+              f"{1 / (w * s):.0f} tuples/s per core, {w * s * 1000:.3f} million instructions per tuple "
+              f"at kubesoda.io/mips-per-core=1000")
         return 0
     if a.selectivity < 0:
         ap.error("--selectivity must be >= 0")

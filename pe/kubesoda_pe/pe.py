@@ -21,7 +21,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -36,6 +36,7 @@ DEFAULT_QUEUE = 1000
 DEFAULT_RESOLVE_S = 10.0
 
 Bytes = bytes | bytearray | memoryview
+_WAKE: Any = ("", b"")  # put on the input queue by close(), by identity
 
 
 class PE:
@@ -46,7 +47,7 @@ class PE:
     """
 
     def __init__(self, *, job: str = "local", pe: str = "pe", namespace: str = "", pod: str | None = None,
-                 outputs: str | Mapping[str, list[Endpoint]] | None = None, listen: bool = True,
+                 outputs: str | Sequence[tuple[str, Sequence[Endpoint]]] | None = None, listen: bool = True,
                  stream_port: int = DEFAULT_STREAM_PORT, stream_host: str = "",
                  metrics_port: int | None = DEFAULT_METRICS_PORT, metrics_addr: str = "0.0.0.0",
                  queue_size: int = DEFAULT_QUEUE, resolve_interval: float = DEFAULT_RESOLVE_S,
@@ -59,13 +60,14 @@ class PE:
         self.registry = CollectorRegistry(auto_describe=True)
         self.metrics = PEMetrics(self.registry, self.namespace, self.pod, job, pe)
         outs = parse_outputs(outputs, stream_port or DEFAULT_STREAM_PORT) if outputs is None or isinstance(outputs, str) \
-            else {k: list(v) for k, v in outputs.items()}
-        self.outputs: dict[str, Output] = {
-            name: Output(name, eps, self.metrics.emitted, resolver=resolver, resolve_interval=resolve_interval,
-                         backoff=backoff, connect_timeout=connect_timeout)
-            for name, eps in outs.items()}
-        for name in self.outputs:
-            self.metrics.declare_emitted(name)
+            else [(name, list(eps)) for name, eps in outputs]
+        # one Output per destination (consumer PE), in KUBESODA_OUTPUTS order
+        self.outputs: list[Output] = [
+            Output(name, eps, self.metrics.emitted, resolver=resolver, resolve_interval=resolve_interval,
+                   backoff=backoff, connect_timeout=connect_timeout)
+            for name, eps in outs]
+        for o in self.outputs:
+            self.metrics.declare_emitted(o.name)
         self._listen = listen
         self._stream_port, self._stream_host = stream_port, stream_host
         self._metrics_port, self._metrics_addr = metrics_port, metrics_addr
@@ -111,12 +113,12 @@ class PE:
             if self._listen:
                 self._listener = Listener(self._stream_port, self._deliver, self._stream_host)
                 self._listener.start()
-            for o in self.outputs.values():
+            for o in self.outputs:
                 o.start()
             self._started = True
         log.info("PE %s/%s of job %s: stream port %s, metrics port %s, outputs %s", self.namespace, self.pod, self.job,
                  self.stream_port, self.metrics_port,
-                 {k: [str(e) for e in o.endpoints] for k, o in self.outputs.items()} or "none")
+                 ", ".join(f"{o.name}={'|'.join(map(str, o.endpoints))}" for o in self.outputs) or "none")
         return self
 
     def close(self) -> None:
@@ -125,7 +127,11 @@ class PE:
             if self._closed:
                 return
             self._closed = True
-        for o in self.outputs.values():
+        try:
+            self._queue.put_nowait(_WAKE)  # a receive() waiting returns now (a full queue does not wait)
+        except queue.Full:
+            pass
+        for o in self.outputs:
             o.close()
         if self._listener is not None:
             self._listener.close()
@@ -140,6 +146,11 @@ class PE:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def streams(self) -> list[str]:
+        """The output stream names, each once."""
+        return list(dict.fromkeys(o.name for o in self.outputs))
 
     @property
     def closed(self) -> bool:
@@ -159,7 +170,7 @@ class PE:
     def wait_connected(self, timeout: float | None = None) -> bool:
         """Wait until every output stream has at least one consumer connected."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for o in self.outputs.values():
+        for o in self.outputs:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not o.wait_connected(1, left):
                 return False
@@ -168,21 +179,18 @@ class PE:
     # -- data
 
     def emit(self, data: Bytes, stream: str | None = None, *, timeout: float | None = None) -> int:
-        """Send one tuple on ``stream``, or on every output stream when None; returns how many
-        streams it was sent on. Blocks while a stream has no consumer connected (until ``timeout``
+        """Send one tuple on ``stream``, or on every output stream when None, to every destination
+        of the stream (one instance of each consumer PE); returns how many destinations it was sent
+        to. Blocks while a stream has no consumer connected (until ``timeout``
         seconds: then ``TimeoutError``; nothing is counted for a stream the tuple was not sent on)
         and while the consumer is behind (backpressure)."""
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"a tuple is bytes, not {type(data).__name__}")
         if self._closed:
             raise PEClosed("PE closed")
-        if stream is None:
-            targets = list(self.outputs.values())
-        else:
-            try:
-                targets = [self.outputs[stream]]
-            except KeyError:
-                raise KeyError(f"no output stream {stream!r} (outputs: {', '.join(self.outputs) or 'none'})") from None
+        targets = self.outputs if stream is None else [o for o in self.outputs if o.name == stream]
+        if not targets and stream is not None:
+            raise KeyError(f"no output stream {stream!r} (outputs: {', '.join(self.streams) or 'none'})")
         deadline = None if timeout is None else time.monotonic() + timeout
         for o in targets:
             o.send(data, deadline)
@@ -197,9 +205,12 @@ class PE:
             if wait <= 0:
                 return None
             try:
-                stream, data = self._queue.get(timeout=wait)
+                item = self._queue.get(timeout=wait)
             except queue.Empty:
                 continue
+            if item is _WAKE:
+                continue  # close() woke us up
+            stream, data = item
             self.metrics.received(stream, 1, len(data))
             return stream, data
         return None

@@ -68,22 +68,23 @@ def parse_endpoint(text: str, default_port: int = DEFAULT_STREAM_PORT) -> Endpoi
     return Endpoint(host, port)
 
 
-def parse_outputs(spec: str | None, default_port: int = DEFAULT_STREAM_PORT) -> dict[str, list[Endpoint]]:
-    """``KUBESODA_OUTPUTS``: comma-separated ``<stream>=<host>:<port>``. A stream named more than
-    once is spread over all its endpoints; blank entries are ignored."""
-    out: dict[str, list[Endpoint]] = {}
+def parse_outputs(spec: str | None, default_port: int = DEFAULT_STREAM_PORT) -> list[tuple[str, list[Endpoint]]]:
+    """``KUBESODA_OUTPUTS``: comma-separated ``<stream>=<host>:<port>``, one entry per consumer PE
+    (the destination gets every tuple of the stream; the instances behind it share them, round
+    robin over every address its host resolves to). A destination may list several endpoints
+    separated by ``|`` (instances without a common DNS name). A stream named twice goes to two
+    consumers (a job's export imported by two jobs). Blank entries are ignored."""
+    out: list[tuple[str, list[Endpoint]]] = []
     for item in (spec or "").split(","):
         if not item.strip():
             continue
-        name, sep, addr = item.partition("=")
+        name, sep, addrs = item.partition("=")
         name = name.strip()
         if not sep or not name:
             raise ValueError(f"bad output {item.strip()!r}: expected <stream>=<host>:<port>")
         encode_header(name)  # checks the name fits a frame
-        ep = parse_endpoint(addr, default_port)
-        eps = out.setdefault(name, [])
-        if ep not in eps:
-            eps.append(ep)
+        eps = list(dict.fromkeys(parse_endpoint(a, default_port) for a in addrs.split("|")))
+        out.append((name, eps))
     return out
 
 
@@ -297,6 +298,10 @@ class Listener:
 
     def close(self) -> None:
         self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes accept() at once (Linux); else its timeout does
+        except OSError:
+            pass
         with self._lock:
             conns = list(self._conns)
         for c in conns:

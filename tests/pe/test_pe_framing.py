@@ -68,13 +68,13 @@ def test_frames_before_garbage_are_delivered_then_the_error():
 
 
 def test_outputs_syntax():
-    got = parse_outputs(" src->mid=demo-mid.ns.svc:9000, import:up/out=[::1]:9001,src->mid=10.0.0.7 ,,sink2=h:1")
-    assert got == {
-        "src->mid": [Endpoint("demo-mid.ns.svc", 9000), Endpoint("10.0.0.7", 9000)],
-        "import:up/out": [Endpoint("::1", 9001)],
-        "sink2": [Endpoint("h", 1)],
-    }
-    assert parse_outputs("") == {} and parse_outputs(None) == {}
-    for bad in ["nohost", "a=", "=h:1", "a=h:x", "a=h:0", "a=::1:9000", "a=[::1"]:
+    got = parse_outputs(" src->mid=demo-mid.ns.svc:9000, import:up/out=[::1]:9001,src->mid=10.0.0.7|h:1|10.0.0.7:9000 ,,")
+    assert got == [
+        ("src->mid", [Endpoint("demo-mid.ns.svc", 9000)]),
+        ("import:up/out", [Endpoint("::1", 9001)]),
+        ("src->mid", [Endpoint("10.0.0.7", 9000), Endpoint("h", 1)]),
+    ]
+    assert parse_outputs("") == [] and parse_outputs(None) == []
+    for bad in ["nohost", "a=", "=h:1", "a=h:x", "a=h:0", "a=::1:9000", "a=[::1", "a=h:1|"]:
         with pytest.raises(ValueError):
             parse_outputs(bad)
