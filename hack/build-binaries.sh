@@ -47,6 +47,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   local ld="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
@@ -92,7 +93,7 @@ build_gobin() {  # name module-path version
 }
 
 need=()
-for c in kube-apiserver kube-scheduler kube-controller-manager; do [ -x "$bin/$c" ] || need+=("$c"); done
+for c in kube-apiserver kube-scheduler kube-controller-manager kubelet; do [ -x "$bin/$c" ] || need+=("$c"); done
 [ ${#need[@]} -eq 0 ] || build_k8s "${need[@]}"
 [ -x "$bin/etcd" ] || build_etcd
 [ -x "$bin/kwok" ] || build_gobin kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"

@@ -4,6 +4,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 state="${KUBESODA_STATE:-$(dirname "$here")/.local/cluster}"
 [ -d "$state/pids" ] || exit 0
+KUBESODA_STATE="$state" "$here/real-node.sh" down  # real nodes first: their pods, mounts, links, cgroups
 for c in operator prometheus kwok kubesoda-scheduler default-scheduler kube-controller-manager kube-apiserver etcd; do
   f="$state/pids/$c"
   [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null

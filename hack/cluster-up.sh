@@ -182,4 +182,5 @@ ENV
 export KUBECONFIG="$state/kubeconfig"
 wait_for "default service account" 60 kubectl get serviceaccount default -n default
 "$py" "$here/nodes.py" --timeout "${KUBESODA_NODES_TIMEOUT:-180}" "$topology"
+KUBESODA_STATE="$state" KUBESODA_PORT_BASE="$base" KUBESODA_PYTHON="$py" "$here/real-node.sh" up  # KUBESODA_REAL_NODES kubelets with containerd
 log "up in $(( $(date +%s) - t0 ))s: export KUBECONFIG=$state/kubeconfig  (or: source $state/env)"

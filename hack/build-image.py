@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Build container images without Docker, as OCI archives, and load them into the real nodes.
+
+    hack/build-image.py [kubesoda] [--ref ghcr.io/kubesoda/kubesoda:dev] [--no-load]
+    hack/build-image.py pause --out FILE [--ref localhost/kubesoda/pause:3.10.1]
+    hack/build-image.py load ARCHIVE...          # into every real node of $KUBESODA_STATE
+
+kubesoda: two layers. The base is ``debootstrap --variant=minbase --include=python3 bookworm``
+(cached under ~/.cache/kubesoda/images/, docs and apt lists removed); the second holds the project
+wheel (``pip wheel --no-deps .``) and its dependencies, installed by the host's pip with
+``--target /usr/local/lib/python3.11/dist-packages`` for CPython 3.11 on manylinux x86_64 (binary
+wheels only, so nothing is compiled against the host), the ``kubesoda`` console script with its
+shebang set to the image's /usr/bin/python3, and /etc/passwd and /etc/group with user kubesoda
+(65532). Entry point, user, ports and environment come from hack/oci_image.py, which
+tests/test_image.py checks against the Dockerfile. Rebuilding after a code change redoes only the
+second layer (about 1 minute, most of it pip).
+
+pause: the upstream ``build/pause/linux/pause.c`` from the kubernetes module in the Go module cache
+(hack/build-binaries.sh puts it there), compiled with ``cc -static``; containerd's sandbox image.
+
+Loading: ``ctr -n k8s.io images import`` against each ``$KUBESODA_STATE/realnode-*/containerd.sock``.
+Needs root (debootstrap, chroot-free but files owned by root) and debootstrap
+(``hack/install-node-deps.sh --image``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+import oci_image  # noqa: E402
+
+CACHE = Path(os.environ.get("KUBESODA_CACHE", Path.home() / ".cache" / "kubesoda"))
+IMAGES = CACHE / "images"
+DEFAULT_REF = "ghcr.io/kubesoda/kubesoda:dev"
+PAUSE_REF = "localhost/kubesoda/pause:3.10.1"
+MIRROR = os.environ.get("KUBESODA_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+PLATFORMS = ["manylinux_2_36_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+             "manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64"]
+
+
+def log(msg: str) -> None:
+    print(f"[build-image] {msg}", file=sys.stderr, flush=True)
+
+
+def run(*cmd: str | Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+
+def tar_dir(src: Path, out: Path, root_owned: bool) -> None:
+    """A layer tarball of the directory ``src`` (GNU tar: devices, hard links, xattr-free)."""
+    owner = ["--owner=0", "--group=0"] if root_owned else []
+    run("tar", "--numeric-owner", *owner, "--sort=name", "-C", src, "-cf", out, ".")
+
+
+# ------------------------------------------------------------------ kubesoda
+def base_layer() -> Path:
+    """The debootstrapped bookworm + python3 layer, built once and cached."""
+    spec = oci_image.KUBESODA_IMAGE
+    layer = IMAGES / f"base-{spec['distribution']}-minbase-python3.tar"
+    if layer.exists():
+        return layer
+    if not shutil.which("debootstrap"):
+        sys.exit("debootstrap is missing: run hack/install-node-deps.sh --image")
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="rootfs-", dir=IMAGES))
+    rootfs = work / "rootfs"
+    log(f"debootstrap {spec['distribution']} (minbase + python3) into {rootfs}")
+    try:
+        run("debootstrap", "--variant=minbase", "--include=python3", spec["distribution"], rootfs, MIRROR,
+            stdout=subprocess.DEVNULL)
+        py = rootfs / "usr" / "bin" / f"python{spec['python']}"
+        if not py.exists():
+            sys.exit(f"{py} missing: {spec['distribution']}'s python3 is not {spec['python']} (update KUBESODA_IMAGE)")
+        for d in ("usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale", "var/cache/apt",
+                  "var/lib/apt/lists", "var/log"):
+            p = rootfs / d
+            if p.exists():
+                shutil.rmtree(p)
+                p.mkdir(mode=0o755)
+        tmp = layer.with_name(layer.name + ".tmp")
+        tar_dir(rootfs, tmp, root_owned=False)
+        tmp.replace(layer)
+    finally:
+        _umount_under(rootfs)
+        shutil.rmtree(work, ignore_errors=True)
+    log(f"base layer {layer} ({layer.stat().st_size >> 20} MiB)")
+    return layer
+
+
+def _umount_under(path: Path) -> None:
+    """debootstrap mounts proc/sys in the target; make sure a failed run leaves none behind."""
+    p = str(path.resolve())
+    with open("/proc/mounts") as f:
+        mounts = [line.split()[1] for line in f]
+    for m in sorted((m for m in mounts if m == p or m.startswith(p + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", m], check=False)
+
+
+def _passwd_files(base: Path, stage: Path) -> None:
+    spec = oci_image.KUBESODA_IMAGE
+    uid, name = spec["uid"], spec["user_name"]
+    etc = stage / "etc"
+    etc.mkdir(parents=True, exist_ok=True)
+    for fname, line in (("passwd", f"{name}:x:{uid}:{uid}::/nonexistent:/usr/sbin/nologin\n"),
+                        ("group", f"{name}:x:{uid}:\n")):
+        member = subprocess.run(["tar", "-xOf", str(base), f"./etc/{fname}"], check=True, capture_output=True).stdout
+        text = member.decode()
+        if not any(row.split(":")[0] == name for row in text.splitlines()):
+            text = text.rstrip("\n") + "\n" + line
+        (etc / fname).write_text(text)
+        (etc / fname).chmod(0o644)
+
+
+def app_layer(base: Path, work: Path) -> Path:
+    spec = oci_image.KUBESODA_IMAGE
+    wheels = work / "wheels"
+    log("pip wheel --no-deps . (the project's wheel)")
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, REPO)
+    wheel = next(wheels.glob(f"{spec['package']}-*.whl"))
+    stage = work / "stage"
+    site = stage / "usr" / "local" / "lib" / f"python{spec['python']}" / "dist-packages"
+    plat = [a for p in PLATFORMS for a in ("--platform", p)]
+    log(f"pip install {wheel.name} and its dependencies into the image (CPython {spec['python']}, binary wheels)")
+    run(sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location",
+        "--target", site, "--only-binary=:all:", "--python-version", spec["python"], "--implementation", "cp",
+        "--abi", "cp" + spec["python"].replace(".", ""), *plat, wheel)
+    bindir = stage / "usr" / "local" / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    for script in (site / "bin").iterdir():
+        data = script.read_bytes()
+        if data.startswith(b"#!"):
+            data = b"#!/usr/bin/python3" + data[data.index(b"\n"):]
+        (bindir / script.name).write_bytes(data)
+        (bindir / script.name).chmod(0o755)
+    shutil.rmtree(site / "bin")
+    if not (bindir / spec["entrypoint"][0]).exists():
+        sys.exit(f"the wheel installed no {spec['entrypoint'][0]} script")
+    _passwd_files(base, stage)
+    for d, _, files in os.walk(stage):
+        os.chmod(d, 0o755)
+        for f in files:
+            p = os.path.join(d, f)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode | 0o444)
+    layer = work / "app.tar"
+    tar_dir(stage, layer, root_owned=True)
+    return layer
+
+
+def build_kubesoda(ref: str) -> Path:
+    base = base_layer()
+    out = IMAGES / (ref.rsplit("/", 1)[-1].replace(":", "-") + ".oci.tar")
+    with tempfile.TemporaryDirectory(prefix="kubesoda-image-", dir=IMAGES) as tmp:
+        layer = app_layer(base, Path(tmp))
+        oci_image.write_archive(out, [base, layer], oci_image.kubesoda_config(), ref,
+                                history=["debootstrap --variant=minbase --include=python3 bookworm",
+                                         "pip install kubesoda (hack/build-image.py)"])
+    log(f"{ref}: {out} ({out.stat().st_size >> 20} MiB)")
+    return out
+
+
+# ------------------------------------------------------------------ pause
+def build_pause(out: Path, ref: str) -> Path:
+    versions = dict(line.split("=", 1) for line in (HERE / "versions.env").read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    modcache = subprocess.run(["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True).stdout.strip()
+    src = Path(modcache) / f"k8s.io/kubernetes@{versions['K8S_VERSION']}" / "build/pause/linux/pause.c"
+    if not src.exists():
+        sys.exit(f"{src} missing: run hack/build-binaries.sh (it downloads the kubernetes module)")
+    tag = ref.rsplit(":", 1)[1]
+    with tempfile.TemporaryDirectory(prefix="pause-") as tmp:
+        root = Path(tmp) / "rootfs"
+        root.mkdir()
+        run("cc", "-Os", "-Wall", "-static", f"-DVERSION=v{tag}-kubesoda", "-o", root / "pause", src)
+        if shutil.which("strip"):
+            subprocess.run(["strip", str(root / "pause")], check=False)
+        layer = Path(tmp) / "layer.tar"
+        tar_dir(root, layer, root_owned=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        oci_image.write_archive(out, [layer], {"User": "65535:65535", "Entrypoint": ["/pause"], "WorkingDir": "/"},
+                                ref, history=[f"cc -static {src.name} (kubernetes {versions['K8S_VERSION']})"])
+    return out
+
+
+# ------------------------------------------------------------------ load
+def sockets() -> list[Path]:
+    state = os.environ.get("KUBESODA_STATE", str(REPO / ".local" / "cluster"))
+    return sorted(Path(state).glob("realnode-*/containerd.sock"))
+
+
+def load(archives: list[Path]) -> int:
+    socks = sockets()
+    if not socks:
+        log("no real node in $KUBESODA_STATE: nothing loaded")
+        return 0
+    for sock in socks:
+        for a in archives:
+            log(f"ctr images import {a.name} -> {sock.parent.name}")
+            run("ctr", "--address", sock, "-n", "k8s.io", "images", "import", a,
+                stdout=subprocess.DEVNULL)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what")
+    k = sub.add_parser("kubesoda", help="kubesoda's image (the default)")
+    k.add_argument("--ref", default=DEFAULT_REF)
+    k.add_argument("--no-load", action="store_true", help="only write the archive")
+    p = sub.add_parser("pause", help="the pod sandbox image")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--ref", default=PAUSE_REF)
+    ld = sub.add_parser("load", help="import archives into the real nodes' containerd")
+    ld.add_argument("archives", type=Path, nargs="+")
+    args = ap.parse_args()
+    if args.what == "pause":
+        print(build_pause(args.out, args.ref))
+        return 0
+    if args.what == "load":
+        return load(args.archives)
+    ref = getattr(args, "ref", DEFAULT_REF)
+    out = build_kubesoda(ref)
+    print(out)
+    return 0 if getattr(args, "no_load", False) else load([out])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
