@@ -193,3 +193,41 @@ def test_node_cordoned_not_ready_or_gone_loses_its_instances_within_epochs(opera
         else:
             topo = os.environ.get("KUBESODA_TOPOLOGY", str(ROOT / "hack" / "topologies" / "small.yaml"))
             subprocess.run([sys.executable, str(ROOT / "hack" / "nodes.py"), topo], check=False, timeout=120)
+
+
+LOOP = """apiVersion: kubesoda.io/v1alpha1
+kind: StreamTemplate
+metadata: {name: loop}
+spec:
+  pes: [{name: a, kind: source, resourceFunction: {a: 1}}, {name: b}]
+  streams: [{from: a, to: b}, {from: b, to: a}]
+  primalInputs: [{pe: a, rate: 10}]
+"""
+
+
+def test_templates_and_policy_carry_counts_and_a_valid_condition(operator, kube, kubectl, namespace, wait_for):
+    kubectl("apply", "-n", namespace, "-f", "-", input=LOOP)
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+
+    def cond(obj):
+        return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Valid"), None)
+
+    def tmpl(name):
+        return kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "streamtemplates", name)
+
+    bad = wait_for(lambda: cond(tmpl("loop")) and tmpl("loop"), timeout=60, what="the loop template's Valid condition")
+    c = cond(bad)
+    assert c["status"] == "False" and c["reason"] == "InvalidSpec" and "cycle" in c["message"], c
+    assert c["observedGeneration"] == bad["metadata"]["generation"] and c["lastTransitionTime"]
+    good = wait_for(lambda: cond(tmpl("clickstream")) and tmpl("clickstream"), timeout=60, what="clickstream's Valid condition")
+    assert cond(good)["status"] == "True"
+    assert good["status"]["pes"] == 4 and good["status"]["streams"] == 3
+    out = kubectl("get", "streamtemplates", "-n", namespace).stdout
+    assert "VALID" in out and "False" in out and "True" in out
+    pol = kube.custom.get_cluster_custom_object(GROUP, VERSION, "schedulingpolicies", "default")
+    assert cond(pol) and cond(pol)["status"] == "True"
+    # fixing the template flips the condition (a new transition time) without anyone else's help
+    t0 = c["lastTransitionTime"]
+    kubectl("apply", "-n", namespace, "-f", "-", input=LOOP.replace("allowCycles", "x").replace("pes: [", "allowCycles: true\n  pes: ["))
+    fixed = wait_for(lambda: (cc := cond(tmpl("loop"))) and cc["status"] == "True" and cc, timeout=60, what="loop Valid after allowCycles")
+    assert fixed["lastTransitionTime"] >= t0

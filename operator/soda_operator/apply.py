@@ -321,6 +321,21 @@ class Applier:
         except ApiException as e:
             log.error("status of SchedulingPolicy default failed: %s", e.reason)
 
+    def object_status(self, plural: str, namespace: str | None, name: str, status: dict[str, Any]) -> None:
+        """Patch the status of a StreamTemplate (namespaced) or the SchedulingPolicy (cluster-scoped)."""
+        self._guard()
+        body = {"status": status}
+        try:
+            if namespace:
+                retry(lambda: raw(self.custom.patch_namespaced_custom_object_status, crd.GROUP, crd.VERSION, namespace, plural, name, body),
+                      f"status of {plural} {namespace}/{name}", codes=TRANSIENT + (409,))
+            else:
+                retry(lambda: raw(self.custom.patch_cluster_custom_object_status, crd.GROUP, crd.VERSION, plural, name, body),
+                      f"status of {plural} {name}", codes=TRANSIENT + (409,))
+        except ApiException as e:
+            if e.status != 404:
+                log.error("status of %s %s/%s failed: %s", plural, namespace or "", name, e.reason)
+
     def events(self, items: list[tuple[dict[str, Any], str, str, str]]) -> None:
         """Events (object, reason, message, type), concurrently."""
         self._each(lambda e: self.event(*e), items)

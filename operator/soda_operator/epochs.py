@@ -32,7 +32,7 @@ from soda_optimizer.managers import budget as budget_managers
 from soda_optimizer.model import Budgets, Scenario
 from soda_optimizer.plan import Plan
 
-from . import crd, desired, loop, metrics, state, status
+from . import conditions, crd, desired, loop, metrics, state, status
 from .apply import Applier, Instance, list_json, status_changed
 from .observe import Observer
 from .state import Snapshot
@@ -98,6 +98,7 @@ class Loops:
             t_snap = time.perf_counter() - t0
             scen, errors = snap.scenario()
             self._report_invalid(snap, errors)
+            self._object_statuses(snap, errors)
             plan = pipeline.run(scen)
             self._observe(plan)
             # the jobs this epoch decided about: the micro loop asks for a macro epoch only when
@@ -247,6 +248,31 @@ class Loops:
             for key, _, _ in done:
                 del self.awaiting[key]
             return len(done)
+
+    def _object_statuses(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
+        """The StreamTemplates' and the SchedulingPolicy's status: PE and stream counts, and the
+        condition ``Valid`` (False, ``InvalidSpec``, with the field, when the translation refused
+        the object). Written only when it changed (the watch-fed snapshot holds the current one)."""
+        bad = {(e.kind, e.name): (f"{e.field}: {e.message}" if e.field else e.message) for e in errors}
+        at = conditions.now()
+        for t in snap.templates:
+            md, old = t.get("metadata") or {}, t.get("status") or {}
+            why = bad.get(("StreamTemplate", crd.key(t)))
+            sp = t.get("spec") or {}
+            pes, streams = sp.get("pes"), sp.get("streams")
+            new = {"pes": len(pes) if isinstance(pes, list) else 0, "streams": len(streams) if isinstance(streams, list) else 0,
+                   "observedGeneration": md.get("generation"),
+                   "conditions": [conditions.condition("Valid", why is None, "InvalidSpec" if why else "Valid", why or "", md.get("generation"),
+                                                       old.get("conditions"), at)]}
+            if any(old.get(k) != new[k] for k in ("pes", "streams", "observedGeneration")) or not conditions.same(old.get("conditions"), new["conditions"]):
+                self.applier.object_status("streamtemplates", md.get("namespace"), md.get("name", ""), new)
+        if snap.policy is not None:
+            md, old = snap.policy.get("metadata") or {}, snap.policy.get("status") or {}
+            why = bad.get(("SchedulingPolicy", crd.key(snap.policy)))
+            conds = [conditions.condition("Valid", why is None, "InvalidSpec" if why else "Valid",
+                                          f"{why} (the defaults are used meanwhile)" if why else "", md.get("generation"), old.get("conditions"), at)]
+            if not conditions.same(old.get("conditions"), conds):
+                self.applier.object_status("schedulingpolicies", None, md.get("name", "default"), {"conditions": conds})
 
     def _report_invalid(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
         jobs_by_key = {crd.key(j): j for j in snap.jobs}

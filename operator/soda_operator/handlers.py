@@ -2,7 +2,8 @@
 
 - StreamJob: a change of spec (``metadata.generation`` ahead of ``status.observedGeneration``) or a
   deletion asks for a macro epoch (debounced by the loop); status-only writes, including ours, do not;
-- StreamTemplate and SchedulingPolicy: any change asks for a macro epoch;
+- StreamTemplate and SchedulingPolicy: a change of spec, or a deletion, asks for a macro epoch (the
+  operator's own status writes do not);
 - Node: a change of readiness, cordon, allocatable CPU or SODA labels, or a deletion, asks for a
   micro epoch (handled within one micro epoch, as the issue requires);
 - the daemon on SchedulingPolicy ``default`` runs the macro and micro loops, on snapshots of the
@@ -55,7 +56,16 @@ def on_job(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, **_: Any) ->
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamtemplates")
-def on_template(memo: kopf.Memo, **_: Any) -> None:
+def on_template(event: dict[str, Any], body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    # a change of the spec asks for a macro epoch; the operator's own status writes (counts, Valid) do not
+    spec = None if event.get("type") == "DELETED" else dict(body.get("spec") or {})
+    seen = memo.setdefault("template_specs", {})
+    if (namespace, name) in seen and seen[(namespace, name)] == spec:
+        return
+    if spec is None:
+        seen.pop((namespace, name), None)
+    else:
+        seen[(namespace, name)] = spec
     memo.loops.macro_due.set()
 
 
