@@ -191,19 +191,24 @@ def solve(glued: GluedGraph, instances: Sequence[Instance], nodes: Mapping[str, 
     cap = np.array([link_capacity(caps, n) for n in link_names], dtype=float)
 
     def rates(delivered: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One pass of the RFs in order: (r_i, r_o) given each edge's delivered fraction."""
+        """(r_i, r_o) of every PE given each edge's delivered fraction: one pass in topological
+        order, or passes to the least fixed point from ``out`` when the graph has cycles."""
         r_in = np.zeros(P)
         out = out.copy()
-        for p in order:
-            if not ins[p]:
-                r_in[p] = primal[p]
-                out[p] = min(a[p] * m[p], primal[p])
-                continue
-            got = [out[e_src[k]] * e_sel[k] * delivered[k] for k in ins[p]]
-            c = rfs[p].combine
-            r = sum(got) if c == "sum" else min(got) if c == "min" else max(got)
-            r_in[p] = r + primal[p]
-            out[p] = min(a[p] * r_in[p] * m[p], b[p] * r_in[p])
+        for _ in range(max_iter if cyclic else 1):
+            prev = out.copy()
+            for p in order:
+                if not ins[p]:
+                    r_in[p] = primal[p]
+                    out[p] = min(a[p] * m[p], primal[p])
+                    continue
+                got = [out[e_src[k]] * e_sel[k] * delivered[k] for k in ins[p]]
+                c = rfs[p].combine
+                r = sum(got) if c == "sum" else min(got) if c == "min" else max(got)
+                r_in[p] = r + primal[p]
+                out[p] = min(a[p] * r_in[p] * m[p], b[p] * r_in[p])
+            if not cyclic or np.max(np.abs(out - prev), initial=0.0) <= tol * max(1.0, float(np.max(out, initial=0.0))):
+                break
         return r_in, out
 
     def pair_delivery(lam: np.ndarray) -> np.ndarray:
@@ -212,33 +217,48 @@ def solve(glued: GluedGraph, instances: Sequence[Instance], nodes: Mapping[str, 
             return np.ones(Q)
         return np.exp(np.bincount(i_pair, weights=np.log(lam[i_link]), minlength=Q))
 
+    # lambda_e <- lambda_e^(1-w) x min(1, lambda_e K_e / delivered_e)^w: in log space the undamped
+    # map's Jacobian has eigenvalues in [-(k-1), 1] for pairs crossing up to k links; w = 1/k keeps
+    # it a contraction on the directions that matter (the +1 ones are the ties between links)
+    k_max = int(np.max(np.bincount(i_pair, minlength=Q))) if len(i_pair) else 1
+    omega = 1.0 / max(k_max, 2)
+    def scales(offered: np.ndarray, lam: np.ndarray) -> np.ndarray:
+        """The links' lambdas for this offered traffic per pair (warm-started from ``lam``)."""
+        for _ in range(4000):
+            dl = np.bincount(i_link, weights=(offered * pair_delivery(lam))[i_pair], minlength=L)
+            target = np.where(dl > 0, np.minimum(1.0, lam * cap / np.maximum(dl, 1e-300)), 1.0)
+            new = lam ** (1.0 - omega) * target**omega
+            if np.max(np.abs(new - lam)) <= tol * 0.1:
+                return new
+            lam = new
+        return lam
+
+    # outer loop: rates given the delivered fractions, lambdas given the rates. The delivered
+    # fraction falls as rates rise (more traffic, more loss): an antitone map, iterated with a
+    # damping step that halves whenever the residual stops halving
     lam = np.ones(L)
     delta = np.ones(Q)
-    edge_delivered = np.bincount(p_edge, weights=p_frac, minlength=E) if Q else np.zeros(E)
+    full = np.bincount(p_edge, weights=p_frac, minlength=E) if Q else np.zeros(E)
+    edge_delivered = full.copy()
     out = np.zeros(P)
-    r_in = np.zeros(P)
-    converged = False
+    converged = not len(i_pair)
+    step, last = 1.0, float("inf")
     it = 0
-    for it in range(1, max_iter + 1):
-        r_in, new_out = rates(edge_delivered, out)
-        offered = new_out[e_src[p_edge]] * e_sel[p_edge] * p_frac * e_bpt[p_edge] if Q else np.zeros(0)
-        if len(i_pair):  # lambda: damped multiplicative fixed point, warm-started
-            for _ in range(400):
-                dl = np.bincount(i_link, weights=(offered * pair_delivery(lam))[i_pair], minlength=L)
-                target = np.where(dl > 0, np.minimum(1.0, lam * cap / np.maximum(dl, 1e-300)), 1.0)
-                new_lam = np.sqrt(lam * target)
-                done = np.max(np.abs(new_lam - lam)) <= tol
-                lam = new_lam
-                if done:
-                    break
-        delta = pair_delivery(lam)
-        new_delivered = np.bincount(p_edge, weights=p_frac * delta, minlength=E) if Q else np.zeros(E)
-        moved = max(np.max(np.abs(new_out - out), initial=0.0) / max(1.0, float(np.max(np.abs(new_out), initial=0.0))),
-                    np.max(np.abs(new_delivered - edge_delivered), initial=0.0))
-        out, edge_delivered = new_out, new_delivered
-        if moved <= tol and it > 1:
-            converged = True
-            break
+    if len(i_pair):
+        for it in range(1, max_iter + 1):
+            _, out = rates(edge_delivered, out)
+            offered = out[e_src[p_edge]] * e_sel[p_edge] * p_frac * e_bpt[p_edge]
+            lam = scales(offered, lam)
+            delta = pair_delivery(lam)
+            target = np.bincount(p_edge, weights=p_frac * delta, minlength=E)
+            res = float(np.max(np.abs(target - edge_delivered), initial=0.0))
+            if res <= tol:
+                converged = True
+                break
+            if res > 0.5 * last:
+                step = max(step / 2, 1 / 256)
+            last = res
+            edge_delivered = (1 - step) * edge_delivered + step * target
     r_in, out = rates(edge_delivered, out)
 
     # CPU used
