@@ -33,11 +33,13 @@ class PEMetrics:
     def __init__(self, registry: CollectorRegistry, namespace: str, pod: str, streamjob: str, pe: str):
         self.registry = registry
         self._base = (namespace, pod, streamjob, pe)
-        kw = {"labelnames": LABELS, "registry": registry}
-        self.tuples_received = Counter("kubesoda_pe_tuples_received", "Tuples the PE received, per input stream", **kw)
-        self.bytes_received = Counter("kubesoda_pe_bytes_received", "Payload bytes the PE received, per input stream", **kw)
-        self.tuples_emitted = Counter("kubesoda_pe_tuples_emitted", "Tuples the PE emitted, per output stream", **kw)
-        self.bytes_emitted = Counter("kubesoda_pe_bytes_emitted", "Payload bytes the PE emitted, per output stream", **kw)
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, labelnames=LABELS, registry=registry)
+
+        self.tuples_received = counter("kubesoda_pe_tuples_received", "Tuples the PE received, per input stream")
+        self.bytes_received = counter("kubesoda_pe_bytes_received", "Payload bytes the PE received, per input stream")
+        self.tuples_emitted = counter("kubesoda_pe_tuples_emitted", "Tuples the PE emitted, per output stream")
+        self.bytes_emitted = counter("kubesoda_pe_bytes_emitted", "Payload bytes the PE emitted, per output stream")
         self._rec: dict[str, tuple[Counter, Counter]] = {}
         self._emi: dict[str, tuple[Counter, Counter]] = {}
         self._lock = threading.Lock()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -78,3 +81,11 @@ def test_outputs_syntax():
     for bad in ["nohost", "a=", "=h:1", "a=h:x", "a=h:0", "a=::1:9000", "a=[::1", "a=h:1|"]:
         with pytest.raises(ValueError):
             parse_outputs(bad)
+
+
+def test_the_sdk_needs_only_the_standard_library_and_prometheus_client():
+    code = ("import sys, kubesoda_pe; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'soda_optimizer', 'soda_operator', 'numpy', 'pydantic', 'kopf', 'kubernetes', 'yaml', 'aiohttp'}); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -65,7 +65,9 @@ class Procs:
               outputs: str = "") -> subprocess.Popen:
         env = {**os.environ, "KUBESODA_NAMESPACE": NS, "KUBESODA_POD": f"{JOB}-{pe}-0", "KUBESODA_JOB": JOB,
                "KUBESODA_PE": pe, "KUBESODA_METRICS_PORT": str(metrics_port), "KUBESODA_OUTPUTS": outputs,
-               "KUBESODA_STREAM_PORT": str(stream_port or 0), "PYTHONUNBUFFERED": "1"}
+               "KUBESODA_STREAM_PORT": str(stream_port or 0), "PYTHONUNBUFFERED": "1",
+               # the SDK from this checkout, installed or not
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "pe"), os.environ.get("PYTHONPATH")]))}
         log = self.tmp / f"{pe}.log"
         p = subprocess.Popen([sys.executable, str(EXAMPLES / f"{script}.py"), "--log-level", "DEBUG", *args], env=env,
                              stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=REPO)
