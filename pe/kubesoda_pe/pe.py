@@ -59,7 +59,7 @@ class PE:
         self.namespace, self.pod = namespace, pod or socket.gethostname()
         self.registry = CollectorRegistry(auto_describe=True)
         self.metrics = PEMetrics(self.registry, self.namespace, self.pod, job, pe)
-        outs = parse_outputs(outputs, stream_port or DEFAULT_STREAM_PORT) if outputs is None or isinstance(outputs, str) \
+        outs = parse_outputs(outputs) if outputs is None or isinstance(outputs, str) \
             else [(name, list(eps)) for name, eps in outputs]
         # one Output per destination (consumer PE), in KUBESODA_OUTPUTS order
         self.outputs: list[Output] = [
