@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +11,8 @@ from hypothesis import strategies as st
 from kubernetes.client.rest import ApiException
 
 from soda_operator import apply
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -89,3 +92,21 @@ def test_status_written_only_when_a_merge_patch_would_change_it():
     assert apply.status_changed(old, {"phase": "Degraded"})
     assert apply.status_changed(old, {"pes": [{"name": "a", "instances": [{"node": "n"}]}]})
     assert apply.status_changed(None, {"phase": "Pending"})
+
+
+def test_pe_outputs_name_each_consumer_service_and_importer():
+    """KUBESODA_OUTPUTS (docs/pe-metrics.md): a template stream to its consumer's headless Service,
+    an export to each admitted importer's PE, with the stream labels the observation reads."""
+    from soda_operator import manifests
+    from soda_operator.crd import scenario_from_objects
+    from soda_operator.desired import outputs
+
+    m = manifests.load([str(ROOT / "examples" / "glued")])
+    scen, errors = scenario_from_objects(m.nodes, m.templates, m.jobs, m.policy)
+    assert not errors
+    tmpl = {t["metadata"]["name"]: t for t in m.templates}
+    both = {"default/features", "default/alerts"}
+    assert outputs(scen, "default/features", tmpl["features"], "read", both) == "read->featurize=features-featurize.default.svc:9000"
+    assert outputs(scen, "default/features", tmpl["features"], "featurize", both) == "import:default/features/features=alerts-model.default.svc:9000"
+    assert outputs(scen, "default/features", tmpl["features"], "featurize", {"default/features"}) == ""  # no admitted importer
+    assert outputs(scen, "default/alerts", tmpl["alerts"], "notify", both) == ""  # a sink sends nowhere

@@ -102,6 +102,7 @@ class Instance:
     candidates: tuple[str, ...]
     spec: dict[str, Any]  # the PE's spec from its StreamTemplate
     owner: dict[str, Any]  # the StreamJob object
+    outputs: str = ""  # KUBESODA_OUTPUTS of the PE SDK: "<stream>=<consumer service>:9000,..." (docs/pe-metrics.md)
 
     @property
     def name(self) -> str:
@@ -127,7 +128,8 @@ def pod_body(inst: Instance) -> dict[str, Any]:
         # the PE metrics contract's labels (docs/pe-metrics.md): job and PE, namespace and pod
         "env": [{"name": "KUBESODA_JOB", "value": inst.job}, {"name": "KUBESODA_PE", "value": inst.pe},
                 {"name": "KUBESODA_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                {"name": "KUBESODA_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}] + list(inst.spec.get("env") or []),
+                {"name": "KUBESODA_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+               + ([{"name": "KUBESODA_OUTPUTS", "value": inst.outputs}] if inst.outputs else []) + list(inst.spec.get("env") or []),
         # the `restricted` Pod Security Standard (the PE's image must run as a non-root user)
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
@@ -159,6 +161,11 @@ def pod_body(inst: Instance) -> dict[str, Any]:
             "terminationGracePeriodSeconds": 5,
         },
     }
+
+
+def service_host(namespace: str, job: str, pe: str) -> str:
+    """The DNS name of a PE's headless Service (every instance's address)."""
+    return f"{dns(f'{job}-{pe}')}.{namespace}.svc"
 
 
 def service_body(namespace: str, job: str, pe: str, owner: dict[str, Any]) -> dict[str, Any]:
