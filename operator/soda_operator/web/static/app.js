@@ -207,7 +207,7 @@ function renderHistory(s) {
     { type: "scatter", mode: "lines+markers", name: "projected importance", x: t, y: h.map((e) => e.importance),
       text: h.map((e) => `${e.epoch} epoch: ${e.admitted}/${e.jobs} jobs admitted`), hovertemplate: "%{y:.2f}<br>%{text}<extra></extra>" },
     { type: "scatter", mode: "lines+markers", name: "observed importance", x: t, y: h.map((e) => e.observedImportance) },
-    { type: "bar", name: "changes applied", x: t, y: changes, yaxis: "y2", opacity: 0.4,
+    { type: "bar", name: "changes applied", x: t, y: changes, yaxis: "y2", opacity: 0.4, textposition: "none",
       text: h.map((e) => Object.entries(e.changes || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "none"),
       hovertemplate: "%{text}<extra></extra>" },
   ];
