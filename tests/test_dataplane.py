@@ -261,3 +261,105 @@ def test_links_never_carry_more_than_their_capacity(case, cap):
     # losses only ever lower rates
     for p, r in dp.pe_output.items():
         assert r <= free.pe_output[p] * (1 + 1e-9) + 1e-9
+
+
+# --------------------------------------------------------------------------- the process, without a cluster
+
+TEMPLATE = {"apiVersion": "kubesoda.io/v1alpha1", "kind": "StreamTemplate", "metadata": {"name": "t", "namespace": NS},
+            "spec": {"pes": [{"name": "src", "kind": "source", "resourceFunction": {"a": 0.1}},
+                             {"name": "snk", "kind": "sink", "resourceFunction": {"a": 0.001, "b": 1.0}}],
+                     "streams": [{"from": "src", "to": "snk", "bytesPerTuple": 100}],
+                     "sinks": [{"pe": "snk", "weight": 2, "value": {"kind": "linear", "slope": 1}}],
+                     "primalInputs": [{"pe": "src", "rate": 1000}]}}
+JOBOBJ = {"apiVersion": "kubesoda.io/v1alpha1", "kind": "StreamJob", "metadata": {"name": "j", "namespace": NS},
+          "spec": {"templates": ["t"]}, "status": {"phase": "Running", "chosenTemplate": "t"}}
+
+
+def node_obj(name: str, rack: str) -> dict:
+    return {"metadata": {"name": name, "labels": {"kubesoda.io/rack": rack, "topology.kubernetes.io/zone": "z0",
+                                                  "kubesoda.io/mips-per-core": "1000"}},
+            "status": {"allocatable": {"cpu": "4"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod_obj(pe: str, node_name: str, cpu: str, uid: str = "u1", status_cpu: str | None = None, phase: str = "Running") -> dict:
+    st: dict = {"phase": phase}
+    if status_cpu:
+        st["containerStatuses"] = [{"name": "pe", "resources": {"limits": {"cpu": status_cpu}}}]
+    return {"metadata": {"name": f"j-{pe}", "namespace": NS, "uid": uid,
+                         "labels": {"kubesoda.io/job": "j", "kubesoda.io/pe": pe, "app.kubernetes.io/managed-by": "kubesoda"}},
+            "spec": {"nodeName": node_name, "containers": [{"name": "pe", "resources": {"limits": {"cpu": cpu}}}]},
+            "status": st}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def scrape(sim) -> dict[tuple[str, tuple], float]:
+    from soda_operator.dataplane.simulate import DataPlaneCollector
+
+    out = {}
+    for fam in DataPlaneCollector(sim).collect():
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def series(m: dict, name: str, **labels: str) -> float:
+    hits = [v for (n, lab), v in m.items() if n == name and all((k, x) in lab for k, x in labels.items())]
+    assert len(hits) == 1, (name, labels, hits)
+    return hits[0]
+
+
+def test_simulator_counters_resize_and_reappearance(tmp_path):
+    from soda_operator.dataplane.simulate import Objects, Simulator, load_true_functions
+
+    clock = Clock()
+    sim = Simulator(clock=clock)
+    nodes = [node_obj("n0", "r0"), node_obj("n1", "r1")]
+    pods = [pod_obj("src", "n0", "500m"), pod_obj("snk", "n1", "250m")]
+    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, pods))
+    m = scrape(sim)
+    assert series(m, "kubesoda_pe_tuples_emitted_total", pod="j-src", stream="src->snk") == 0.0
+    clock.t += 2.0  # a scrape between two steps sees the counters advanced to its time
+    m = scrape(sim)
+    # src: min(0.1 x 500, 1000) = 50/s; snk: min(0.001 x 50 x 250, 50) = 12.5/s
+    assert series(m, "kubesoda_pe_tuples_emitted_total", pod="j-src", streamjob="j", pe="src", stream="src->snk") == pytest.approx(100.0)
+    assert series(m, "kubesoda_pe_bytes_received_total", pod="j-snk", stream="src->snk") == pytest.approx(10_000.0)
+    assert series(m, "kubesoda_pe_tuples_received_total", pod="j-src", stream="primal") == pytest.approx(100.0)
+    assert series(m, "kubesoda_pe_tuples_emitted_total", pod="j-snk", stream="sink") == pytest.approx(25.0)
+    assert series(m, "container_cpu_usage_seconds_total", pod="j-src", container="pe") == pytest.approx(1.0)
+    assert series(m, "kubesoda_dataplane_importance", namespace=NS, streamjob="j") == pytest.approx(25.0)
+    assert series(m, "kubesoda_dataplane_link_utilisation", link="rack:r1") == pytest.approx(50 * 100 / 1.25e9)
+    # an in-place resize: the container status's limit wins over the spec's, from the next step on
+    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", status_cpu="500m")]))
+    clock.t += 1.0
+    m2 = scrape(sim)
+    assert series(m2, "kubesoda_pe_tuples_emitted_total", pod="j-snk", stream="sink") == pytest.approx(25.0 + 25.0)
+    assert all(v >= m[k] for k, v in m2.items() if k[0].endswith("_total") and k in m)
+    # gone: not exported; back with a new uid: from 0
+    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0]]))
+    assert not [k for k in scrape(sim) if ("pod", "j-snk") in k[1]]
+    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", uid="u2")]))
+    clock.t += 1.0
+    assert series(scrape(sim), "kubesoda_pe_tuples_emitted_total", pod="j-snk", stream="sink") == pytest.approx(12.5)
+    # a pending pod is not played
+    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", phase="Pending")]))
+    assert not [k for k in scrape(sim) if ("pod", "j-snk") in k[1]]
+
+    # true functions: the sink is twice as fast as declared, with noise drawn per step
+    f = tmp_path / "true.yaml"
+    f.write_text("ns/j:snk: {a: 0.002}\nsrc: {noise: 0.1}\n")
+    table = load_true_functions(str(f))
+    sim2 = Simulator(table, seed=1, clock=clock)
+    dp = sim2.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, pods))
+    src = dp.pe_output["ns/j:src"]
+    assert src != pytest.approx(50.0) and src == pytest.approx(50.0, rel=0.5)
+    assert dp.pe_output["ns/j:snk"] == pytest.approx(0.002 * src * 250)
+    f.write_text("snk: {a: -1}\n")
+    with pytest.raises(ValueError):
+        load_true_functions(str(f))

@@ -1,5 +1,5 @@
 """The ``kubesoda`` command: ``plan`` (offline), ``explain`` (one job, live or offline), ``run``
-(operator + extender), ``extender``."""
+(operator + extender), ``extender``, ``simulate`` (the fluid data plane)."""
 
 from __future__ import annotations
 
@@ -224,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--unit-mips", type=float, help=argparse.SUPPRESS)
     x.add_argument("--deadline-scale", type=float, default=1.0, help="multiply every stage deadline (with -f)")
     x.set_defaults(func=cmd_explain)
+    t = sub.add_parser("top", help="what kubesoda runs, per job (phase, mips, CPU, pods, projected and observed importance) and per node")
+    t.add_argument("-n", "--namespace", default="default")
+    t.add_argument("-A", "--all-namespaces", action="store_true")
+    t.add_argument("--all-nodes", action="store_true", help="also the nodes where kubesoda runs nothing")
+    t.add_argument("--no-nodes", action="store_true", help="only the jobs")
+    t.set_defaults(func=lambda a: _lazy("soda_operator.top", a))
     r = sub.add_parser("run", help="run the operator and the extender against the current kubeconfig")
     r.add_argument("--extender-port", type=int, default=8888, help="0 to run without the extender")
     r.add_argument("--extender-host", default="127.0.0.1")
@@ -252,6 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--host", default="127.0.0.1")
     _extender_flags(e)
     e.set_defaults(func=lambda a: _lazy("soda_operator.extender", a))
+    d = sub.add_parser("simulate", help="play the PEs of a cluster whose pods run nothing (KWOK): the fluid data plane, "
+                       "exporting per-pod stream rates and CPU use to Prometheus (docs/dataplane.md)")
+    d.add_argument("--port", type=int, required=True, help="serve /metrics on this port")
+    d.add_argument("--host", default="127.0.0.1")
+    d.add_argument("--interval", type=float, default=1.0, help="seconds between two reads of the cluster and recomputations")
+    d.add_argument("--true-functions", help="YAML: 'namespace/job:pe' or 'pe' -> {a, b, noise}, the PEs' true resource functions")
+    d.add_argument("--seed", type=int, default=0, help="seed of the true functions' noise")
+    d.add_argument("--namespace", help="only this namespace's PE pods, templates and jobs (default: all)")
+    d.set_defaults(func=lambda a: _lazy("soda_operator.dataplane.simulate", a))
     args = ap.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -226,7 +226,8 @@ def solve(glued: GluedGraph, instances: Sequence[Instance], nodes: Mapping[str, 
         """The links' lambdas for this offered traffic per pair (warm-started from ``lam``)."""
         for _ in range(4000):
             dl = np.bincount(i_link, weights=(offered * pair_delivery(lam))[i_pair], minlength=L)
-            target = np.where(dl > 0, np.minimum(1.0, lam * cap / np.maximum(dl, 1e-300)), 1.0)
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                target = np.where(dl > 0, np.minimum(1.0, lam * cap / np.maximum(dl, 1e-300)), 1.0)
             new = lam ** (1.0 - omega) * target**omega
             if np.max(np.abs(new - lam)) <= tol * 0.1:
                 return new
