@@ -231,3 +231,19 @@ def test_templates_and_policy_carry_counts_and_a_valid_condition(operator, kube,
     kubectl("apply", "-n", namespace, "-f", "-", input=LOOP.replace("allowCycles", "x").replace("pes: [", "allowCycles: true\n  pes: ["))
     fixed = wait_for(lambda: (cc := cond(tmpl("loop"))) and cc["status"] == "True" and cc, timeout=60, what="loop Valid after allowCycles")
     assert fixed["lastTransitionTime"] >= t0
+
+
+def test_kubectl_soda_plugin_top_and_explain(operator, kube, kubectl, namespace, wait_for):
+    """The package installs kubectl-soda: real kubectl finds it on PATH and runs top and explain."""
+    kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
+    wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running")
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}")
+    plugins = subprocess.run(["kubectl", "plugin", "list"], capture_output=True, text=True, env=env).stdout
+    assert "kubectl-soda" in plugins
+    top = subprocess.run(["kubectl", "soda", "top", "-n", namespace], capture_output=True, text=True, env=env, check=True).stdout
+    row = next(line.split() for line in top.splitlines() if line.startswith(f"{namespace}/clicks"))
+    pods = pe_pods(kube, namespace, "clicks")
+    assert row[1] == "Running" and int(row[5]) == len(pods)
+    assert float(row[4]) == pytest.approx(sum(milli(p.spec.containers[0].resources.limits["cpu"]) for p in pods) / 1000, abs=0.005)
+    out = subprocess.run(["kubectl", "soda", "explain", "clicks", "-n", namespace], capture_output=True, text=True, env=env, check=True).stdout
+    assert "clicks" in out and "admitted" in out.lower()
