@@ -4,6 +4,8 @@
 #  2. show offline what SODA would do (kubesoda plan);
 #  3. install the CRDs, start the operator and the extender (kubesoda run), apply the examples
 #     with kubectl and watch admission and placement (printer columns, pods on planned nodes);
+#     the fluid data plane (kubesoda simulate) plays the PEs and the local Prometheus scrapes it,
+#     so each job shows its observed importance next to the projected one;
 #  4. remove nodes and watch the plan move: low-rank work is rejected, required work stays;
 #  5. stop the operator; the cluster stays up (make cluster-down stops it).
 set -euo pipefail
@@ -30,12 +32,19 @@ kubectl apply -f - >/dev/null <<'YAML'
 apiVersion: kubesoda.io/v1alpha1
 kind: SchedulingPolicy
 metadata: {name: default}
-spec: {macroEpochSeconds: 8, microEpochSeconds: 2, macroQDeadlineSeconds: 1, macroWDeadlineSeconds: 1}
+spec: {macroEpochSeconds: 8, microEpochSeconds: 2, macroQDeadlineSeconds: 1, macroWDeadlineSeconds: 1, observation: {windowSeconds: 6}}
 YAML
-"$kubesoda" run --extender-port "$KUBESODA_EXTENDER_PORT" >"$state/logs/operator.log" 2>&1 &
+observe=()
+sim=""
+if [ -n "${KUBESODA_PROMETHEUS_URL:-}" ]; then
+  "$kubesoda" simulate --port "$KUBESODA_SIMULATOR_PORT" >"$state/logs/simulate.log" 2>&1 &
+  sim=$!
+  observe=(--prometheus-url "$KUBESODA_PROMETHEUS_URL")
+fi
+"$kubesoda" run --extender-port "$KUBESODA_EXTENDER_PORT" "${observe[@]}" >"$state/logs/operator.log" 2>&1 &
 op=$!
 echo "$op" >"$state/pids/operator"
-trap 'kill $op 2>/dev/null || true' EXIT
+trap 'kill $op $sim 2>/dev/null || true' EXIT
 sleep 3
 kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -n demo -f "$repo/examples/small-pipeline" -f "$repo/examples/alternatives" -f "$repo/examples/glued"
@@ -46,6 +55,11 @@ for t in 2 6 12; do
 done
 echo
 kubectl get pods -n demo -o custom-columns='POD:.metadata.name,PE:.metadata.labels.kubesoda\.io/pe,PLANNED:.metadata.annotations.kubesoda\.io/node,NODE:.spec.nodeName,FRACTION:.metadata.annotations.kubesoda\.io/fraction,CPU:.spec.containers[0].resources.limits.cpu,STATUS:.status.phase'
+if [ -n "$sim" ]; then
+  say "3b. observed (through Prometheus, from the fluid data plane) next to projected importance"
+  sleep 12
+  kubectl get streamjobs -n demo -o custom-columns='JOB:.metadata.name,PHASE:.status.phase,PROJECTED:.status.importance,OBSERVED:.status.observed.importance,INGEST/S:.status.observed.ingestRate,MEETS:.status.conditions[?(@.type=="MeetsProjection")].status'
+fi
 
 say "4. lose 5 of the 8 nodes: the plan moves (watch the video job, rank 2)"
 kubectl get nodes -o name | tail -5 | xargs kubectl delete --wait=false
