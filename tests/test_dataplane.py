@@ -137,6 +137,9 @@ def test_narrow_rack_uplink_scales_the_cross_rack_half():
     assert [p.emitted["sink"] for p in narrow.pods if p.instance.pe == "snk"] == pytest.approx([35.0, 35.0])
     assert narrow.streams[("ns/j:src", "ns/j:snk")] == pytest.approx(70.0)
     assert narrow.importance == pytest.approx(70.0)
+    # stream affinity: 50 kB/s delivered inside n0, 20 kB/s across zone-less racks (one zone: "zone")
+    assert wide.traffic == pytest.approx({(JOB, "node"): 50_000.0, (JOB, "zone"): 50_000.0})
+    assert narrow.traffic == pytest.approx({(JOB, "node"): 50_000.0, (JOB, "zone"): 20_000.0})
 
 
 def test_loss_propagates_downstream_and_zone_uplinks():

@@ -96,6 +96,9 @@ class DataPlane:
     sinks: dict[str, float]  # pe id with valued sinks -> its output rate
     links: dict[str, LinkFlow]
     job_importance: dict[str, float]  # a stream's value to its consumer's job, a sink's to its PE's job
+    # bytes/s delivered between instances, per (consumer's job, scope): "node" (both on one node),
+    # "rack", "zone" (one rack or zone, not one node or rack) or "cross-zone": stream affinity (7.2)
+    traffic: dict[tuple[str, str], float] = field(default_factory=dict)
     iterations: int = 0
     converged: bool = True
 
@@ -185,6 +188,7 @@ def solve(glued: GluedGraph, instances: Sequence[Instance], nodes: Mapping[str, 
     Q, L = len(pr_edge), len(link_names)
     p_edge = np.array(pr_edge, dtype=int)
     p_cons = np.array(pr_cons, dtype=int)
+    p_prod = np.array(pr_prod, dtype=int)
     p_frac = np.array(pr_frac, dtype=float)
     i_pair = np.array(inc_pair, dtype=int)
     i_link = np.array(inc_link, dtype=int)
@@ -301,6 +305,16 @@ def solve(glued: GluedGraph, instances: Sequence[Instance], nodes: Mapping[str, 
             add(f.received, labels[e], got[q])
             add(f.received_bytes, labels[e], got[q] * e_bpt[e])
 
+    # traffic by scope (stream affinity)
+    traffic: dict[tuple[str, str], float] = {}
+    if Q:
+        for q in range(Q):
+            a_n, b_n = nodes[inst[int(p_prod[q])].node], nodes[inst[int(p_cons[q])].node]
+            scope = ("node" if a_n.name == b_n.name else "rack" if a_n.rack == b_n.rack else "zone" if a_n.zone == b_n.zone
+                     else "cross-zone")
+            key = (g.nodes[edges[int(p_edge[q])][1]]["job"], scope)
+            traffic[key] = traffic.get(key, 0.0) + float(got[q] * e_bpt[int(p_edge[q])])
+
     # links
     offered = out[e_src[p_edge]] * e_sel[p_edge] * p_frac * e_bpt[p_edge] if Q else np.zeros(0)
     if len(i_pair):
@@ -333,6 +347,7 @@ def solve(glued: GluedGraph, instances: Sequence[Instance], nodes: Mapping[str, 
         sinks=sinks,
         links=link_out,
         job_importance=imp,
+        traffic=traffic,
         iterations=it,
         converged=converged,
     )

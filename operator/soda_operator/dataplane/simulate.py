@@ -11,7 +11,8 @@ updates, else the spec's), and integrates the rates into counters. Prometheus sc
 - the PE metrics contract (docs/pe-metrics.md): ``kubesoda_pe_{tuples,bytes}_{received,emitted}_total``
   with ``namespace``, ``pod``, ``streamjob``, ``pe``, ``stream``;
 - cAdvisor's ``container_cpu_usage_seconds_total{namespace, pod, container="pe"}``;
-- ``kubesoda_dataplane_link_utilisation{link}`` and ``kubesoda_dataplane_importance{namespace, streamjob}``.
+- ``kubesoda_dataplane_link_utilisation{link}``, ``kubesoda_dataplane_importance{namespace, streamjob}`` and
+  ``kubesoda_dataplane_traffic_bytes{namespace, streamjob, scope}`` (scope: node, rack, zone, cross-zone).
 
 Counters are integrated between intervals at the rates of the last solution (a scrape between two
 intervals sees them advanced to the scrape's time); a pod that disappears is no longer exported, a
@@ -218,6 +219,7 @@ class View:
     pods: tuple[PodCounters, ...]
     links: dict[str, float]
     importance: dict[str, float]
+    traffic: dict[tuple[str, str], float] = field(default_factory=dict)  # (job, scope) -> bytes/s
 
 
 class Simulator:
@@ -288,7 +290,7 @@ class Simulator:
         snap = tuple(PodCounters(pc.instance, pc.uid, dict(pc.counts), pc.cpu_seconds, dict(pc.rates), pc.cpu_cores)
                      for pc in self.pods.values())
         self._view = View(self.at or 0.0, snap, {k: lk.utilisation for k, lk in dp.links.items()} if dp else {},
-                          dict(dp.job_importance) if dp else {})
+                          dict(dp.job_importance) if dp else {}, dict(dp.traffic) if dp else {})
 
     def read(self) -> tuple[View, float]:
         """The published view and the time of this read."""
@@ -334,6 +336,12 @@ class DataPlaneCollector:
             ns, _, name = job.partition("/")
             imp.add_metric([ns, name], x)
         yield imp
+        tr = GaugeMetricFamily("kubesoda_dataplane_traffic_bytes", "Stream bytes/s delivered between instances, by where producer and "
+                               "consumer sit: node, rack, zone, cross-zone (stream affinity)", labels=["namespace", "streamjob", "scope"])
+        for (job, scope), x in sorted(v.traffic.items()):
+            ns, _, name = job.partition("/")
+            tr.add_metric([ns, name, scope], x)
+        yield tr
 
 
 # --------------------------------------------------------------------------- the process
