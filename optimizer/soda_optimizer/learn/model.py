@@ -1,0 +1,121 @@
+"""Learned resource functions: the observations, the configuration and the model of one signature node
+(SODA paper, section 6.1).
+
+The form is the paper's and :class:`soda_optimizer.model.ResourceFunction`'s:
+
+- transforms and sinks: ``r_o = min(A r_i m, B r_i)``;
+- sources: ``r_o = min(A m, primal)`` (``r_i`` is the offered primal rate; B is not used and stays 1).
+
+An observation is the paper's ``<r_i, m, r_o>`` (``m`` the mips *allocated* to the PE, what SODA
+decides) with two additions: ``t``, when it was taken (for forgetting), and optionally ``m_used``,
+the mips the PE actually used. Under the model a PE uses ``min(m, B/A)`` mips (all it has when
+CPU-bound, what its input needs when input-bound), so a sample with ``m_used`` clearly below ``m``
+was taken in the input-bound regime: it measures B directly and A through ``m_used``. This is a
+departure from the paper (which fits the min on ``<r_i, m, r_o>`` alone); :mod:`.fit` uses the
+min on samples without ``m_used`` or with the CPU saturated.
+
+A :class:`LearnedModel` keeps its recent samples (a bounded window, weighted by age) so it can be
+refitted, exported and reloaded: the learner's state is plain data.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..model import PEKind, ResourceFunction
+from .signature import Level
+
+Loss = Literal["soft_l1", "huber", "cauchy", "linear"]
+
+
+class Sample(BaseModel):
+    """One observation of a PE over an observation window (tuples/s and mips)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    r_i: float = Field(ge=0, allow_inf_nan=False)  # combined input rate; a source's offered primal rate
+    m: float = Field(ge=0, allow_inf_nan=False)  # mips allocated
+    r_o: float = Field(ge=0, allow_inf_nan=False)  # output rate (before per-stream selectivity)
+    m_used: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # mips used, when measured
+    t: float | None = Field(default=None, allow_inf_nan=False)  # seconds; None: the time of the observe call
+
+
+class LearnConfig(BaseModel):
+    """How models are fitted, forgotten and trusted (see docs/learn.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    # forgetting: a sample's weight is 0.5 ** (age / half_life_s); dropped below min_weight or
+    # beyond the newest max_samples
+    half_life_s: float = Field(default=600.0, gt=0)
+    min_weight: float = Field(default=0.01, gt=0, lt=1)
+    max_samples: int = Field(default=256, ge=4)
+    # fitting: robust loss on log residuals; f_scale is the residual (in log units, ~relative
+    # error) beyond which a sample starts to count as an outlier
+    loss: Loss = "soft_l1"
+    f_scale: float = Field(default=0.1, gt=0)
+    idle_margin: float = Field(default=0.05, ge=0, lt=1)  # m_used < (1 - margin) m: input-bound
+    min_branch_n_eff: float = Field(default=3.0, gt=0)  # effective samples needed to identify A or B
+    kink_margin: float = Field(default=0.2, ge=0)  # log distance from the kink for a sample to inform a branch
+    # confidence = min(1, n_eff / n_full) x max(0, 1 - rel_residual / max_rel_residual)
+    n_full: float = Field(default=20.0, gt=0)
+    max_rel_residual: float = Field(default=0.5, gt=0)
+    outlier_threshold: float = Field(default=0.3, gt=0)  # |log residual| beyond which a sample is an outlier
+
+
+class Fit(BaseModel):
+    """The result of fitting one model: parameters and how far to trust them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    a: float = Field(gt=0)
+    b: float = Field(gt=0)
+    a_identified: bool  # enough weight on samples that determine A (else A is the bound the data imply)
+    b_identified: bool  # likewise for B (always False for sources, whose B is unused)
+    n_eff: float = Field(ge=0)  # Kish effective sample count of the usable samples
+    n_eff_a: float = Field(ge=0)
+    n_eff_b: float = Field(ge=0)
+    rel_residual: float = Field(ge=0)  # weighted median of |predicted r_o / observed r_o - 1|
+    outlier_fraction: float = Field(ge=0, le=1)  # weight share of samples beyond outlier_threshold
+    confidence: float = Field(ge=0, le=1)
+    used: int = Field(ge=0)  # samples used (positive rates and mips)
+
+
+class LearnedModel(BaseModel):
+    """The model of one signature node: its path, its samples, its latest fit, and whether an
+    administrator pinned it (a pinned model is never updated by observations)."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    path: list[str]
+    level: Level
+    kind: PEKind
+    a: float = Field(default=1.0, gt=0)
+    b: float = Field(default=1.0, gt=0)
+    fit: Fit | None = None
+    pinned: bool = False
+    samples: list[Sample] = Field(default_factory=list)
+    observed: int = Field(default=0, ge=0)  # samples ever received (the window holds the recent ones)
+    updated_at: float | None = None  # the time of the latest observation (the fit's "now")
+    stale: bool = False  # observations arrived since the latest fit (the learner refits on read)
+
+    @property
+    def confidence(self) -> float:
+        """1 for a pinned model, else the latest fit's confidence (0 when never fitted)."""
+        if self.pinned:
+            return 1.0
+        return self.fit.confidence if self.fit is not None else 0.0
+
+    def resource_function(self, combine: Literal["sum", "min", "max"] = "sum") -> ResourceFunction:
+        """The optimizer's :class:`ResourceFunction` with the learned parameters."""
+        return ResourceFunction(a=self.a, b=self.b, combine=combine)
+
+    def predict(self, r_i: float, m: float) -> float:
+        """Predicted output rate at input rate ``r_i`` (a source's primal rate) and ``m`` mips."""
+        if self.kind is PEKind.source:
+            return min(self.a * m, r_i)
+        return min(self.a * r_i * m, self.b * r_i)
+
+    def mips_used(self, r_i: float, m: float) -> float:
+        """Predicted mips used: all of ``m`` when CPU-bound, what the input needs when not."""
+        need = r_i / self.a if self.kind is PEKind.source else self.b / self.a
+        return min(m, need) if r_i > 0 else 0.0
