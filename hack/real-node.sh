@@ -26,8 +26,10 @@ log() { echo "[real-node] $*" >&2; }
 # block of node addresses (10.<c>.255.<1+i>) and pod subnets (10.<c>.<i>.0/24), c in 100..199
 tag=$(printf '%s' "$state" | sha256sum | cut -c1-8)
 c=$(( (base / 100) % 100 + 100 ))
-node_name() { echo "realnode-$1"; }
+# The node is named by its address: the API server reaches a kubelet (logs, exec, proxy) at the
+# node's Hostname address first, which is its name; an address needs no /etc/hosts entry.
 node_ip() { echo "10.$c.255.$(( 1 + $1 ))"; }
+node_name() { node_ip "$1"; }
 dummy_if() { echo "ksd${tag}$1"; }
 bridge_if() { echo "ksb${tag}$1"; }
 cgroup_root() { echo "kubesoda-${tag}-$1"; }
@@ -222,6 +224,10 @@ TOML
   # the kubelet's cgroup root must exist in every hierarchy before it starts
   local cg
   for cg in $(cgroup_dirs); do mkdir -p "$cg/$(cgroup_root "$i")"; done
+  # a real node's pods own their CPU: on a busy shared host, the default weight (that of one
+  # process) would let every other process crowd out a pod below its limit
+  [ -f "/sys/fs/cgroup/cpu/$(cgroup_root "$i")/cpu.shares" ] && echo 8192 >"/sys/fs/cgroup/cpu/$(cgroup_root "$i")/cpu.shares"
+  [ -f "/sys/fs/cgroup/$(cgroup_root "$i")/cpu.weight" ] && echo 800 >"/sys/fs/cgroup/$(cgroup_root "$i")/cpu.weight"
 
   cat >"$d/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
