@@ -18,9 +18,13 @@ candidate nodes v(p, n), and the live node set. Steps, as in paper Fig. 12:
    one at its left end moves down; repeat until no component moves, a segment assignment repeats,
    or the deadline passes; the best solution seen is kept.
 
-Departure: (38) gets a penalised slack (a PE whose paced goal its candidates cannot host gets
+Departures: (38) gets a penalised slack (a PE whose paced goal its candidates cannot host gets
 what they can host, instead of making the whole LP infeasible, e.g. right after a node failure);
-the goals returned are the hosted mips sum_n H_n f_{p,n}.
+the goals returned are the hosted mips sum_n H_n f_{p,n}. And the LP optimises the concave fit,
+an upper envelope of the true importance: where macroQ's own goals can still be hosted by the
+candidates (a max flow, :func:`hostable`) and truly yield more importance than the LP's goals, they
+are kept (seen live: DAC on 9 nodes, the LP's goals gave 5,325 where macroQ's gave 5,526, and the
+plain RR/RAND placements of macroQ's goals beat SODA's).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from ortools.graph.python import min_cost_flow
+from ortools.graph.python import max_flow, min_cost_flow
 from ortools.linear_solver import pywraplp
 
 from ..importance import Evaluator
@@ -123,12 +127,49 @@ def solve(
     glued = scenario.glued(macroq.choice)
     ev = Evaluator(glued)
     true_imp = float(ev.importance(np.array([[best[1].get(p, 0.0) for p in ev.pes]]))[0])
+    detail = f"{len(seen)} LP iterations"
+    mq = hosted({p: float(macroq.goals.get(p, 0.0)) for p in ev.pes}, candidates, nodes)
+    mq_imp = float(ev.importance(np.array([[mq.get(p, 0.0) for p in ev.pes]]))[0])
+    floors_ok = all(mq.get(p, 0.0) >= min(float(macroq.goals.get(p, 0.0)), floor_mips(specs[p], scenario.policy.pe_floor_mips)) - 1e-3
+                    for p in ev.pes if p in specs)
+    if floors_ok and mq_imp > true_imp * (1 + 1e-6) + 1e-9:
+        short = sum(float(macroq.goals.get(p, 0.0)) - mq.get(p, 0.0) for p in ev.pes)
+        detail += (f"; macroQ's goals as the candidates host them ({short:.0f} mips short) kept: they yield {mq_imp:.6g} > the LP's "
+                   f"{true_imp:.6g}")
+        return MicroQResult(mq, mq_imp, StageReport(stage="microq", seconds=time.monotonic() - t0, status=status,  # type: ignore
+                                                    objective=best[0], detail=detail))
     return MicroQResult(
         best[1],
         true_imp,
         StageReport(stage="microq", seconds=time.monotonic() - t0, status=status, objective=best[0],  # type: ignore
-                    detail=f"{len(seen)} LP iterations"),
+                    detail=detail),
     )
+
+
+def hosted(goals: dict[str, float], candidates: dict[str, tuple[str, ...]], nodes: dict[str, float], scale: float = 1000.0) -> dict[str, float]:
+    """How much of each PE's goal its candidate nodes host together: a max flow source -> PE (its
+    goal) -> candidate -> node (H_n) -> sink, in 1/``scale`` mips. Equal to ``goals`` when they fit."""
+    want = {p: int(g * scale) for p, g in goals.items() if g > 0}
+    out = {p: 0.0 for p in goals}
+    if not want:
+        return out
+    mf = max_flow.SimpleMaxFlow()
+    pes = sorted(want)
+    names = sorted(nodes)
+    pi = {p: 2 + i for i, p in enumerate(pes)}
+    ni = {n: 2 + len(pes) + i for i, n in enumerate(names)}
+    arc = {p: mf.add_arc_with_capacity(0, pi[p], want[p]) for p in pes}
+    for p in pes:
+        for n in candidates.get(p, ()):
+            if n in ni:
+                mf.add_arc_with_capacity(pi[p], ni[n], want[p])
+    for n in names:
+        mf.add_arc_with_capacity(ni[n], 1, int(nodes[n] * scale))
+    if mf.solve(0, 1) != mf.OPTIMAL:
+        return out
+    for p in pes:
+        out[p] = goals[p] if mf.flow(arc[p]) >= want[p] else mf.flow(arc[p]) / scale
+    return out
 
 
 def _preprocess(comps, fits, candidates, nodes) -> list[int]:
