@@ -21,6 +21,10 @@ window:
 - CPU used vs projected: the PE containers' CPU (cAdvisor series) x mips-per-core, vs the sum of
   the jobs' planned mips.
 
+Rack uplinks carry 2.5 MB/s and zone uplinks 10 MB/s (as benchmarks/bench_placement.py), so that
+where the streams run matters: the data plane delivers what a saturated uplink can carry and the
+rest is lost downstream.
+
 Then the jobs are deleted and their pods awaited. Writes docs/benchmarks/dataplane.json, a
 markdown table (dataplane.md) and a plot (dataplane.png). Medians over ``--runs``.
 """
@@ -62,7 +66,11 @@ spec:
   macroEpochSeconds: 30
   microEpochSeconds: 5
   observation: {{windowSeconds: {window}}}
+  links: {{rackUplink: {rack:g}, zoneUplink: {zone:g}}}
 """
+# uplinks narrow enough that where streams run matters (as benchmarks/bench_placement.py sets them):
+# the data plane loses what a saturated uplink cannot carry; the plan's projection does not model it
+RACK_UPLINK, ZONE_UPLINK = 2.5e6, 1e7
 
 
 def kubectl(*args: str, input: str | None = None, check: bool = True) -> str:
@@ -130,7 +138,7 @@ def stream_level_affinity(kind: str) -> float:
 
 
 def one_run(prom: Prometheus, kind: str, placement: str, port: str, timeout: float) -> dict[str, Any]:
-    kubectl("apply", "-f", "-", input=POLICY.format(placement=placement, window=WINDOW_S))
+    kubectl("apply", "-f", "-", input=POLICY.format(placement=placement, window=WINDOW_S, rack=RACK_UPLINK, zone=ZONE_UPLINK))
     log = open(f"/tmp/kubesoda-bench-dataplane-{kind}-{placement}.log", "w")
     op = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", port, "--prometheus-url", prom.url],
                           stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -201,10 +209,11 @@ def report(rows: list[dict[str, Any]], out: Path, command: str) -> None:
             if r.get(k) is not None:
                 med[f"{r['config']}/{r['placement']}"][k].append(r[k])
     medians = {c: {k: (statistics.median(v) if v else None) for k, v in d.items()} for c, d in med.items()}
-    (out / "dataplane.json").write_text(json.dumps({"command": command, "window_s": WINDOW_S, "paper": PAPER, "medians": medians,
+    (out / "dataplane.json").write_text(json.dumps({"command": command, "window_s": WINDOW_S, "rack_uplink": RACK_UPLINK,
+                                                    "zone_uplink": ZONE_UPLINK, "paper": PAPER, "medians": medians,
                                                     "rows": rows}, indent=1) + "\n")
     lines = ["# Section 7.2 live: placements measured from observed rates", "", f"`{command}` (fluid data plane, real Prometheus,"
-             f" rates over {WINDOW_S} s; medians of {max(len(v['ingest']) for v in med.values())} run(s)).", "",
+             f" rates over {WINDOW_S} s, rack uplinks {RACK_UPLINK / 1e6:g} MB/s, zone uplinks {ZONE_UPLINK / 1e6:g} MB/s; medians of {max(len(v['ingest']) for v in med.values())} run(s)).", "",
              "| config | placement | ingest (t/s) | sink rate (t/s) | importance (observed) | projected | vs SODA | traffic in node |"
              " in rack | streams in node | CPU used / planned (mips) | jobs Running |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
