@@ -104,7 +104,7 @@ def cfs_quota(kube, namespace: str, name: str) -> int | None:
     return int(cpu.read_text()) if cpu.exists() else None
 
 
-def test_cpu_limit_and_in_place_resize_on_a_real_node(kube, namespace, kubectl, wait_for, real_node):
+def test_cpu_limit_and_in_place_resize_on_a_real_node(real_node, kube, namespace, kubectl, wait_for):
     name = "burn"
     pod = {
         "apiVersion": "v1",
