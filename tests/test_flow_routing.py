@@ -217,7 +217,7 @@ def test_against_the_planner_backlog_then_release_then_next_pool():
     problem, res, entries = plan_at(f, p, K + 1, jobs, now)
     assert [(w.step, w.pool, w.jobs) for w in problem.waiting] == [(0, None, 2.0)]
     assert entries[("earlier", 0)][0] == {"m1": pytest.approx(1.0)}
-    acts = fr.decide(f, p, jobs, [], entries, K + 1, now)
+    acts = fr.decide(f, p, jobs, [], entries, K + 1, now, recent=acts.keys)  # having created them does not block their release
     assert sorted((r.job.job_id, r.pool) for r in acts.release) == [("j0", "m1"), ("j1", "m1")]
     assert acts.counts["released"] == 2
     # step 0 done in m1: step 1 goes where the plan sends the earlier cohort's step 1 (m2, its only pool)

@@ -246,7 +246,7 @@ def pool_of(body: Mapping[str, Any]) -> PoolSpec:
     md, spec = body.get("metadata") or {}, body.get("spec") or {}
     ref = ((spec.get("cluster") or {}).get("kubeconfigSecret")) or None
     kc = (str(ref.get("namespace") or "default"), str(ref["name"]), str(ref.get("key") or "kubeconfig")) if ref and ref.get("name") else None
-    pts = tuple((_f(p.get("load"), 0.0), _f(p.get("throughput"), 0.0)) for p in spec.get("loadMap") or [])
+    pts = tuple(sorted((_f(p.get("load"), 0.0), _f(p.get("throughput"), 0.0)) for p in spec.get("loadMap") or []))
     if pts and pts[0] != (0.0, 0.0):
         pts = ((0.0, 0.0), *pts)
     return PoolSpec(
@@ -450,7 +450,8 @@ def decide(flow: FlowSpec, pools: Mapping[str, PoolSpec], jobs: Sequence[FlowJob
     """One tick of a flow, pure. ``jobs``: the flow jobs in the clusters; ``requests``: the user's labelled Jobs;
     ``entries``: :func:`current_entries` of the plan for epoch ``k``; ``new_ids``: forecast arrivals due now;
     ``recent``: keys of what earlier ticks acted on that the clusters may not show yet (``("req", name)``,
-    ``("step", job, step)``, ``("done", job)``), skipped; the keys acted on now are in ``Actions.keys``."""
+    ``("step", job, step)`` created, ``("rel", job, step)`` released or held, ``("done", job)``), skipped; the keys
+    acted on now are in ``Actions.keys``."""
     out = Actions(counts={"arrivals": 0, "completed": 0, "backlogged": 0, "released": 0, "dropped": 0, "utility": 0.0})
     last = len(flow.steps) - 1
     # decisions already made in this epoch, per (cohort, step) and destination
@@ -521,11 +522,11 @@ def decide(flow: FlowSpec, pools: Mapping[str, PoolSpec], jobs: Sequence[FlowJob
                 place(j.id, nxt, j.arrived, j.epoch, flow.steps[nxt].template)
             continue
         if cur.suspended and cur.pool is None:
-            if cur.decision.split("/")[0] == str(k) or ("step", j.id, cur.step) in recent:
+            if cur.decision.split("/")[0] == str(k) or ("rel", j.id, cur.step) in recent:
                 continue  # decided in this epoch already: stays backlogged until the next epoch
             cohort = CURRENT if j.epoch == k else EARLIER
             dest, why = choose(cohort, cur.step)
-            out.keys.add(("step", j.id, cur.step))
+            out.keys.add(("rel", j.id, cur.step))
             if dest != BACKLOG:
                 out.release.append(Release(cur, dest, why))
                 out.counts["released"] += 1
@@ -747,12 +748,13 @@ def _read_members(members: Members, flow: FlowSpec, pools: Mapping[str, PoolSpec
             continue
         seen.add(pool.kubeconfig)
         try:
-            items = members.batch(pool).list_namespaced_job(flow.namespace, label_selector=f"{LABEL_FLOW}={flow.name}").items
+            api = members.batch(pool)
+            items = api.list_namespaced_job(flow.namespace, label_selector=f"{LABEL_FLOW}={flow.name}").items
         except Exception as e:  # noqa: BLE001  (an unreachable member must not stop the others)
             errors[pname] = str(getattr(e, "reason", None) or e)[:200]
             continue
         for it in items:
-            body = client.ApiClient().sanitize_for_serialization(it)
+            body = api.api_client.sanitize_for_serialization(it)
             sj = step_job_of(body, pool.cluster)
             if sj is not None:
                 steps.append(sj)
@@ -918,7 +920,7 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
         for key in [key for key, t in recent.items() if t < now]:
             del recent[key]
         acts = decide(me, pools, flow_jobs_now, requests, entries, k, now, new_ids, set(recent))
-        recent.update({key: now + RECENT_S for key in acts.keys})
+        recent.update({key: now + min(RECENT_S, me.epoch_s / 2) for key in acts.keys})
     done = await asyncio.to_thread(_apply, batch, members, me, pools, acts, my_bodies)
     st["generated"] = (k, gen_count + n_new)
     st["dropped"] |= {jid for jid, _, _ in acts.dropped}

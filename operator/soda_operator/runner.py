@@ -9,7 +9,7 @@ import random
 import kopf
 from kubernetes import client, config
 
-from . import batch_dispatch, crd, extender, handlers, metrics, yield_groups  # noqa: F401  (yield_groups, batch_dispatch: their Kopf handlers)
+from . import batch_dispatch, crd, extender, flow_routing, handlers, metrics, yield_groups  # noqa: F401  (yield_groups, batch_dispatch, flow_routing: their Kopf handlers)
 from .epochs import Loops
 from .observe import Observer
 
