@@ -1,0 +1,255 @@
+"""Flow routing across member clusters, live (docs/flows.md, issue 18): the suite's cluster (KUBECONFIG) runs
+kubesoda; the test starts two more local control planes (hack/cluster-up.sh, tiny topology: 2 KWOK nodes each) as
+member clusters, stores their kubeconfigs as Secrets and makes them FlowPools:
+
+- ``m1`` has capacity 0 in even epochs and 4 in odd ones, ``m2`` has 4 always; epochs of 12 s;
+- JobFlow ``f`` (utility 2, mode forecast: 2 jobs in even epochs, 0 in odd ones): step ``a`` may run only in m1,
+  step ``b`` only in m2. The plan backlogs the even epoch's arrivals (suspended Jobs in the main cluster) and
+  releases them in the next epoch into m1 (created there, the suspended one deleted); when step a's Job completes
+  (hack/task_sim.py ends KWOK pods after their ``kubesoda.io/sim-work``), step b's Job is created in m2;
+- a Job the user creates with label ``kubesoda.io/flow=f`` is an arrival: kubesoda suspends it and runs its pod
+  template as step 0;
+- JobFlow ``short`` (lifespan 5 s, one step in m1 whose task runs 30 s): every job is dropped (its Job deleted) and
+  counted, with a FlowDropped Event;
+- the status figures add up: per-epoch records sum to the totals, arrivals = completed + dropped once the flow is
+  quiet.
+
+Member clusters on KUBESODA_FLOW_MEMBER_BASES (default 28400,28500), torn down in a finally.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+from kubernetes import client, config
+from live import GROUP, ROOT, VERSION, start_operator
+
+sys.path.insert(0, str(ROOT / "hack"))
+import task_sim  # noqa: E402
+
+EPOCH = 12
+BASES = [int(b) for b in os.environ.get("KUBESODA_FLOW_MEMBER_BASES", "28400,28500").split(",")]
+
+
+def member_up(state: Path, base: int) -> None:
+    env = {**os.environ, "KUBESODA_STATE": str(state), "KUBESODA_PORT_BASE": str(base), "SKIP_PROMETHEUS": "1", "KUBESODA_NODES_TIMEOUT": "60"}
+    env.pop("KUBECONFIG", None)
+    subprocess.run([str(ROOT / "hack/cluster-up.sh"), str(ROOT / "hack/topologies/tiny.yaml")], env=env, cwd=ROOT, check=True, timeout=300)
+
+
+def member_down(state: Path) -> None:
+    subprocess.run([str(ROOT / "hack/cluster-down.sh")], env={**os.environ, "KUBESODA_STATE": str(state)}, cwd=ROOT, check=False, timeout=60)
+
+
+def inline_kubeconfig(state: Path, base: int) -> str:
+    """The member's admin kubeconfig with the certificates inline (a Secret cannot point at files)."""
+    pki = state / "pki"
+    b64 = lambda p: base64.b64encode(p.read_bytes()).decode()  # noqa: E731
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "member",
+        "clusters": [{"name": "member", "cluster": {"server": f"https://127.0.0.1:{base + 2}", "certificate-authority-data": b64(pki / "ca.crt")}}],
+        "users": [{"name": "admin", "user": {"client-certificate-data": b64(pki / "admin.crt"), "client-key-data": b64(pki / "admin.key")}}],
+        "contexts": [{"name": "member", "context": {"cluster": "member", "user": "admin"}}],
+    })
+
+
+POD = """
+          metadata: {{annotations: {{kubesoda.io/sim-work: "{work}"}}}}
+          spec:
+            restartPolicy: Never
+            containers: [{{name: task, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}}}]"""
+
+
+def manifests(ns: str, m1: str, m2: str) -> str:
+    return f"""apiVersion: kubesoda.io/v1alpha1
+kind: FlowPool
+metadata: {{name: {m1}}}
+spec:
+  cluster: {{kubeconfigSecret: {{namespace: {ns}, name: m1}}}}
+  capacity: [0, 4]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: FlowPool
+metadata: {{name: {m2}}}
+spec:
+  cluster: {{kubeconfigSecret: {{namespace: {ns}, name: m2}}}}
+  nodeSelector: {{kubernetes.io/os: linux}}
+  capacity: [4]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: JobFlow
+metadata: {{name: f, namespace: {ns}}}
+spec:
+  utility: 2
+  lifespanSeconds: 300
+  epochSeconds: {EPOCH}
+  arrivals: {{mode: forecast, forecast: [2, 0]}}
+  planner: {{evaluations: 10, deadlineSeconds: 1}}
+  steps:
+  - name: a
+    runSeconds: 2
+    pools: [{m1}]
+    jobTemplate:
+      spec:
+        backoffLimit: 0
+        template:{POD.format(work=2)}
+  - name: b
+    runSeconds: 2
+    pools: [{m2}]
+    jobTemplate:
+      spec:
+        backoffLimit: 0
+        template:{POD.format(work=2)}
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: JobFlow
+metadata: {{name: short, namespace: {ns}}}
+spec:
+  utility: 1
+  lifespanSeconds: 5
+  epochSeconds: {EPOCH}
+  arrivals: {{mode: forecast, forecast: [1, 1]}}
+  planner: {{evaluations: 10, deadlineSeconds: 1}}
+  steps:
+  - name: long
+    runSeconds: 2
+    pools: [{m1}]
+    jobTemplate:
+      spec:
+        template:{POD.format(work=30)}
+"""
+
+
+def request_job(name: str) -> str:
+    return f"""apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}, labels: {{kubesoda.io/flow: f}}}}
+spec:
+  backoffLimit: 0
+  template:{POD.format(work=1)}
+"""
+
+
+def flow_status(kube, ns, name):
+    return kube.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "jobflows", name).get("status") or {}
+
+
+def jobs_in(batch: client.BatchV1Api, ns: str, selector: str) -> list:
+    try:
+        return batch.list_namespaced_job(ns, label_selector=selector).items
+    except client.exceptions.ApiException as e:
+        if e.status == 404:
+            return []
+        raise
+
+
+def complete(j) -> bool:
+    return any(c.type == "Complete" and c.status == "True" for c in (j.status.conditions or []))
+
+
+def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    ns = namespace
+    states = [tmp_path / "m1", tmp_path / "m2"]
+    m1, m2 = f"{ns}-m1", f"{ns}-m2"
+    stop = threading.Event()
+    op = None
+    t_start = time.monotonic()
+    try:
+        for st, base in zip(states, BASES, strict=True):
+            member_up(st, base)
+        t_members = time.monotonic() - t_start
+        apis = [config.new_client_from_config(config_file=str(st / "kubeconfig")) for st in states]
+        mb = [client.BatchV1Api(a) for a in apis]
+        for i, (st, base) in enumerate(zip(states, BASES, strict=True), start=1):
+            kube.core.create_namespaced_secret(ns, {"metadata": {"name": f"m{i}"}, "stringData": {"kubeconfig": inline_kubeconfig(st, base)}})
+        sims = [threading.Thread(target=task_sim.run, args=(client.CoreV1Api(a), ns, {}, 1.0, 0.0, stop), daemon=True) for a in apis]
+        for s in sims:
+            s.start()
+        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+        main_batch = client.BatchV1Api(kube.api_client)
+        kubectl("apply", "-f", "-", input=manifests(ns, m1, m2))
+        kubectl("apply", "-n", ns, "-f", "-", input=request_job("user-1"))
+        # ---- backlog: the even epoch's arrivals of f are suspended Jobs in this cluster, no pool yet
+        suspended = wait_for(lambda: [j for j in jobs_in(main_batch, ns, "kubesoda.io/flow=f,kubesoda.io/flow-step=0") if j.spec.suspend],
+                             timeout=3 * EPOCH, interval=0.3, what="a backlogged (suspended) step Job of f")
+        backlogged = {j.metadata.name for j in suspended}
+        epoch_b = flow_status(kube, ns, "f").get("epoch")
+        print(f"\nmembers up in {t_members:.1f} s; backlogged in epoch {epoch_b}: {sorted(backlogged)}")
+        assert all(fr_pool(j) is None and not j.status.start_time for j in suspended)
+        # the user's request Job was taken in: suspended, annotated
+        req = wait_for(lambda: (j := main_batch.read_namespaced_job("user-1", ns)).metadata.annotations.get("kubesoda.io/flow-request") and j,
+                       timeout=20, what="the request Job taken in")
+        assert req.spec.suspend is True
+        # ---- released in a later epoch: created in m1 (same name), gone from this cluster, completed there
+        wait_for(lambda: backlogged <= {j.metadata.name for j in jobs_in(mb[0], ns, "kubesoda.io/flow=f") if complete(j)},
+                 timeout=4 * EPOCH, interval=0.5, what="the backlogged Jobs released into m1 and complete there")
+        assert not backlogged & {j.metadata.name for j in jobs_in(main_batch, ns, "kubesoda.io/flow=f")}
+        released_in = {int((j.metadata.annotations or {})["kubesoda.io/flow-decision"].split("/")[0])
+                       for j in jobs_in(mb[0], ns, "kubesoda.io/flow=f") if j.metadata.name in backlogged}
+        assert all(e > epoch_b for e in released_in), (epoch_b, released_in)
+        # ---- step b in m2 once step a completed
+        ids = {n.rsplit("-s", 1)[0] for n in backlogged}
+        wait_for(lambda: ids <= {j.metadata.labels["kubesoda.io/flow-job"] for j in jobs_in(mb[1], ns, "kubesoda.io/flow=f,kubesoda.io/flow-step=1")
+                                 if complete(j)}, timeout=3 * EPOCH, interval=0.5, what="step b of the released jobs complete in m2")
+        # the user's request ran as step 0 in m1 and step 1 in m2
+        wait_for(lambda: any(complete(j) for j in jobs_in(mb[1], ns, "kubesoda.io/flow-job=user-1")), timeout=4 * EPOCH, what="user-1 complete in m2")
+        # steps only where allowed: a in m1, b in m2, nothing running in this cluster
+        assert all(j.metadata.labels["kubesoda.io/flow-step"] == "0" and j.metadata.labels["kubesoda.io/flow-pool"] == m1
+                   for j in jobs_in(mb[0], ns, "kubesoda.io/flow=f"))
+        assert all(j.metadata.labels["kubesoda.io/flow-step"] == "1" and j.metadata.labels["kubesoda.io/flow-pool"] == m2
+                   for j in jobs_in(mb[1], ns, "kubesoda.io/flow=f"))
+        assert all(j.spec.suspend for j in jobs_in(main_batch, ns, "kubesoda.io/flow=f,kubesoda.io/flow-step"))
+        pods_m2 = client.CoreV1Api(apis[1]).list_namespaced_pod(ns, label_selector="kubesoda.io/flow=f").items
+        assert pods_m2 and all(p.spec.node_name in ("z0-r0-n0", "z0-r0-n1") for p in pods_m2)
+        # ---- drops: short's jobs outlive their 5 s lifespan; deleted, counted, an Event
+        wait_for(lambda: flow_status(kube, ns, "short").get("totals", {}).get("dropped", 0) >= 1, timeout=3 * EPOCH, what="a short job dropped")
+        reasons = {(e.involved_object.name, e.reason) for e in kube.core.list_namespaced_event(ns).items}
+        assert ("short", "FlowDropped") in reasons, reasons
+        # ---- quiet: no more forecast arrivals, then the counts add up
+        for name in ("f", "short"):
+            kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "jobflows", name, {"spec": {"arrivals": {"mode": "external"}}})
+
+        def settled(name):
+            s = flow_status(kube, ns, name)
+            t, now = s.get("totals") or {}, s.get("now") or {}
+            return t.get("arrivals", 0) > 0 and now.get("backlogged") == 0 and now.get("running") == 0 and \
+                t.get("arrivals") == t.get("completed", 0) + t.get("dropped", 0) and s
+
+        sf = wait_for(lambda: settled("f"), timeout=5 * EPOCH, interval=1, what="f settled: arrivals = completed + dropped")
+        ss = wait_for(lambda: settled("short"), timeout=2 * EPOCH, interval=1, what="short settled")
+        for s in (sf, ss):
+            for key in ("arrivals", "completed", "backlogged", "released", "dropped"):
+                assert sum(e[key] for e in s["epochs"]) == s["totals"][key], (key, s)
+        t = sf["totals"]
+        print(f"f: {t}; plan now: {sf['plan']['entries']}")
+        print(f"short: {ss['totals']}")
+        assert t["completed"] >= 3 and t["dropped"] == 0 and t["backlogged"] >= 2 and t["released"] >= 2
+        assert t["utilityEarned"] == 2 * t["completed"]
+        assert ss["totals"]["completed"] == 0 and ss["totals"]["dropped"] == ss["totals"]["arrivals"]
+        assert any(e["utilityPlanned"] > 0 for e in sf["epochs"])
+        # the member clusters hold no Job of a dropped short job
+        assert not [j for j in jobs_in(mb[0], ns, "kubesoda.io/flow=short") if not complete(j) and not j.metadata.deletion_timestamp]
+        pools = {p["metadata"]["name"]: p.get("status") or {} for p in kube.custom.list_cluster_custom_object(GROUP, VERSION, "flowpools")["items"]}
+        assert pools[m1].get("reachable") and pools[m2].get("reachable"), pools
+        print(f"total {time.monotonic() - t_start:.1f} s")
+    finally:
+        stop.set()
+        # while the operator runs: Kopf holds a finalizer on objects with timers
+        kubectl("delete", "-n", ns, "jobflows", "--all", "--timeout=30s", check=False)
+        kubectl("delete", "flowpool", m1, m2, "--ignore-not-found", "--timeout=30s", check=False)
+        if op is not None:
+            op.stop()
+        kubectl("delete", "-n", ns, "jobs", "--all", "--wait=false", check=False)
+        for st in states:
+            member_down(st)
+
+
+def fr_pool(j) -> str | None:
+    return (j.metadata.labels or {}).get("kubesoda.io/flow-pool")
