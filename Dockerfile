@@ -7,6 +7,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY optimizer ./optimizer
 COPY operator ./operator
+COPY pe ./pe
 RUN pip install --no-cache-dir --upgrade pip==25.3 \
  && pip wheel --no-cache-dir --wheel-dir /wheels .
 

@@ -8,7 +8,7 @@ export KUBESODA_CACHE ?= $(HOME)/.cache/kubesoda
 export KUBESODA_STATE ?= $(CURDIR)/.local/cluster
 TOPOLOGY ?= hack/topologies/small.yaml
 
-.PHONY: help venv binaries cluster-up cluster-down unit e2e test lint demo bench bench-scale clean
+.PHONY: help venv binaries cluster-up cluster-down unit e2e e2e-realnode test lint demo bench bench-scale clean
 
 help:
 	@echo "make demo | test | unit | e2e | lint | cluster-up | cluster-down | bench"
@@ -41,7 +41,14 @@ e2e: venv
 	hack/install-browser.sh
 	hack/with-cluster.sh $(BIN)/pytest -q e2e
 
-test: lint unit e2e
+# A real node (kubelet + containerd from Debian's packages, hack/real-node.sh) beside the KWOK
+# nodes, in a control plane of its own: kubesoda's image (built without Docker) runs there and an
+# in-place resize changes the CPU it really gets (docs/local-control-plane.md, "Real nodes").
+e2e-realnode: venv
+	KUBESODA_REAL_NODES=1 KUBESODA_STATE=$(CURDIR)/.local/cluster-real KUBESODA_PORT_BASE=27200 \
+	  hack/with-cluster.sh $(BIN)/pytest -q e2e/test_realnode.py
+
+test: lint unit e2e e2e-realnode
 
 lint: venv
 	$(BIN)/ruff check optimizer operator pe tests e2e benchmarks examples hack
