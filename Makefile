@@ -65,6 +65,7 @@ bench: venv
 	$(BIN)/python benchmarks/bench_yield.py --quick
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_extender.py
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_e2e_lsd.py
+	hack/with-cluster.sh $(BIN)/python benchmarks/bench_dataplane.py
 	$(MAKE) bench-scale
 
 clean: cluster-down
