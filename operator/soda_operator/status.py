@@ -66,14 +66,17 @@ def _finish(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
 
 
 def planned(plan: Plan, job_key: str, generation: int | None, instances: Instances,
-            pod_phases: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+            pod_phases: Mapping[str, str | None] | None = None,
+            functions: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The status of a job the Plan decided about (or did not), with its instances and, when the
-    pods' phases are given, whether it runs."""
+    pods' phases are given, whether it runs. ``functions``: PE name -> the resource function it was
+    planned with, ``{a, b, source}`` (:mod:`.learning`)."""
     dec = next((d for d in plan.jobs if d.job == job_key), None)
     if dec is None:
         return _finish({"phase": "Pending", "reason": "NotPlanned", "message": "not in the last plan"}, generation)
     pes = [{"name": pe.name, "goalMips": round(pe.goal_mips, 3), "candidates": list(pe.candidates),
-            "instances": list(instances.get(pe.name, []))}
+            "instances": list(instances.get(pe.name, [])),
+            **({"resourceFunction": dict(functions[pe.name])} if functions and pe.name in functions else {})}
            for pe in plan.pes if pe.job == job_key]
     status: dict[str, Any] = {
         "phase": "Admitted" if dec.admitted else "Rejected",

@@ -1,0 +1,103 @@
+"""Which resource function each PE is planned with, and the Scenario -> Scenario step that puts them in
+(issue 14 item 4). Pure: no Kubernetes, no I/O.
+
+Per PE, in this order (the first that applies wins):
+
+1. a **pinned** model on the PE's signature path (the most specific pinned node): an
+   administrator's word;
+2. the **declared** ``resourceFunction``, when the policy says declared ones win (``declared_wins``);
+3. the **learned** model of the most specific signature node with at least ``min_confidence``
+   (:meth:`.learner.Learner.lookup`). A PE that declares a function only gives it up for a node at
+   ``override_level`` or deeper (default ``arguments``: the same image *and* arguments, the same
+   program): a model pooled over every PE of a kind or an image says little about one declared PE;
+   a PE that declares nothing takes any level, down to the kind's root (the paper's "borrow the most
+   specific model that exists");
+4. the **declared** one;
+5. the policy's **default** for the PE's kind (else ``ResourceFunction()``, a = b = 1).
+
+With learning disabled, only 4 and 5 apply. ``combine`` is never learned: it stays the declared one.
+
+The choices are keyed by *template* PE (``pe_id(template, pe)``, ``"ns/template:pe"``): the resource
+function lives on the template's PE in the Scenario, and a template's PE has one signature whatever
+job runs it. :func:`apply_functions` is the step; the operator calls it on each epoch's Scenario
+before ``pipeline.run`` / ``pipeline.rerun`` (``steps.prepare`` stays learner-free: the offline planner
+and the benchmarks plan with the Scenario they are given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..model import PEKind, ResourceFunction, Scenario, pe_id
+from .learner import Learner
+from .signature import LEVELS, Level, Signature
+
+DECLARED = "declared"
+PINNED = "pinned"
+DEFAULT = "default"
+
+
+def learned(level: Level) -> str:
+    """The source of a learned function: ``learned:<level>``."""
+    return f"learned:{level.value}"
+
+
+class LearningSettings(BaseModel):
+    """The SchedulingPolicy's ``spec.learning``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    enabled: bool = True
+    declared_wins: bool = False
+    min_confidence: float = Field(default=0.5, ge=0, le=1)
+    override_level: Level = Level.arguments
+    defaults: dict[PEKind, ResourceFunction] = Field(default_factory=dict)
+
+
+class Choice(BaseModel):
+    """The function a PE is planned with and where it came from (``key``: the signature node)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    rf: ResourceFunction
+    source: str
+    key: str | None = None
+
+
+def choose(kind: PEKind, declared: ResourceFunction | None, signature: Signature | None, learner: Learner | None,
+           settings: LearningSettings, combine: str | None = None) -> Choice:
+    """The precedence of the module docstring for one PE (``declared`` None: the template states none)."""
+    comb = combine or (declared.combine if declared is not None else "sum")
+    if settings.enabled and learner is not None and signature is not None:
+        sig = learner.resolve(signature)
+        for node in sig.lineage():
+            m = learner.models.get(node.key)
+            if m is not None and m.pinned:
+                return Choice(rf=ResourceFunction(a=m.a, b=m.b, combine=comb), source=PINNED, key=node.key)  # type: ignore[arg-type]
+        if not (declared is not None and settings.declared_wins):
+            hit = learner.lookup(sig, settings.min_confidence)
+            deep_enough = hit is not None and LEVELS.index(hit.level) >= LEVELS.index(settings.override_level)
+            if hit is not None and (declared is None or deep_enough):
+                return Choice(rf=ResourceFunction(a=hit.model.a, b=hit.model.b, combine=comb),  # type: ignore[arg-type]
+                              source=learned(hit.level), key=hit.key)
+    if declared is not None:
+        return Choice(rf=declared, source=DECLARED)
+    d = settings.defaults.get(kind, ResourceFunction())
+    return Choice(rf=d.model_copy(update={"combine": comb}), source=DEFAULT)
+
+
+def apply_functions(scenario: Scenario, functions: Mapping[str, Choice]) -> Scenario:
+    """``scenario`` with each template PE named in ``functions`` (by ``pe_id(template, pe)``) given
+    that function; the Scenario itself when nothing changes."""
+    if not functions:
+        return scenario
+    templates = []
+    for t in scenario.templates:
+        pes = []
+        for p in t.pes:
+            c = functions.get(pe_id(t.name, p.name))
+            pes.append(p.model_copy(update={"rf": c.rf}) if c is not None and c.rf != p.rf else p)
+        templates.append(t if all(x is y for x, y in zip(pes, t.pes)) else t.model_copy(update={"pes": tuple(pes)}))
+    if all(x is y for x, y in zip(templates, scenario.templates)):
+        return scenario
+    return scenario.model_copy(update={"templates": tuple(templates)})

@@ -1,0 +1,322 @@
+"""Learned resource functions in the operator (issue 14 items 3-4): signatures from StreamTemplates and
+pods, the precedence of the functions a PE is planned with, the Scenario step, ResourceProfiles
+(load, pin, write, failures) and the observation path, without a cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from kubernetes import client
+
+from soda_operator import crd, learning, status
+from soda_operator.learning import Learning, profile_status, settings_from, template_signatures
+from soda_optimizer.learn import Learner, Sample, Signature
+from soda_optimizer.learn.functions import (
+    DECLARED,
+    DEFAULT,
+    PINNED,
+    Choice,
+    LearningSettings,
+    apply_functions,
+    choose,
+)
+from soda_optimizer.learn.signature import Level
+from soda_optimizer.model import PEKind, ResourceFunction, pe_id
+from soda_optimizer.observed import PEObservation
+from soda_optimizer.plan import JobDecision, Plan
+
+TEMPLATE = {
+    "apiVersion": "kubesoda.io/v1alpha1", "kind": "StreamTemplate", "metadata": {"name": "t", "namespace": "ns"},
+    "spec": {
+        "pes": [
+            {"name": "src", "kind": "source", "image": "busybox", "args": ["gen"], "resourceFunction": {"a": 0.1}},
+            {"name": "mid", "image": "pe:1", "command": ["run"], "env": [{"name": "X", "value": "1"}],
+             "resourceFunction": {"a": 0.002, "b": 1.0}},
+            {"name": "out", "kind": "sink", "image": "pe:1", "args": ["sink"]},
+        ],
+        "streams": [{"from": "src", "to": "mid"}, {"from": "mid", "to": "out", "selectivity": 0.5}],
+        "sinks": [{"pe": "out", "weight": 1}],
+        "primalInputs": [{"pe": "src", "rate": 100}],
+    },
+}
+JOB = {"apiVersion": "kubesoda.io/v1alpha1", "kind": "StreamJob", "metadata": {"name": "j", "namespace": "ns"},
+       "spec": {"templates": ["t"]}}
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubesoda.io/mips-per-core": "1000"}},
+        "status": {"allocatable": {"cpu": "4"}}}
+
+
+def _trained(sig: Signature, a: float, b: float, n: int = 40, seed: int = 0) -> Learner:
+    """A learner that has seen ``n`` noisy samples of a transform in both regimes."""
+    rng = np.random.default_rng(seed)
+    lr = Learner()
+    for i in range(n):
+        m = float(rng.uniform(100, 1500))
+        r_i = 100.0
+        r_o = min(a * r_i * m, b * r_i) * float(np.exp(rng.normal(0, 0.02)))
+        used = min(m, b / a)
+        lr.observe(sig, [Sample(r_i=r_i, m=m, r_o=r_o, m_used=used, t=float(i))], now=float(i))
+    return lr
+
+
+# ------------------------------------------------------------------------------------ signatures
+
+
+def test_signatures_levels_kinds_and_flowspec():
+    sigs = template_signatures(TEMPLATE)
+    assert set(sigs) == {"src", "mid", "out"}
+    assert sigs["src"].kind is PEKind.source and sigs["mid"].kind is PEKind.transform and sigs["out"].kind is PEKind.sink
+    assert all(s.level is Level.flowspec for s in sigs.values())
+    assert sigs["src"].executable == "docker.io/library/busybox:latest"
+    # KUBESODA_ env is ignored, other env counts
+    t2 = {**TEMPLATE, "spec": {**TEMPLATE["spec"], "pes": [dict(p) for p in TEMPLATE["spec"]["pes"]]}}
+    t2["spec"]["pes"][1]["env"] = [{"name": "X", "value": "1"}, {"name": "KUBESODA_OUTPUTS", "value": "zzz"}]
+    assert template_signatures(t2)["mid"] == sigs["mid"]
+    t2["spec"]["pes"][1]["env"] = [{"name": "X", "value": "2"}]
+    assert template_signatures(t2)["mid"].arguments != sigs["mid"].arguments
+    # mid and out share an image, not their arguments; out's flowspec names mid by its arguments key
+    assert sigs["mid"].executable == sigs["out"].executable
+    assert sigs["mid"].arguments != sigs["out"].arguments
+    assert sigs["src"].flowspec != sigs["mid"].flowspec
+
+
+def test_signature_digest_from_pods_and_stable_flowspec():
+    digest = "sha256:" + "ab" * 32
+    pod = {"metadata": {"namespace": "ns", "name": "p", "labels": {crd.LABEL_JOB: "j", crd.LABEL_PE: "mid"}},
+           "status": {"containerStatuses": [{"name": "pe", "imageID": f"docker.io/library/pe@{digest}"}]}}
+    dig = learning.pod_digests([pod])
+    assert dig == {("ns", "j", "mid"): f"docker.io/library/pe@{digest}"}
+    sigs = template_signatures(TEMPLATE, {"mid": dig[("ns", "j", "mid")]})
+    ref = template_signatures(TEMPLATE)
+    assert sigs["mid"].executable == digest and ref["mid"].executable == "docker.io/library/pe:1"
+    # the consumer's flowspec does not change when its producer's digest becomes known
+    assert sigs["out"].flowspec == ref["out"].flowspec
+    # what running pods taught, a new job (reference only) finds through the learner's alias
+    lr = _trained(sigs["mid"], 0.004, 2.0)
+    hit = lr.lookup(ref["mid"])
+    assert hit is not None and hit.exact
+
+
+def test_a_pe_with_no_input_stream_is_a_source_whatever_its_kind():
+    t = {"metadata": {"name": "x"}, "spec": {"pes": [{"name": "a", "kind": "transform"}, {"name": "b", "kind": "source"}],
+                                             "streams": [{"from": "a", "to": "b"}]}}
+    sigs = template_signatures(t)
+    assert sigs["a"].kind is PEKind.source and sigs["b"].kind is PEKind.transform
+
+
+# ------------------------------------------------------------------------------------ precedence
+
+
+SIG = Signature.build("transform", "pe:1", command=["run"], inputs=[("primal", "primal")])
+DECL = ResourceFunction(a=0.002, b=1.0)
+
+
+def test_precedence_learned_beats_declared_and_declared_wins_when_told():
+    lr = _trained(SIG, 0.004, 2.0)
+    c = choose(PEKind.transform, DECL, SIG, lr, LearningSettings())
+    assert c.source == "learned:flowspec" and c.rf.a == pytest.approx(0.004, rel=0.05) and c.rf.b == pytest.approx(2.0, rel=0.05)
+    assert choose(PEKind.transform, DECL, SIG, lr, LearningSettings(declared_wins=True)) == Choice(rf=DECL, source=DECLARED)
+    # a PE without a declared function takes the learned one even when declared ones win
+    assert choose(PEKind.transform, None, SIG, lr, LearningSettings(declared_wins=True)).source == "learned:flowspec"
+    # disabled: declared, else the default
+    assert choose(PEKind.transform, DECL, SIG, lr, LearningSettings(enabled=False)).source == DECLARED
+    assert choose(PEKind.transform, None, SIG, lr, LearningSettings(enabled=False)).source == DEFAULT
+
+
+def test_precedence_pinned_beats_everything():
+    lr = _trained(SIG, 0.004, 2.0)
+    lr.pin(SIG.at(Level.executable).key, a=0.01, b=3.0)  # pinned higher up than the learned node
+    for st in (LearningSettings(), LearningSettings(declared_wins=True)):
+        c = choose(PEKind.transform, DECL, SIG, lr, st)
+        assert c.source == PINNED and (c.rf.a, c.rf.b) == (0.01, 3.0) and c.key == SIG.at(Level.executable).key
+    # the most specific pin wins
+    lr.pin(SIG, a=0.02, b=4.0)
+    assert choose(PEKind.transform, DECL, SIG, lr, LearningSettings()).rf.a == 0.02
+
+
+def test_precedence_confidence_level_and_default():
+    few = _trained(SIG, 0.004, 2.0, n=4)  # confidence < 0.5 everywhere
+    assert choose(PEKind.transform, DECL, SIG, few, LearningSettings()).source == DECLARED
+    assert choose(PEKind.transform, DECL, SIG, few, LearningSettings(min_confidence=0.0)).source.startswith("learned:")
+    # another program with the same image: only the executable node is trusted
+    other = Signature.build("transform", "pe:1", command=["other"], inputs=[("primal", "primal")])
+    lr = _trained(SIG, 0.004, 2.0)
+    assert choose(PEKind.transform, DECL, other, lr, LearningSettings()).source == DECLARED  # declared beats a pooled model
+    c = choose(PEKind.transform, None, other, lr, LearningSettings())
+    assert c.source == "learned:executable"  # nothing declared: borrow the most specific model that exists
+    assert choose(PEKind.transform, DECL, other, lr, LearningSettings(override_level=Level.kind)).source == "learned:executable"
+    # nothing at all: the policy's default per kind, combine kept
+    d = LearningSettings(defaults={PEKind.sink: ResourceFunction(a=0.5, b=0.25)})
+    c = choose(PEKind.sink, None, Signature.build("sink", "x"), Learner(), d, combine="min")
+    assert c.source == DEFAULT and (c.rf.a, c.rf.b, c.rf.combine) == (0.5, 0.25, "min")
+    assert choose(PEKind.source, None, None, None, d).rf == ResourceFunction()
+
+
+def test_settings_from_policy():
+    s = settings_from({"spec": {"learning": {"enabled": False, "declaredWins": True, "minConfidence": 0.8, "overrideLevel": "flowspec",
+                                             "defaults": {"source": {"a": 0.2}, "bogus": {"a": 1}, "sink": {"a": -1}}}}})
+    assert (s.enabled, s.declared_wins, s.min_confidence, s.override_level) == (False, True, 0.8, Level.flowspec)
+    assert s.defaults == {PEKind.source: ResourceFunction(a=0.2, b=1.0)}
+    assert settings_from(None) == LearningSettings()
+    assert settings_from({"spec": {"learning": {"minConfidence": 7}}}).min_confidence == 0.5  # bad: defaults
+
+
+# ------------------------------------------------------------------------------------ the step
+
+
+def _scenario():
+    scen, errors = crd.scenario_from_objects([NODE], [TEMPLATE], [JOB])
+    assert not errors
+    return scen
+
+
+def test_apply_functions_is_a_pure_step():
+    scen = _scenario()
+    assert apply_functions(scen, {}) is scen
+    same = {pe_id("ns/t", "mid"): Choice(rf=scen.template("ns/t").pe("mid").rf, source=DECLARED)}
+    assert apply_functions(scen, same) is scen
+    new = ResourceFunction(a=0.01, b=2.0)
+    out = apply_functions(scen, {pe_id("ns/t", "mid"): Choice(rf=new, source="learned:flowspec"), "ns/zzz:mid": Choice(rf=new, source=PINNED)})
+    assert out.template("ns/t").pe("mid").rf == new
+    assert scen.template("ns/t").pe("mid").rf == DECL  # the input is untouched
+    assert out.template("ns/t").pe("src").rf == scen.template("ns/t").pe("src").rf
+
+
+# ------------------------------------------------------------------------------------ profiles
+
+
+class FakeCustom:
+    """The CustomObjectsApi calls :class:`Learning` makes, on a dict; ``fail`` makes writes raise."""
+
+    def __init__(self, items: list[dict[str, Any]] | None = None):
+        self.objects = {o["metadata"]["name"]: o for o in items or []}
+        self.fail = False
+        self.fail_list = False
+        self.writes = 0
+
+    def list_cluster_custom_object(self, group, version, plural, **_):
+        if self.fail_list:
+            raise client.ApiException(status=404, reason="Not Found")
+        return {"items": list(self.objects.values())}
+
+    def create_cluster_custom_object(self, group, version, plural, body, **_):
+        if self.fail:
+            raise client.ApiException(status=500, reason="boom")
+        if body["metadata"]["name"] in self.objects:
+            raise client.ApiException(status=409, reason="AlreadyExists")
+        self.objects[body["metadata"]["name"]] = dict(body)
+
+    def patch_cluster_custom_object_status(self, group, version, plural, name, body, **_):
+        if self.fail:
+            raise client.ApiException(status=500, reason="boom")
+        self.objects[name]["status"] = body["status"]
+        self.writes += 1
+
+
+def test_profiles_written_loaded_and_refitted_the_same():
+    api = FakeCustom()
+    lrn = Learning(api, clock=lambda: 100.0)  # type: ignore[arg-type]
+    lrn.learner = _trained(SIG, 0.004, 2.0)
+    lrn.dirty = {n.key for n in SIG.lineage()}
+    lrn.sync()
+    assert len(api.objects) == 4 and not lrn.dirty
+    obj = api.objects[SIG.key]
+    assert obj["spec"] == {"pinned": False} and obj["status"]["level"] == "flowspec" and len(obj["status"]["window"]) == 40
+    assert obj["status"]["confidence"] > 0.5 and obj["status"]["a"] == pytest.approx(0.004, rel=0.05)
+    lrn.sync()
+    assert api.writes == 4  # nothing changed: nothing written
+    # a restarted operator: loads every profile, plans with the same model from the start
+    again = Learning(api)  # type: ignore[arg-type]
+    again.sync()
+    assert set(again.learner.models) == set(api.objects)
+    c = choose(PEKind.transform, DECL, SIG, again.learner, LearningSettings())
+    assert c.source == "learned:flowspec" and c.rf.a == pytest.approx(lrn.learner.get(SIG.key).a, rel=1e-3)  # type: ignore[union-attr]
+
+
+def test_pinning_from_the_spec_and_unpinning():
+    api = FakeCustom()
+    lrn = Learning(api)  # type: ignore[arg-type]
+    lrn.learner = _trained(SIG, 0.004, 2.0)
+    lrn.dirty = {SIG.key}
+    lrn.sync()
+    api.objects[SIG.key]["spec"] = {"pinned": True, "a": 0.05}
+    lrn.sync()
+    m = lrn.learner.models[SIG.key]
+    assert m.pinned and m.a == 0.05 and m.b == pytest.approx(2.0, rel=0.05)
+    assert api.objects[SIG.key]["status"]["confidence"] == 1.0
+    n = m.observed
+    lrn.learner.observe(SIG, [Sample(r_i=1, m=1, r_o=1)], now=50.0)
+    assert lrn.learner.models[SIG.key].observed == n  # a pinned node learns nothing
+    assert choose(PEKind.transform, DECL, SIG, lrn.learner, LearningSettings(declared_wins=True)).source == PINNED
+    api.objects[SIG.key]["spec"] = {"pinned": False}
+    lrn.sync()
+    assert not lrn.learner.models[SIG.key].pinned
+    assert choose(PEKind.transform, DECL, SIG, lrn.learner, LearningSettings()).rf.a == pytest.approx(0.004, rel=0.05)
+
+
+def test_bad_profiles_and_failed_writes_never_raise():
+    good = {"metadata": {"name": SIG.key}, "spec": {"pinned": False}, "status": profile_status(_trained(SIG, 0.004, 2.0).get(SIG.key), 0.0)}
+    bad = [{"metadata": {"name": "junk"}, "spec": {}, "status": {}},
+           {"metadata": {"name": "transform-args-0000"}, "spec": {}, "status": {"path": ["transform", "exe:x"], "kind": "transform", "level": "nope"}},
+           {"metadata": {"name": "w"}, "spec": {}, "status": {"path": ["sink"], "kind": "sink", "level": "kind", "key": "w",
+                                                              "window": [{"ri": "x"}]}}]
+    api = FakeCustom([good, *bad])
+    lrn = Learning(api)  # type: ignore[arg-type]
+    before = learning.ERRORS.labels("load")._value.get()
+    lrn.sync()
+    assert list(lrn.learner.models) == [SIG.key]
+    assert learning.ERRORS.labels("load")._value.get() == before + 3
+    api.fail = True
+    lrn.learner.observe(SIG, [Sample(r_i=1, m=1, r_o=1)], now=1e9)
+    lrn.dirty = {SIG.key}
+    lrn.sync()
+    assert lrn.dirty == {SIG.key}  # kept for the next macro epoch
+    api.fail_list = True
+    lrn.sync()  # no CRD: logged
+    assert Learning(None).macro(_scenario(), [TEMPLATE], None) is not None
+
+
+# ------------------------------------------------------------------------------------ the operator's path
+
+
+def _pod(pe: str, cpu: str, phase: str = "Running") -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": f"j-{pe}", "labels": {crd.LABEL_JOB: "j", crd.LABEL_PE: pe}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "pe", "resources": {"limits": {"cpu": cpu}}}]},
+            "status": {"phase": phase}}
+
+
+def test_observe_waits_for_a_held_allocation_then_learns_and_plans_with_it():
+    now = [0.0]
+    lrn = Learning(None, clock=lambda: now[0])
+    scen = _scenario()
+    plan = Plan(feasible=True, jobs=(JobDecision(job="ns/j", admitted=True, template="ns/t"),))
+    policy = {"spec": {"observation": {"windowSeconds": 6}}}
+    true_a, true_b = 0.004, 0.8  # mid: saturates at 200 mips
+    taken = 0
+    rng = np.random.default_rng(1)
+    for i in range(60):
+        now[0] = 2.0 * i
+        cpu = ["100m", "150m", "400m"][(i // 8) % 3]  # the allocation changes every 16 s
+        m = float(cpu[:-1])
+        r_i = 100.0
+        r_o = min(true_a * r_i * m, true_b * r_i) * float(np.exp(rng.normal(0, 0.02)))
+        obs = {pe_id("ns/j", "mid"): PEObservation(received={"src->mid": r_i}, emitted={"mid->out": 0.5 * r_o}, mips=min(m, true_b / true_a))}
+        taken += lrn.observe(scen, plan, [TEMPLATE], [_pod("mid", cpu)], policy, obs)
+    assert 0 < taken < 60  # samples right after a change are skipped (window 6 s + 2 s)
+    fns = lrn.choose_all(scen, [TEMPLATE], policy)
+    c = fns[pe_id("ns/t", "mid")]
+    assert c.source == "learned:flowspec", c
+    assert c.rf.a == pytest.approx(true_a, rel=0.1) and c.rf.b == pytest.approx(true_b, rel=0.1)
+    assert fns[pe_id("ns/t", "out")].source == DEFAULT and fns[pe_id("ns/t", "src")].source == DECLARED
+    assert lrn.micro(scen).template("ns/t").pe("mid").rf == c.rf
+    st = lrn.status_of(plan, "ns/j")
+    assert st["mid"]["source"] == "learned:flowspec" and st["out"] == {"a": 1.0, "b": 1.0, "source": "default"}
+    # into the job's status
+    from soda_optimizer.plan import PEPlan
+    plan2 = plan.model_copy(update={"pes": (PEPlan(pe="ns/j:mid", job="ns/j", name="mid"),)})
+    js = status.planned(plan2, "ns/j", 1, {}, None, functions=st)
+    assert js["pes"][0]["resourceFunction"]["source"] == "learned:flowspec"
+    assert "resourceFunction" not in status.planned(plan2, "ns/j", 1, {}, None)["pes"][0]
+    # disabled: no learning
+    assert lrn.observe(scen, plan, [TEMPLATE], [_pod("mid", "400m")], {"spec": {"learning": {"enabled": False}}}, obs) == 0
