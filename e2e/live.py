@@ -28,7 +28,8 @@ spec:
 def install_crds_and_policy(kubectl: Any, policy: str) -> None:
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
     for name in ("streamtemplates.kubesoda.io", "streamjobs.kubesoda.io", "schedulingpolicies.kubesoda.io", "yieldgroups.kubesoda.io",
-                 "batchdispatches.kubesoda.io", "jobflows.kubesoda.io", "flowpools.kubesoda.io", "clusterkopfpeerings.kopf.dev"):
+                 "batchdispatches.kubesoda.io", "jobflows.kubesoda.io", "flowpools.kubesoda.io", "resourceprofiles.kubesoda.io",
+                 "clusterkopfpeerings.kopf.dev"):
         kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
     kubectl("apply", "-f", "-", input=policy)
 

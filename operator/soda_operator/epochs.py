@@ -34,6 +34,7 @@ from soda_optimizer.plan import Plan
 
 from . import conditions, crd, desired, loop, metrics, state, status
 from .apply import Applier, Instance, list_json, status_changed
+from .learning import Learning
 from .observe import Observer
 from .state import Snapshot
 
@@ -48,6 +49,8 @@ class Loops:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.applier = Applier(api, workers)
+        # learned resource functions: ResourceProfiles in, the functions each epoch plans with out
+        self.learning = Learning(self.custom, fence=lambda: self.applier.fence())
         # the watch-fed indexes (:class:`.indexes.Reader`), set by the daemon; None: list per epoch
         self.reader = reader
         # the status this replica last wrote per job (namespace, name, uid): while it leads nobody
@@ -99,6 +102,7 @@ class Loops:
             scen, errors = snap.scenario()
             self._report_invalid(snap, errors)
             self._object_statuses(snap, errors)
+            scen = self.learning.macro(scen, snap.templates, snap.policy)
             plan = pipeline.run(scen)
             self._observe(plan)
             # the jobs this epoch decided about: the micro loop asks for a macro epoch only when
@@ -160,9 +164,11 @@ class Loops:
             if self.seen_usable != usable and any(not (set(p.candidates) & usable) for p in self.last.pes if p.candidates):
                 self.macro_due.set()  # a PE lost all its candidates (asked once per change of the usable nodes)
             self.seen_usable = usable
+            scen = self.learning.micro(scen)
             plan = pipeline.rerun(scen, self.last)
             self._observe(plan)
             self.observer.observe(scen, plan, snap.pods, snap.policy)
+            self.learning.observe(scen, plan, snap.templates, snap.pods, snap.policy, self.observer.last)
             self._apply(snap, scen, plan)
             metrics.EPOCH_SECONDS.labels("micro").observe(time.perf_counter() - t0)
             return plan
@@ -202,7 +208,8 @@ class Loops:
                 inst.setdefault(w.pe, []).append({"node": w.node, "fraction": round(w.fraction, 6), "pod": w.name})
             gen = (obj.get("metadata") or {}).get("generation")
             old = self._old_status(obj)
-            st = status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name)) for w in by_job.get((ns, name), [])})
+            st = status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name)) for w in by_job.get((ns, name), [])},
+                                functions=self.learning.status_of(plan, j.name))
             st = status.with_transitions(old, status.with_observed(st, self.observer.block(j.name), gen), now)
             if st["phase"] == "Admitted":  # promoted by refresh_running() as soon as its pods run, not an epoch later
                 awaiting[(ns, name)] = (obj, st, [i["pod"] for v in inst.values() for i in v])

@@ -165,6 +165,7 @@ class Observer:
         self.prom = Prometheus(url, timeout_s) if url else None
         self.blocks: dict[str, dict[str, Any]] = {}  # job key -> block in the status
         self.at: dict[str, float] = {}  # job key -> monotonic time of its block
+        self.last: dict[str, PEObservation] = {}  # the last micro epoch's pe_observations (the learner's input); {} after a failure
 
     def block(self, job: str) -> dict[str, Any]:
         return self.blocks.get(job, NO_SOURCE if self.prom is None else {"source": "prometheus", "message": "no observation yet"})
@@ -180,12 +181,14 @@ class Observer:
         except ObservationError as e:
             metrics.OBSERVATION_ERRORS.inc()
             log.warning("observation failed: %s", e)
+            self.last = {}
             for job in admitted:
                 old = self.blocks.get(job) or {"source": "prometheus"}
                 self.blocks[job] = {**old, "error": str(e)}
             return
         mpc = {n.name: n.mips_per_core for n in scen.nodes}
         pes = pe_observations(*rows, pods, mpc)
+        self.last = pes
         choice = {j: t for j, t in admitted.items() if any(x.name == j for x in scen.jobs)}
         glued = glue(scen, choice)
         scored = evaluate(glued, pes, {d.job: d.importance for d in plan.jobs})
