@@ -244,6 +244,7 @@ class Learning:
         self.settings = LearningSettings()
         self.held: dict[str, tuple[float, float]] = {}  # PE id -> (allocated mips, since when)
         self.spec_pins: dict[str, tuple[bool, float | None, float | None]] = {}
+        self.summary = ""  # the last "planning with" counts logged
 
     # ---------------------------------------------------------------- storage
     def sync(self) -> None:
@@ -345,6 +346,14 @@ class Learning:
                 ERRORS.labels("choose").inc()
                 log.warning("resource functions of StreamTemplate %s: %s", tname, e)
         self.functions = out
+        counts: dict[str, int] = {}
+        for c in out.values():
+            src = c.source.split(":", 1)[0]
+            counts[src] = counts.get(src, 0) + 1
+        summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("pinned", "learned", "declared", "default"))
+        if summary != self.summary:
+            log.info("planning with resource functions: %s", summary)
+            self.summary = summary
         return out
 
     def macro(self, scen: Scenario, templates: Iterable[Mapping[str, Any]], policy: Mapping[str, Any] | None) -> Scenario:

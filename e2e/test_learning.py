@@ -1,0 +1,147 @@
+"""Learned resource functions, live (issue 14 items 3-4): a job whose declared resource functions are
+wrong by 2x runs on the fluid data plane (``kubesoda simulate --true-functions``) with the true ones;
+the operator (``--prometheus-url``) learns them from what Prometheus observed, keeps them as
+ResourceProfiles, plans with them and says so in the job's status; restarted, it plans with them
+from its first macro epoch.
+
+Declared: every PE half as efficient as it truly is (a / 2) and a transform/sink twice as selective
+(b x 2), so SODA gives each PE about four times the mips it needs: the PEs run input-bound, their
+CPU visibly idle, and each sample measures both a (through the mips used) and b.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+
+import pytest
+from live import GROUP, ROOT, VERSION, Operator, job, start_operator
+
+PROM = os.environ.get("KUBESODA_PROMETHEUS_URL")
+SIM_PORT = os.environ.get("KUBESODA_SIMULATOR_PORT")
+
+POLICY = """apiVersion: kubesoda.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: default}
+spec:
+  macroEpochSeconds: 6
+  microEpochSeconds: 2
+  macroQDeadlineSeconds: 1
+  macroWDeadlineSeconds: 1
+  observation: {windowSeconds: 6}
+  learning: {enabled: true, minConfidence: 0.5}
+"""
+
+TRUE = {"lrn-ingest": {"a": 0.4}, "lrn-parse": {"a": 0.004, "b": 1.0}, "lrn-score": {"a": 0.002, "b": 0.5}}
+
+JOB = """apiVersion: kubesoda.io/v1alpha1
+kind: StreamTemplate
+metadata: {name: learnme}
+spec:
+  pes:
+  - {name: lrn-ingest, kind: source, image: example.com/ingest:1, args: [--rate, "200"], resourceFunction: {a: 0.2}}
+  - {name: lrn-parse, image: example.com/parse:1, env: [{name: MODE, value: fast}], resourceFunction: {a: 0.002, b: 2.0}}
+  - {name: lrn-score, kind: sink, image: example.com/score:1, resourceFunction: {a: 0.001, b: 1.0}}
+  streams:
+  - {from: lrn-ingest, to: lrn-parse, bytesPerTuple: 100}
+  - {from: lrn-parse, to: lrn-score, bytesPerTuple: 100}
+  sinks: [{pe: lrn-score, weight: 1, value: {kind: linear, slope: 1}}]
+  primalInputs: [{pe: lrn-ingest, rate: 200}]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: StreamJob
+metadata: {name: learnme}
+spec: {templates: [learnme], rank: 1}
+"""
+
+needs_prometheus = pytest.mark.skipif(not (PROM and SIM_PORT), reason="no Prometheus in this cluster's env (KUBESODA_PROMETHEUS_URL, "
+                                      "KUBESODA_SIMULATOR_PORT: the local control plane sets them)")
+
+
+@pytest.fixture
+def simulator() -> Iterator[subprocess.Popen]:
+    import yaml
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(TRUE, f)
+    log = open(os.environ.get("KUBESODA_SIMULATOR_LOG", "/tmp/kubesoda-e2e-simulate.log"), "a")
+    proc = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "simulate", "--port", str(SIM_PORT), "--interval", "1",
+                             "--true-functions", f.name], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        os.unlink(f.name)
+
+
+def _profiles(kube) -> list[dict]:
+    return kube.custom.list_cluster_custom_object(GROUP, VERSION, "resourceprofiles")["items"]  # type: ignore[no-any-return]
+
+
+def _learned(kube, namespace):
+    """The job's status when every PE is planned with a learned function, else None."""
+    st = job(kube, namespace, "learnme").get("status") or {}
+    fns = {p["name"]: p.get("resourceFunction") or {} for p in st.get("pes") or []}
+    if len(fns) == 3 and all(str(f.get("source", "")).startswith("learned:") for f in fns.values()):
+        return fns
+    return None
+
+
+def _close(fns: dict, rel: float) -> bool:
+    for pe, true in TRUE.items():
+        for k, v in true.items():
+            if abs(fns[pe][k] / v - 1) > rel:
+                return False
+    return True
+
+
+@needs_prometheus
+def test_learns_the_true_functions_keeps_them_and_uses_them_after_a_restart(kube, kubectl, namespace, extender_port, wait_for,
+                                                                              simulator):
+    kubectl("delete", "resourceprofiles", "--all", check=False)  # this cluster's earlier runs
+    t0 = time.monotonic()
+    log1 = tempfile.mktemp(suffix=".log", prefix="kubesoda-learning-")
+    op = start_operator(kubectl, extender_port, log=log1, policy=POLICY, extra=("--prometheus-url", str(PROM)))
+    try:
+        kubectl("apply", "-n", namespace, "-f", "-", input=JOB)
+        st = wait_for(lambda: (s := job(kube, namespace, "learnme").get("status") or {}).get("phase") == "Running" and s,
+                      timeout=60, what="learnme Running")
+        assert {p["resourceFunction"]["source"] for p in st["pes"]} == {"declared"}, st["pes"]
+        fns = wait_for(lambda: (f := _learned(kube, namespace)) and _close(f, 0.2) and f, timeout=100,
+                       what="every PE planned with a learned function within 20% of the true one")
+        print(f"learned after {time.monotonic() - t0:.0f}s:", {pe: {k: f[k] for k in ('a', 'b', 'source')} for pe, f in fns.items()},
+              "true:", TRUE)
+        profiles = _profiles(kube)
+        levels = {(p.get("status") or {}).get("level") for p in profiles}
+        assert levels == {"kind", "executable", "arguments", "flowspec"}, levels
+        assert all((p.get("status") or {}).get("window") for p in profiles)
+        out = kubectl("get", "resourceprofiles").stdout
+        assert "CONFIDENCE" in out and "flowspec" in out
+    finally:
+        op.stop()
+    assert "Traceback" not in open(log1).read()
+
+    # restarted: the profiles are loaded before the first macro epoch plans
+    log2 = tempfile.mktemp(suffix=".log", prefix="kubesoda-learning-")
+    op = Operator("run", "--extender-port", str(extender_port), "--prometheus-url", str(PROM), log=log2)
+    op.start()
+    try:
+        def first_plan():
+            lines = [ln for ln in op.output().splitlines() if "planning with resource functions" in ln]
+            return lines[0] if lines else None
+        line = wait_for(first_plan, timeout=30, what="the restarted operator's first macro epoch")
+        assert "3 learned" in line, line
+        fns = wait_for(lambda: _learned(kube, namespace), timeout=20, what="the status still learned after the restart")
+        assert _close(fns, 0.2), fns
+    finally:
+        op.stop()
+    print(f"e2e learning: {time.monotonic() - t0:.0f}s")
