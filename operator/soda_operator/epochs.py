@@ -50,7 +50,8 @@ class Loops:
         self.custom = client.CustomObjectsApi(api)
         self.applier = Applier(api, workers)
         # learned resource functions: ResourceProfiles in, the functions each epoch plans with out
-        self.learning = Learning(self.custom, fence=lambda: self.applier.fence())
+        # (profiles read and written only by an operator that observes: --prometheus-url)
+        self.learning = Learning(self.custom if self.observer.prom is not None else None, fence=lambda: self.applier.fence())
         # the watch-fed indexes (:class:`.indexes.Reader`), set by the daemon; None: list per epoch
         self.reader = reader
         # the status this replica last wrote per job (namespace, name, uid): while it leads nobody

@@ -2,8 +2,10 @@
 learners are Scenario -> Scenario steps before it").
 
 :func:`prepare` applies, in order, the rank manager the SchedulingPolicy names, the
-administrator's rank overrides, and the weight manager (:mod:`.managers`). A resource-function learner goes here too, between them and the policy,
-as one more step: a policy only ever sees the Scenario that comes out.
+administrator's rank overrides, and the weight manager (:mod:`.managers`). Learned resource functions are
+a Scenario -> Scenario step too (:func:`.learn.functions.apply_functions`), but the operator applies it
+before ``pipeline.run`` (it holds the learner's state): the offline planner plans with the Scenario it
+is given. A policy only ever sees the Scenario that comes out.
 """
 
 from __future__ import annotations
