@@ -320,3 +320,14 @@ def test_observe_waits_for_a_held_allocation_then_learns_and_plans_with_it():
     assert "resourceFunction" not in status.planned(plan2, "ns/j", 1, {}, None)["pes"][0]
     # disabled: no learning
     assert lrn.observe(scen, plan, [TEMPLATE], [_pod("mid", "400m")], {"spec": {"learning": {"enabled": False}}}, obs) == 0
+
+
+def test_a_pe_reused_in_another_template_starts_from_the_learned_model():
+    """Same image and arguments, other names and producers, nothing declared: the arguments node."""
+    lr = _trained(template_signatures(TEMPLATE)["mid"], 0.004, 2.0)
+    other = {"metadata": {"name": "u", "namespace": "ns"},
+             "spec": {"pes": [{"name": "feed", "kind": "source", "image": "other:2"},
+                              {"name": "work", "image": "pe:1", "command": ["run"], "env": [{"name": "X", "value": "1"}]}],
+                      "streams": [{"from": "feed", "to": "work"}]}}
+    c = choose(PEKind.transform, None, template_signatures(other)["work"], lr, LearningSettings())
+    assert c.source == "learned:arguments" and c.rf.a == pytest.approx(0.004, rel=0.05)
