@@ -25,7 +25,9 @@ Rack uplinks carry 2.5 MB/s and zone uplinks 10 MB/s (as benchmarks/bench_placem
 where the streams run matters: the data plane delivers what a saturated uplink can carry and the
 rest is lost downstream.
 
-Then the jobs are deleted and their pods awaited. Writes docs/benchmarks/dataplane.json, a
+Then the jobs are deleted and their pods awaited. Macro epochs are 15 minutes apart, so that each
+run measures one placement: the baselines re-place every PE at each macro epoch (SODA changes
+candidates incrementally), and with shorter epochs their 700 pods never all run between two. Writes docs/benchmarks/dataplane.json, a
 markdown table (dataplane.md) and a plot (dataplane.png). Medians over ``--runs``.
 """
 
@@ -63,7 +65,7 @@ kind: SchedulingPolicy
 metadata: {{name: default}}
 spec:
   placement: {placement}
-  macroEpochSeconds: 30
+  macroEpochSeconds: 900
   microEpochSeconds: 5
   observation: {{windowSeconds: {window}}}
   links: {{rackUplink: {rack:g}, zoneUplink: {zone:g}}}
@@ -149,10 +151,11 @@ def one_run(prom: Prometheus, kind: str, placement: str, port: str, timeout: flo
         while True:
             items = jobs()
             phases = [(x.get("status") or {}).get("phase") for x in items]
-            if items and all(p in ("Running", "Rejected") for p in phases):
+            if items and all(p in ("Running", "Rejected", "Degraded") for p in phases):
                 break
-            if time.perf_counter() - t0 > timeout:
-                raise SystemExit(f"{kind}/{placement}: jobs not settled after {timeout}s: {sorted(set(map(str, phases)))}")
+            if time.perf_counter() - t0 > timeout:  # measured anyway, and said so
+                print(f"{kind}/{placement}: jobs not settled after {timeout}s: {sorted(set(map(str, phases)))}", file=sys.stderr, flush=True)
+                break
             time.sleep(2)
         settled = time.perf_counter() - t0
         time.sleep(WINDOW_S + 6)  # a full window of rates on the settled placement, and two scrapes
