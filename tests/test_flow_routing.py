@@ -154,6 +154,12 @@ def test_decide_arrivals_backlog_release_next_step_drop_complete():
     assert [c.job_id for c in acts.completed] == ["fin"]
     assert [r.name for r in acts.take] == ["user-1"]
     assert acts.counts == {"arrivals": 2, "completed": 1, "backlogged": 2, "released": 1, "dropped": 2, "utility": 2.0}
+    # a job dropped after its first step completed: the completed step Job is marked, so it is never counted again
+    mid = fr.flow_jobs([sj("mid", 0, pool="m1", complete=True, arrived=now - 200)])
+    a2 = fr.decide(f, p, mid, [], entries, K, now)
+    assert [d.job_id for d in a2.delete] == [] and [s.name for s in a2.finished_dropped] == ["mid-s0"] and a2.counts["dropped"] == 1
+    marked = fr.flow_jobs([sj("mid", 0, pool="m1", complete=True, arrived=now - 200, counted=True)])
+    assert fr.decide(f, p, marked, [], entries, K, now).counts["dropped"] == 0
     # the next tick before the clusters show any of it: nothing is done twice
     again = fr.decide(f, p, jobs, [req, taken], entries, K, now, new_ids=["f-e1000-0"], recent=acts.keys)
     assert not again.create and not again.release and not again.take and not again.completed
@@ -296,6 +302,7 @@ def test_status_counts_and_where_now():
     fr.add_counts(epochs, totals, K, {"arrivals": 2, "backlogged": 2}, {"arrivals": 2.0, "completed": 0.0, "utility": 0.0}, EPOCH)
     fr.add_counts(epochs, totals, K, {"arrivals": 1}, None, EPOCH)
     fr.add_counts(epochs, totals, K + 1, {"released": 2, "completed": 2, "utility": 4.0}, {"completed": 3.0, "utility": 6.0}, EPOCH)
+    fr.add_counts(epochs, totals, K + 1, {}, {"completed": 0.0, "utility": 0.0}, EPOCH)  # a mid-epoch replan: the epoch's plan stays
     assert [(e["epoch"], e["arrivals"], e["backlogged"], e["completed"], e["utilityEarned"], e["utilityPlanned"]) for e in epochs] == [
         (K, 3, 2, 0, 0.0, 0.0), (K + 1, 0, 0, 2, 4.0, 6.0)]
     assert totals == {"arrivals": 3, "completed": 2, "backlogged": 2, "released": 2, "dropped": 0, "utilityEarned": 4.0}

@@ -72,7 +72,7 @@ LABEL_POOL = "kubesoda.io/flow-pool"
 ANN_ARRIVED = "kubesoda.io/flow-arrived"  # unix seconds of the flow job's arrival
 ANN_EPOCH = "kubesoda.io/flow-epoch"  # the epoch index it arrived in (its cohort)
 ANN_DECISION = "kubesoda.io/flow-decision"  # "<epoch>/<current|earlier>/<pool or backlog>" of the last decision
-ANN_COUNTED = "kubesoda.io/flow-counted"  # on the last step Job once its completion was counted
+ANN_COUNTED = "kubesoda.io/flow-counted"  # "completed" on the last step Job, "dropped" on a dropped job's completed steps
 ANN_REQUEST = "kubesoda.io/flow-request"  # on a request Job once taken in: the flow job's id
 BACKLOG = fl.BACKLOG
 CURRENT, EARLIER = "current", "earlier"
@@ -212,6 +212,7 @@ class Actions:
     delete: list[StepJob] = field(default_factory=list)  # dropped jobs' unfinished step Jobs
     dropped: list[tuple[str, int, str]] = field(default_factory=list)  # (job id, step, why)
     completed: list[StepJob] = field(default_factory=list)  # last step Jobs to mark counted
+    finished_dropped: list[StepJob] = field(default_factory=list)  # a dropped job's completed step Jobs: mark counted (dropped)
     take: list[Request] = field(default_factory=list)  # requests to suspend and annotate
     hold: list[tuple[StepJob, str]] = field(default_factory=list)  # backlogged Jobs kept backlogged: the new decision
     keys: set[tuple[Any, ...]] = field(default_factory=set)  # what was acted on (see ``decide``'s ``recent``)
@@ -501,8 +502,8 @@ def decide(flow: FlowSpec, pools: Mapping[str, PoolSpec], jobs: Sequence[FlowJob
         place(jid, 0, now, k, flow.steps[0].template)
     for j in jobs:
         cur = j.current
-        if cur.deleting:
-            continue
+        if cur.deleting or any(s.counted for s in j.steps):
+            continue  # being deleted, or finished and counted (completed, or dropped after some steps)
         if cur.complete and cur.step >= last:
             if not cur.counted and ("done", j.id) not in recent:
                 out.completed.append(cur)
@@ -513,6 +514,7 @@ def decide(flow: FlowSpec, pools: Mapping[str, PoolSpec], jobs: Sequence[FlowJob
         if now > j.arrived + flow.lifespan_s or cur.failed:
             if not cur.complete:
                 out.delete.append(cur)
+            out.finished_dropped += [s for s in j.steps if s.complete and not s.deleting]
             out.dropped.append((j.id, cur.step + (1 if cur.complete else 0), "step Job failed" if cur.failed else "lifespan passed"))
             out.counts["dropped"] += 1
             continue
@@ -648,7 +650,8 @@ def where_now(flow: FlowSpec, jobs: Sequence[FlowJob]) -> dict[str, Any]:
 
 def add_counts(epochs: list[dict[str, Any]], totals: dict[str, Any], k: int, counts: Mapping[str, float], planned: Mapping[str, float] | None,
                epoch_s: float) -> None:
-    """Add one tick's counts to the epoch record ``k`` (created with the plan's figures) and to the totals."""
+    """Add one tick's counts to the epoch record ``k`` and to the totals; the record keeps the figures of the first
+    plan seen in the epoch."""
     rec = next((e for e in epochs if e.get("epoch") == k), None)
     if rec is None:
         rec = {"epoch": k, "start": _iso(k * epoch_s), "arrivals": 0, "completed": 0, "backlogged": 0, "released": 0, "dropped": 0,
@@ -656,7 +659,7 @@ def add_counts(epochs: list[dict[str, Any]], totals: dict[str, Any], k: int, cou
         epochs.append(rec)
         epochs.sort(key=lambda e: e["epoch"])
         del epochs[:-EPOCHS_KEPT]
-    if planned is not None:
+    if planned is not None and not rec.get("planned"):  # the plan made at the epoch's start (a mid-epoch replan sees only the rest)
         rec["planned"] = {k2: v for k2, v in planned.items() if k2 != "utility"}
         rec["utilityPlanned"] = planned.get("utility", 0.0)
     for key in ("arrivals", "completed", "backlogged", "released", "dropped"):
@@ -831,11 +834,11 @@ def _apply(batch: client.BatchV1Api, members: Members, flow: FlowSpec, pools: Ma
         except Exception as e:  # noqa: BLE001
             log.error("deleting dropped %s failed: %s", sj.name, e)
             done["errors"] += 1
-    for sj in acts.completed:
+    for sj, how in [(s, "completed") for s in acts.completed] + [(s, "dropped") for s in acts.finished_dropped]:
         pool = pools.get(sj.cluster) if sj.cluster else None
         try:
             api = batch if pool is None or pool.kubeconfig is None else members.batch(pool)
-            api.patch_namespaced_job(sj.name, flow.namespace, {"metadata": {"annotations": {ANN_COUNTED: "true"}}})
+            api.patch_namespaced_job(sj.name, flow.namespace, {"metadata": {"annotations": {ANN_COUNTED: how}}})
         except Exception as e:  # noqa: BLE001
             log.warning("marking %s counted failed: %s", sj.name, getattr(e, "reason", e))
     return done
