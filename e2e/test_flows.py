@@ -67,7 +67,7 @@ POD = """
             containers: [{{name: task, image: registry.k8s.io/pause:3.10, resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}}}]"""
 
 
-def manifests(ns: str, m1: str, m2: str) -> str:
+def manifests(ns: str, m1: str, m2: str, here: str) -> str:
     return f"""apiVersion: kubesoda.io/v1alpha1
 kind: FlowPool
 metadata: {{name: {m1}}}
@@ -107,6 +107,30 @@ spec:
       spec:
         backoffLimit: 0
         template:{POD.format(work=2)}
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: FlowPool
+metadata: {{name: {here}}}
+spec:
+  nodeSelector: {{topology.kubernetes.io/zone: zone-1}}
+  capacity: [0, 4]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: JobFlow
+metadata: {{name: here, namespace: {ns}}}
+spec:
+  utility: 1
+  lifespanSeconds: 300
+  epochSeconds: {EPOCH}
+  arrivals: {{mode: forecast, forecast: [1, 0]}}
+  planner: {{evaluations: 10, deadlineSeconds: 1}}
+  steps:
+  - name: x
+    runSeconds: 2
+    pools: [{here}]
+    jobTemplate:
+      spec:
+        template:{POD.format(work=1)}
 ---
 apiVersion: kubesoda.io/v1alpha1
 kind: JobFlow
@@ -157,7 +181,7 @@ def complete(j) -> bool:
 def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
     ns = namespace
     states = [tmp_path / "m1", tmp_path / "m2"]
-    m1, m2 = f"{ns}-m1", f"{ns}-m2"
+    m1, m2, here = f"{ns}-m1", f"{ns}-m2", f"{ns}-here"
     stop = threading.Event()
     op = None
     t_start = time.monotonic()
@@ -170,11 +194,12 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
         for i, (st, base) in enumerate(zip(states, BASES, strict=True), start=1):
             kube.core.create_namespaced_secret(ns, {"metadata": {"name": f"m{i}"}, "stringData": {"kubeconfig": inline_kubeconfig(st, base)}})
         sims = [threading.Thread(target=task_sim.run, args=(client.CoreV1Api(a), ns, {}, 1.0, 0.0, stop), daemon=True) for a in apis]
+        sims.append(threading.Thread(target=task_sim.run, args=(kube.core, ns, {}, 1.0, 0.0, stop), daemon=True))  # the local pool
         for s in sims:
             s.start()
         op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
         main_batch = client.BatchV1Api(kube.api_client)
-        kubectl("apply", "-f", "-", input=manifests(ns, m1, m2))
+        kubectl("apply", "-f", "-", input=manifests(ns, m1, m2, here))
         kubectl("apply", "-n", ns, "-f", "-", input=request_job("user-1"))
         # ---- backlog: the even epoch's arrivals of f are suspended Jobs in this cluster, no pool yet
         suspended = wait_for(lambda: [j for j in jobs_in(main_batch, ns, "kubesoda.io/flow=f,kubesoda.io/flow-step=0") if j.spec.suspend],
@@ -212,8 +237,17 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
         wait_for(lambda: flow_status(kube, ns, "short").get("totals", {}).get("dropped", 0) >= 1, timeout=3 * EPOCH, what="a short job dropped")
         reasons = {(e.involved_object.name, e.reason) for e in kube.core.list_namespaced_event(ns).items}
         assert ("short", "FlowDropped") in reasons, reasons
+        # ---- a pool of this cluster: backlogged, then released in place (affinity to zone-1 set on the suspended Job)
+        done_here = wait_for(lambda: [j for j in jobs_in(main_batch, ns, "kubesoda.io/flow=here") if complete(j)], timeout=4 * EPOCH,
+                             what="a job of flow here complete in this cluster")
+        for j in done_here:
+            terms = j.spec.template.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+            assert [(e.key, e.values) for e in terms[0].match_expressions] == [("topology.kubernetes.io/zone", ["zone-1"])]
+            assert j.metadata.labels["kubesoda.io/flow-pool"] == here and not j.spec.suspend
+        pods_here = kube.core.list_namespaced_pod(ns, label_selector="kubesoda.io/flow=here").items
+        assert pods_here and all(p.spec.node_name.startswith("z1-") for p in pods_here), [p.spec.node_name for p in pods_here]
         # ---- quiet: no more forecast arrivals, then the counts add up
-        for name in ("f", "short"):
+        for name in ("f", "short", "here"):
             kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "jobflows", name, {"spec": {"arrivals": {"mode": "external"}}})
 
         def settled(name):
@@ -224,12 +258,15 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
 
         sf = wait_for(lambda: settled("f"), timeout=5 * EPOCH, interval=1, what="f settled: arrivals = completed + dropped")
         ss = wait_for(lambda: settled("short"), timeout=2 * EPOCH, interval=1, what="short settled")
-        for s in (sf, ss):
+        sh = wait_for(lambda: settled("here"), timeout=2 * EPOCH, interval=1, what="here settled")
+        for s in (sf, ss, sh):
             for key in ("arrivals", "completed", "backlogged", "released", "dropped"):
                 assert sum(e[key] for e in s["epochs"]) == s["totals"][key], (key, s)
         t = sf["totals"]
         print(f"f: {t}; plan now: {sf['plan']['entries']}")
         print(f"short: {ss['totals']}")
+        print(f"here: {sh['totals']}")
+        assert sh["totals"]["completed"] >= 1 and sh["totals"]["backlogged"] >= 1 and sh["totals"]["released"] >= 1, sh["totals"]
         assert t["completed"] >= 3 and t["dropped"] == 0 and t["backlogged"] >= 2 and t["released"] >= 2
         assert t["utilityEarned"] == 2 * t["completed"]
         assert ss["totals"]["completed"] == 0 and ss["totals"]["dropped"] == ss["totals"]["arrivals"]
@@ -237,20 +274,20 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
         # the member clusters hold no Job of a dropped short job
         assert not [j for j in jobs_in(mb[0], ns, "kubesoda.io/flow=short") if not complete(j) and not j.metadata.deletion_timestamp]
         pools = {p["metadata"]["name"]: p.get("status") or {} for p in kube.custom.list_cluster_custom_object(GROUP, VERSION, "flowpools")["items"]}
-        assert pools[m1].get("reachable") and pools[m2].get("reachable"), pools
+        assert all(pools[p].get("reachable") for p in (m1, m2, here)), pools
         print(f"total {time.monotonic() - t_start:.1f} s")
     finally:
         stop.set()
         # while the operator runs: Kopf holds a finalizer on objects with timers; what it has not released in 20 s
         # is released here, so the namespace can go
         kubectl("delete", "-n", ns, "jobflows", "--all", "--wait=false", check=False)
-        kubectl("delete", "flowpool", m1, m2, "--ignore-not-found", "--wait=false", check=False)
+        kubectl("delete", "flowpool", m1, m2, here, "--ignore-not-found", "--wait=false", check=False)
         kubectl("wait", "--for=delete", "-n", ns, "jobflows", "--all", "--timeout=20s", check=False)
-        kubectl("wait", "--for=delete", f"flowpool/{m1}", f"flowpool/{m2}", "--timeout=5s", check=False)
+        kubectl("wait", "--for=delete", f"flowpool/{m1}", f"flowpool/{m2}", f"flowpool/{here}", "--timeout=5s", check=False)
         unfinal = ["--type=merge", "-p", '{"metadata":{"finalizers":null}}']
-        for name in ("f", "short"):
+        for name in ("f", "short", "here"):
             kubectl("patch", "-n", ns, "jobflow", name, *unfinal, check=False)
-        for name in (m1, m2):
+        for name in (m1, m2, here):
             kubectl("patch", "flowpool", name, *unfinal, check=False)
         if op is not None:
             op.stop()
