@@ -73,7 +73,10 @@ def _configure(settings: kopf.OperatorSettings, **_: object) -> None:
 def api_client(workers: int) -> client.ApiClient:
     """An ApiClient for the current kubeconfig whose connection pool fits ``workers`` requests."""
     cfg = client.Configuration()
-    config.load_kube_config(client_configuration=cfg)
+    try:
+        config.load_kube_config(client_configuration=cfg)
+    except config.ConfigException:  # in a pod (the chart): its ServiceAccount, KUBERNETES_SERVICE_HOST/PORT
+        config.load_incluster_config(client_configuration=cfg)
     cfg.connection_pool_maxsize = max(4, workers)
     return client.ApiClient(cfg)
 
