@@ -44,9 +44,10 @@ e2e: venv
 # A real node (kubelet + containerd from Debian's packages, hack/real-node.sh) beside the KWOK
 # nodes, in a control plane of its own: kubesoda's image (built without Docker) runs there and an
 # in-place resize changes the CPU it really gets (docs/local-control-plane.md, "Real nodes").
+# two real nodes: the chart's two operator replicas run on the host's network, one per node address
 e2e-realnode: venv
-	KUBESODA_REAL_NODES=1 KUBESODA_STATE=$(CURDIR)/.local/cluster-real KUBESODA_PORT_BASE=27200 \
-	  hack/with-cluster.sh $(BIN)/pytest -q e2e/test_realnode.py
+	KUBESODA_REAL_NODES=2 KUBESODA_STATE=$(CURDIR)/.local/cluster-real KUBESODA_PORT_BASE=27200 \
+	  hack/with-cluster.sh $(BIN)/pytest -q e2e/test_realnode.py e2e/test_chart_realnode.py
 
 test: lint unit e2e e2e-realnode
 

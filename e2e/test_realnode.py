@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import glob
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from realnode import IMAGE, NO_REAL_NODE, ensure_image, real_nodes
 
-REPO = Path(__file__).resolve().parents[1]
-IMAGE = "ghcr.io/kubesoda/kubesoda:dev"
 WINDOW = 10.0  # seconds of CPU use per measurement
 TOLERANCE = 0.15
 
@@ -35,27 +31,13 @@ while True:
 """
 
 
-def real_nodes(kube) -> list:
-    return [
-        n
-        for n in kube.core.list_node().items
-        if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") != "fake"
-        and any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
-    ]
-
-
 @pytest.fixture
 def real_node(kube) -> str:
     nodes = real_nodes(kube)
     if not nodes:
-        pytest.skip("no real node in the cluster (every node has kwok.x-k8s.io/node=fake): "
-                    "start one with KUBESODA_REAL_NODES=1 hack/cluster-up.sh")
+        pytest.skip(NO_REAL_NODE)
     node = nodes[0]
-    have = {name for img in (node.status.images or []) for name in (img.names or [])}
-    if not any(n.endswith(IMAGE) for n in have):
-        if not os.environ.get("KUBESODA_STATE"):
-            pytest.skip(f"{IMAGE} is not on {node.metadata.name} and KUBESODA_STATE is unset (load it yourself)")
-        subprocess.run([sys.executable, str(REPO / "hack" / "build-image.py")], check=True, timeout=900)
+    ensure_image([node])
     return node.metadata.name
 
 

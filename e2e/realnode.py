@@ -1,0 +1,44 @@
+"""Helpers of the real-node e2e tests (e2e/test_realnode.py, e2e/test_chart_realnode.py): which
+nodes are real (hack/real-node.sh), and kubesoda's image on them (hack/build-image.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+IMAGE = "ghcr.io/kubesoda/kubesoda:dev"
+NO_REAL_NODE = ("no real node in the cluster (every node has kwok.x-k8s.io/node=fake): "
+                "start one with KUBESODA_REAL_NODES=1 hack/cluster-up.sh")
+
+
+def real_nodes(kube: Any) -> list:
+    """The Ready nodes without the KWOK annotation, by name."""
+    nodes = [
+        n
+        for n in kube.core.list_node().items
+        if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") != "fake"
+        and any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+    ]
+    return sorted(nodes, key=lambda n: n.metadata.name)
+
+
+def has_image(node: Any, image: str = IMAGE) -> bool:
+    return any(name.endswith(image) for img in (node.status.images or []) for name in (img.names or []))
+
+
+def ensure_image(nodes: list, fresh: bool = False) -> None:
+    """Build kubesoda's image and load it into every real node of $KUBESODA_STATE unless each of
+    ``nodes`` has it already (skip when it is missing and there is no state dir to load into).
+    ``fresh``: build and load anyway when there is a state dir, so the image holds the current
+    sources (hack/build-image.py reuses its archive when they have not changed)."""
+    if all(has_image(n) for n in nodes) and not (fresh and os.environ.get("KUBESODA_STATE")):
+        return
+    if not os.environ.get("KUBESODA_STATE"):
+        pytest.skip(f"{IMAGE} is not on every real node and KUBESODA_STATE is unset (load it yourself)")
+    subprocess.run([sys.executable, str(REPO / "hack" / "build-image.py")], check=True, timeout=900)

@@ -1,0 +1,223 @@
+"""The Helm chart for real: installed with the locally built image, its operator (two replicas,
+one leader) and its extender run as pods on the real nodes (hack/real-node.sh), with the chart's
+RBAC, probes and metrics, while the KWOK nodes keep providing the scale the PE pods land on.
+
+The local control plane's API server listens on loopback only and runs no kube-proxy, so the
+chart runs with ``operator.hostNetwork`` and ``apiServerOverride`` (127.0.0.1 and the API port),
+and the extender with ``extender.hostNetwork`` on ``KUBESODA_EXTENDER_PORT``, serving the local
+PKI's certificate: the local kube-scheduler's ``kubesoda`` profile calls it there over TLS with
+its client certificate (hack/scheduler-config.yaml.tmpl), exactly as it calls an out-of-cluster
+``kubesoda run``. The real nodes are cordoned while the chart runs: the chart's pods tolerate that
+(``node.kubernetes.io/unschedulable``), the planner leaves unschedulable nodes out, so PE pods go
+to the KWOK nodes only (their image does not exist on a real node).
+
+Replicas on the host's network share the host's ports, so each real node takes one operator
+replica (they bind their node's address): two replicas need ``KUBESODA_REAL_NODES=2``; with one
+real node the chart runs one replica, which must lead. Skipped without a real node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from live import running_as_planned
+from realnode import IMAGE, NO_REAL_NODE, REPO, ensure_image, real_nodes
+
+HELM = str(REPO / "hack" / "helm.sh")
+NS = "kubesoda-realnode"
+REL = "sodareal"
+UNSCHEDULABLE = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([HELM, *args], capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)}: {proc.stderr}")
+    return proc
+
+
+def component_pods(kube, component: str) -> list:
+    sel = f"app.kubernetes.io/instance={REL},app.kubernetes.io/component={component}"
+    return [p for p in kube.core.list_namespaced_pod(NS, label_selector=sel).items if not p.metadata.deletion_timestamp]
+
+
+def ready(pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+
+
+def proxy_get(kubectl, pod: str, port: int, path: str, scheme: str = "") -> str:
+    """GET a pod's port through the API server's pod proxy (it dials the pod address itself)."""
+    target = f"{scheme}:{pod}:{port}" if scheme else f"{pod}:{port}"
+    return kubectl("get", "--raw", f"/api/v1/namespaces/{NS}/pods/{target}/proxy/{path}").stdout
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The sum of ``name``'s samples whose labels include ``labels`` (None: no sample)."""
+    total = None
+    for line in text.splitlines():
+        if line.startswith("#") or not (line.startswith(name + "{") or line.startswith(name + " ")):
+            continue
+        head, value = line.rsplit(" ", 1)
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total = (total or 0.0) + float(value)
+    return total
+
+
+@pytest.fixture(scope="module")
+def chart(kube, kubectl, wait_for, tmp_path_factory):
+    nodes = real_nodes(kube)
+    if not nodes:
+        pytest.skip(NO_REAL_NODE)
+    for var in ("KUBESODA_API_PORT", "KUBESODA_EXTENDER_PORT", "KUBESODA_EXTENDER_TLS_CERT"):
+        if not os.environ.get(var):
+            pytest.skip(f"{var} is unset: source the local control plane's env (hack/cluster-up.sh)")
+    ensure_image(nodes, fresh=True)  # the operator and extender of these sources
+    names = [n.metadata.name for n in nodes]
+    replicas = min(2, len(names))
+    base = int(os.environ["KUBESODA_API_PORT"]) - 2  # KUBESODA_PORT_BASE (cluster-up.sh: api = base+2)
+    health_port, metrics_port = base + 20, base + 21  # free in the cluster's port range (docs/local-control-plane.md)
+    ext_port = int(os.environ["KUBESODA_EXTENDER_PORT"])
+    pki = Path(os.environ["KUBESODA_EXTENDER_TLS_CERT"]).parent
+
+    # the real nodes: cordoned, so kubesoda plans no PE instance there; the chart's pods tolerate it
+    for n in names:
+        kubectl("cordon", n)
+    # the CRDs first and Established (helm then skips its crds/): on a fresh cluster helm's own CRD
+    # install can race the SchedulingPolicy it creates next ("already exists" on a retried create)
+    kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    kubectl("delete", "schedulingpolicy", "default", "--ignore-not-found", check=False)  # the chart owns it
+    wait_for(lambda: "Terminating" not in kubectl("get", "namespace", NS, "--ignore-not-found", check=False).stdout,
+             timeout=120, interval=2, what=f"a previous run's {NS} to be gone")
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+    # the extender serves the local PKI's certificate (SAN 127.0.0.1, as the scheduler dials it) and
+    # requires the scheduler's client certificate, signed by the same CA
+    kubectl("create", "secret", "generic", f"{REL}-local-tls", "-n", NS, f"--from-file=tls.crt={pki / 'extender.crt'}",
+            f"--from-file=tls.key={pki / 'extender.key'}", f"--from-file=ca.crt={pki / 'ca.crt'}")
+    placement = {"nodeSelector": {"type": "real"}, "tolerations": [UNSCHEDULABLE], "hostNetwork": True}
+    values = {
+        "image": {"tag": IMAGE.rsplit(":", 1)[1], "pullPolicy": "Never"},  # imported into containerd, not pulled
+        "operator": {"replicas": replicas, "healthPort": health_port, "metricsPort": metrics_port,
+                     "peeringLifetimeSeconds": 20, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                                                 "limits": {"memory": "1Gi"}}, **placement},
+        "apiServerOverride": {"host": "127.0.0.1", "port": base + 2},
+        "extender": {"replicas": 1, "port": ext_port, "tls": {"enabled": True, "secretName": f"{REL}-local-tls",
+                                                               "requireClientCert": True}, **placement},
+        "scheduler": {"enabled": False},  # the local control plane's kubesoda scheduler calls the extender
+        "policy": {"macroEpochSeconds": 6, "microEpochSeconds": 2, "macroQDeadlineSeconds": 1, "macroWDeadlineSeconds": 1},
+    }
+    vfile = tmp_path_factory.mktemp("chart") / "values.yaml"
+    vfile.write_text(yaml.safe_dump(values))
+    t0 = time.monotonic()
+    try:
+        helm("upgrade", "--install", REL, str(REPO / "charts" / "kubesoda"), "-n", NS, "-f", str(vfile), "--wait=false")
+
+        def all_ready():
+            ops, exts = component_pods(kube, "operator"), component_pods(kube, "extender")
+            return len(ops) == replicas and len(exts) == 1 and all(ready(p) for p in ops + exts) and (ops, exts[0])
+        ops, ext = wait_for(all_ready, timeout=240, interval=2, what=f"{replicas} operator and 1 extender pods Ready")
+        print(f"\nchart pods Ready {time.monotonic() - t0:.0f} s after helm install: "
+              + ", ".join(f"{p.metadata.name} on {p.spec.node_name}" for p in [*ops, ext]))
+        yield {"operators": [p.metadata.name for p in ops], "extender": ext.metadata.name, "metrics_port": metrics_port,
+               "health_port": health_port, "ext_port": ext_port, "real": names, "replicas": replicas}
+    finally:
+        for p in kube.core.list_namespaced_pod(NS).items:  # for the record, when something failed
+            if p.metadata.labels.get("app.kubernetes.io/component") == "operator":
+                log = kubectl("logs", "-n", NS, p.metadata.name, "--tail", "30", check=False).stdout
+                print(f"--- {p.metadata.name} (last lines)\n{log}")
+        helm("uninstall", REL, "-n", NS, "--wait", "--timeout", "120s", check=False)
+        kubectl("delete", "secret", f"{REL}-local-tls", "-n", NS, "--ignore-not-found", check=False)
+        kubectl("delete", "namespace", NS, "--ignore-not-found", check=False, timeout=120)
+        for n in names:
+            kubectl("uncordon", n, check=False)
+
+
+def test_chart_pods_run_on_the_real_node_with_their_service_accounts(chart, kube, kubectl):
+    pods = [kube.core.read_namespaced_pod(n, NS) for n in [*chart["operators"], chart["extender"]]]
+    for p in pods:
+        assert p.spec.node_name in chart["real"] and p.spec.host_network, (p.metadata.name, p.spec.node_name)
+        c = p.status.container_statuses[0]
+        assert c.image.endswith(IMAGE) and c.ready and c.restart_count == 0, (p.metadata.name, c)
+        assert p.spec.containers[0].image_pull_policy == "Never"
+    # the operators on distinct nodes (they share the host's network: one replica per node address)
+    assert len({p.spec.node_name for p in pods[:-1]}) == chart["replicas"]
+    ops = pods[:-1]
+    assert {p.spec.service_account_name for p in ops} == {f"{REL}-operator"}
+    assert pods[-1].spec.service_account_name == f"{REL}-extender" and pods[-1].spec.automount_service_account_token is False
+    # RBAC: the operator's identity is the chart's, and the chart gives it no more than it needs
+    sa = f"system:serviceaccount:{NS}:{REL}-operator"
+    for args, want in ((("create", "pods", "-n", "default"), "yes"), (("patch", "streamjobs.kubesoda.io/status", "-n", "default"), "yes"),
+                       (("list", "secrets", "-A"), "no"), (("delete", "nodes"), "no"),
+                       (("create", "clusterrolebindings"), "no")):
+        assert kubectl("auth", "can-i", *args, "--as", sa, check=False).stdout.strip() == want, (args, want)
+    # probes are the kubelet's: the readiness probe's port is the operator's own health port
+    for p in ops:
+        probe = p.spec.containers[0].readiness_probe.http_get
+        assert probe.path == "/healthz" and probe.port == "health"
+        assert {"name": "health", "port": chart["health_port"]} in [{"name": x.name, "port": x.container_port} for x in p.spec.containers[0].ports]
+        assert proxy_get(kubectl, p.metadata.name, chart["health_port"], "healthz")
+
+
+def test_one_leader_among_the_operator_replicas(chart, kubectl, wait_for):
+    def leaders():
+        found = {}
+        for pod in chart["operators"]:
+            text = proxy_get(kubectl, pod, chart["metrics_port"], "metrics")
+            found[pod] = metric(text, "kubesoda_leader")
+        return found if sum(v or 0 for v in found.values()) == 1 and None not in found.values() else None
+    found = wait_for(leaders, timeout=120, interval=2, what="exactly one replica with kubesoda_leader 1")
+    print(f"\nkubesoda_leader: {found}")
+    # the peering object names both replicas (Kopf's identities are the pod names, POD_ID)
+    peering = json.loads(kubectl("get", "clusterkopfpeering", f"{REL}-{NS}", "-o", "json").stdout)
+    seen = json.dumps(peering.get("status") or {})
+    assert all(pod in seen for pod in chart["operators"]), seen
+
+
+def test_extender_answers_on_its_host_port(chart, kubectl):
+    assert proxy_get(kubectl, chart["extender"], chart["ext_port"], "healthz", scheme="https").strip() == "ok"
+    text = proxy_get(kubectl, chart["extender"], chart["ext_port"], "metrics", scheme="https")
+    assert "kubesoda_extender_seconds" in text
+
+
+def test_a_pipeline_runs_on_the_kwok_nodes_placed_by_the_charts_extender(chart, kube, kubectl, namespace, wait_for):
+    def filtered() -> float:
+        text = proxy_get(kubectl, chart["extender"], chart["ext_port"], "metrics", scheme="https")
+        return metric(text, "kubesoda_extender_seconds_count", verb="filter") or 0.0
+    before = filtered()
+    t0 = time.monotonic()
+    kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "small-pipeline"))
+    pods = wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=180, interval=2,
+                    what="clicks Running, every PE pod on its planned node (planned by the chart's operator)")
+    print(f"\nclicks Running as planned {time.monotonic() - t0:.0f} s after apply: "
+          + ", ".join(f"{p.metadata.name}->{p.spec.node_name}" for p in pods))
+    assert not {p.spec.node_name for p in pods} & set(chart["real"]), "a PE pod on a (cordoned) real node"
+    assert all(p.spec.scheduler_name == "kubesoda" for p in pods)
+    after = filtered()
+    assert after - before >= len(pods), f"the chart's extender filtered {after - before} times for {len(pods)} pods"
+    print(f"the chart's extender: {after - before:.0f} filter calls")
+    # the operator did it with the chart's ServiceAccount: no call was denied
+    for pod in chart["operators"]:
+        log = kubectl("logs", "-n", NS, pod, check=False).stdout.lower()
+        assert "forbidden" not in log, pod
+
+
+def test_uninstall_leaves_the_namespace_empty(chart, kube, kubectl, wait_for):
+    helm("uninstall", REL, "-n", NS, "--wait", "--timeout", "120s")
+    kubectl("delete", "secret", f"{REL}-local-tls", "-n", NS)
+
+    def empty():
+        left = kubectl("get", "all,configmaps,secrets,serviceaccounts,roles,rolebindings,leases", "-n", NS,
+                       "-o", "name", check=False).stdout.split()
+        # what every namespace has: the root CA ConfigMap and the default ServiceAccount
+        left = [x for x in left if x not in ("configmap/kube-root-ca.crt", "serviceaccount/default")]
+        return not left or None
+    wait_for(empty, timeout=120, interval=2, what=f"nothing of the release left in {NS}")
+    assert not kubectl("get", "clusterkopfpeering", f"{REL}-{NS}", check=False).stdout.strip()
+    assert not [cr for cr in kubectl("get", "clusterroles", "-o", "name").stdout.split() if f"/{REL}-" in cr]
+    kubectl("delete", "namespace", NS, "--wait=true", timeout=120)
