@@ -12,7 +12,7 @@ member clusters, stores their kubeconfigs as Secrets and makes them FlowPools:
 - JobFlow ``short`` (lifespan 5 s, one step in m1 whose task runs 30 s): every job is dropped (its Job deleted) and
   counted, with a FlowDropped Event;
 - the status figures add up: per-epoch records sum to the totals, arrivals = completed + dropped once the flow is
-  quiet.
+  quiet, across an operator restart made while jobs were backlogged.
 
 Member clusters on KUBESODA_FLOW_MEMBER_BASES (default 28400,28500), torn down in a finally.
 """
@@ -212,6 +212,9 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
         req = wait_for(lambda: (j := main_batch.read_namespaced_job("user-1", ns)).metadata.annotations.get("kubesoda.io/flow-request") and j,
                        timeout=20, what="the request Job taken in")
         assert req.spec.suspend is True
+        # ---- an operator restart while jobs are backlogged: the new one continues from the Jobs and the status
+        op.stop()
+        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
         # ---- released in a later epoch: created in m1 (same name), gone from this cluster, completed there
         wait_for(lambda: backlogged <= {j.metadata.name for j in jobs_in(mb[0], ns, "kubesoda.io/flow=f") if complete(j)},
                  timeout=4 * EPOCH, interval=0.5, what="the backlogged Jobs released into m1 and complete there")
