@@ -46,6 +46,8 @@ JOB = {"apiVersion": "kubesoda.io/v1alpha1", "kind": "StreamJob", "metadata": {"
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubesoda.io/mips-per-core": "1000"}},
         "status": {"allocatable": {"cpu": "4"}}}
 
+ON = LearningSettings(enabled=True)  # learning is opt in (the policy's default is off)
+
 
 def _trained(sig: Signature, a: float, b: float, n: int = 40, seed: int = 0) -> Learner:
     """A learner that has seen ``n`` noisy samples of a transform in both regimes."""
@@ -114,11 +116,11 @@ DECL = ResourceFunction(a=0.002, b=1.0)
 
 def test_precedence_learned_beats_declared_and_declared_wins_when_told():
     lr = _trained(SIG, 0.004, 2.0)
-    c = choose(PEKind.transform, DECL, SIG, lr, LearningSettings())
+    c = choose(PEKind.transform, DECL, SIG, lr, ON)
     assert c.source == "learned:flowspec" and c.rf.a == pytest.approx(0.004, rel=0.05) and c.rf.b == pytest.approx(2.0, rel=0.05)
-    assert choose(PEKind.transform, DECL, SIG, lr, LearningSettings(declared_wins=True)) == Choice(rf=DECL, source=DECLARED)
+    assert choose(PEKind.transform, DECL, SIG, lr, LearningSettings(enabled=True, declared_wins=True)) == Choice(rf=DECL, source=DECLARED)
     # a PE without a declared function takes the learned one even when declared ones win
-    assert choose(PEKind.transform, None, SIG, lr, LearningSettings(declared_wins=True)).source == "learned:flowspec"
+    assert choose(PEKind.transform, None, SIG, lr, LearningSettings(enabled=True, declared_wins=True)).source == "learned:flowspec"
     # disabled: declared, else the default
     assert choose(PEKind.transform, DECL, SIG, lr, LearningSettings(enabled=False)).source == DECLARED
     assert choose(PEKind.transform, None, SIG, lr, LearningSettings(enabled=False)).source == DEFAULT
@@ -127,27 +129,27 @@ def test_precedence_learned_beats_declared_and_declared_wins_when_told():
 def test_precedence_pinned_beats_everything():
     lr = _trained(SIG, 0.004, 2.0)
     lr.pin(SIG.at(Level.executable).key, a=0.01, b=3.0)  # pinned higher up than the learned node
-    for st in (LearningSettings(), LearningSettings(declared_wins=True)):
+    for st in (ON, LearningSettings(enabled=True, declared_wins=True)):
         c = choose(PEKind.transform, DECL, SIG, lr, st)
         assert c.source == PINNED and (c.rf.a, c.rf.b) == (0.01, 3.0) and c.key == SIG.at(Level.executable).key
     # the most specific pin wins
     lr.pin(SIG, a=0.02, b=4.0)
-    assert choose(PEKind.transform, DECL, SIG, lr, LearningSettings()).rf.a == 0.02
+    assert choose(PEKind.transform, DECL, SIG, lr, ON).rf.a == 0.02
 
 
 def test_precedence_confidence_level_and_default():
     few = _trained(SIG, 0.004, 2.0, n=4)  # confidence < 0.5 everywhere
-    assert choose(PEKind.transform, DECL, SIG, few, LearningSettings()).source == DECLARED
-    assert choose(PEKind.transform, DECL, SIG, few, LearningSettings(min_confidence=0.0)).source.startswith("learned:")
+    assert choose(PEKind.transform, DECL, SIG, few, ON).source == DECLARED
+    assert choose(PEKind.transform, DECL, SIG, few, LearningSettings(enabled=True, min_confidence=0.0)).source.startswith("learned:")
     # another program with the same image: only the executable node is trusted
     other = Signature.build("transform", "pe:1", command=["other"], inputs=[("primal", "primal")])
     lr = _trained(SIG, 0.004, 2.0)
-    assert choose(PEKind.transform, DECL, other, lr, LearningSettings()).source == DECLARED  # declared beats a pooled model
-    c = choose(PEKind.transform, None, other, lr, LearningSettings())
+    assert choose(PEKind.transform, DECL, other, lr, ON).source == DECLARED  # declared beats a pooled model
+    c = choose(PEKind.transform, None, other, lr, ON)
     assert c.source == "learned:executable"  # nothing declared: borrow the most specific model that exists
-    assert choose(PEKind.transform, DECL, other, lr, LearningSettings(override_level=Level.kind)).source == "learned:executable"
+    assert choose(PEKind.transform, DECL, other, lr, LearningSettings(enabled=True, override_level=Level.kind)).source == "learned:executable"
     # nothing at all: the policy's default per kind, combine kept
-    d = LearningSettings(defaults={PEKind.sink: ResourceFunction(a=0.5, b=0.25)})
+    d = LearningSettings(enabled=True, defaults={PEKind.sink: ResourceFunction(a=0.5, b=0.25)})
     c = choose(PEKind.sink, None, Signature.build("sink", "x"), Learner(), d, combine="min")
     assert c.source == DEFAULT and (c.rf.a, c.rf.b, c.rf.combine) == (0.5, 0.25, "min")
     assert choose(PEKind.source, None, None, None, d).rf == ResourceFunction()
@@ -158,7 +160,7 @@ def test_settings_from_policy():
                                              "defaults": {"source": {"a": 0.2}, "bogus": {"a": 1}, "sink": {"a": -1}}}}})
     assert (s.enabled, s.declared_wins, s.min_confidence, s.override_level) == (False, True, 0.8, Level.flowspec)
     assert s.defaults == {PEKind.source: ResourceFunction(a=0.2, b=1.0)}
-    assert settings_from(None) == LearningSettings()
+    assert settings_from(None) == LearningSettings() and not LearningSettings().enabled  # opt in
     assert settings_from({"spec": {"learning": {"minConfidence": 7}}}).min_confidence == 0.5  # bad: defaults
 
 
@@ -230,7 +232,7 @@ def test_profiles_written_loaded_and_refitted_the_same():
     again = Learning(api)  # type: ignore[arg-type]
     again.sync()
     assert set(again.learner.models) == set(api.objects)
-    c = choose(PEKind.transform, DECL, SIG, again.learner, LearningSettings())
+    c = choose(PEKind.transform, DECL, SIG, again.learner, ON)
     assert c.source == "learned:flowspec" and c.rf.a == pytest.approx(lrn.learner.get(SIG.key).a, rel=1e-3)  # type: ignore[union-attr]
 
 
@@ -248,11 +250,11 @@ def test_pinning_from_the_spec_and_unpinning():
     n = m.observed
     lrn.learner.observe(SIG, [Sample(r_i=1, m=1, r_o=1)], now=50.0)
     assert lrn.learner.models[SIG.key].observed == n  # a pinned node learns nothing
-    assert choose(PEKind.transform, DECL, SIG, lrn.learner, LearningSettings(declared_wins=True)).source == PINNED
+    assert choose(PEKind.transform, DECL, SIG, lrn.learner, LearningSettings(enabled=True, declared_wins=True)).source == PINNED
     api.objects[SIG.key]["spec"] = {"pinned": False}
     lrn.sync()
     assert not lrn.learner.models[SIG.key].pinned
-    assert choose(PEKind.transform, DECL, SIG, lrn.learner, LearningSettings()).rf.a == pytest.approx(0.004, rel=0.05)
+    assert choose(PEKind.transform, DECL, SIG, lrn.learner, ON).rf.a == pytest.approx(0.004, rel=0.05)
 
 
 def test_bad_profiles_and_failed_writes_never_raise():
@@ -291,7 +293,7 @@ def test_observe_waits_for_a_held_allocation_then_learns_and_plans_with_it():
     lrn = Learning(None, clock=lambda: now[0])
     scen = _scenario()
     plan = Plan(feasible=True, jobs=(JobDecision(job="ns/j", admitted=True, template="ns/t"),))
-    policy = {"spec": {"observation": {"windowSeconds": 6}}}
+    policy = {"spec": {"observation": {"windowSeconds": 6}, "learning": {"enabled": True}}}
     true_a, true_b = 0.004, 0.8  # mid: saturates at 200 mips
     taken = 0
     rng = np.random.default_rng(1)
@@ -329,5 +331,5 @@ def test_a_pe_reused_in_another_template_starts_from_the_learned_model():
              "spec": {"pes": [{"name": "feed", "kind": "source", "image": "other:2"},
                               {"name": "work", "image": "pe:1", "command": ["run"], "env": [{"name": "X", "value": "1"}]}],
                       "streams": [{"from": "feed", "to": "work"}]}}
-    c = choose(PEKind.transform, None, template_signatures(other)["work"], lr, LearningSettings())
+    c = choose(PEKind.transform, None, template_signatures(other)["work"], lr, ON)
     assert c.source == "learned:arguments" and c.rf.a == pytest.approx(0.004, rel=0.05)

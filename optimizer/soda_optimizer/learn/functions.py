@@ -48,7 +48,11 @@ class LearningSettings(BaseModel):
     """The SchedulingPolicy's ``spec.learning``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    enabled: bool = True
+    # opt-in: a signature is image + arguments + producers, and where many PEs share one (the pause
+    # image of KWOK clusters, one generic image with parameters in config files) their pooled model
+    # would replace every one's declared function (seen live: the 7.2 benchmark's LSD jobs went
+    # Degraded within two macro epochs of learning from the fluid data plane)
+    enabled: bool = False
     declared_wins: bool = False
     min_confidence: float = Field(default=0.5, ge=0, le=1)
     override_level: Level = Level.arguments
