@@ -333,3 +333,15 @@ def test_a_pe_reused_in_another_template_starts_from_the_learned_model():
                       "streams": [{"from": "feed", "to": "work"}]}}
     c = choose(PEKind.transform, None, template_signatures(other)["work"], lr, ON)
     assert c.source == "learned:arguments" and c.rf.a == pytest.approx(0.004, rel=0.05)
+
+
+def test_profile_status_carries_a_fitted_condition():
+    from soda_operator.learning import profile_status
+
+    good = _trained(SIG, 0.004, 2.0).get(SIG.key)
+    few = _trained(SIG, 0.004, 2.0, n=4).get(SIG.key)
+    assert good is not None and few is not None
+    c = profile_status(good, 100.0)["conditions"][0]
+    assert (c["type"], c["status"], c["reason"]) == ("Fitted", "True", "Confident") and "confidence" in c["message"]
+    c = profile_status(few, 100.0)["conditions"][0]
+    assert c["status"] == "False" and c["reason"] in ("NoFit", "LowConfidence")

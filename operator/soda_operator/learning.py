@@ -50,7 +50,7 @@ from soda_optimizer.model import PEKind, ResourceFunction, Scenario, pe_id
 from soda_optimizer.observed import PEObservation
 from soda_optimizer.plan import Plan
 
-from . import crd, observe
+from . import conditions, crd, observe
 
 log = logging.getLogger("kubesoda.learning")
 
@@ -188,6 +188,9 @@ def _sig(x: float) -> float:
     return float(f"{x:.6g}")
 
 
+CONFIDENT = 0.5  # the Fitted condition's threshold (the policy's default minConfidence)
+
+
 def profile_status(model: Any, now: float) -> dict[str, Any]:
     """A ResourceProfile's status from a :class:`soda_optimizer.learn.LearnedModel`."""
     f = model.fit
@@ -203,6 +206,11 @@ def profile_status(model: Any, now: float) -> dict[str, Any]:
     if f is not None:
         st.update(relativeError=round(f.rel_residual, 4), effectiveSamples=round(f.n_eff, 2), aIdentified=f.a_identified,
                   bIdentified=f.b_identified, outlierFraction=round(f.outlier_fraction, 4))
+    ok = f is not None and model.confidence >= CONFIDENT
+    st["conditions"] = [conditions.condition(
+        "Fitted", ok, "Confident" if ok else ("NoFit" if f is None else "LowConfidence"),
+        f"confidence {model.confidence:.2f} from {int(model.observed)} sample(s)" + (f", relative error {f.rel_residual:.1%}" if f is not None else ""),
+        None, at=st["lastUpdate"])]
     return st
 
 
