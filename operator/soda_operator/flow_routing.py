@@ -869,6 +869,13 @@ async def _plan_group(memo: kopf.Memo, flows: list[FlowSpec], pools: Mapping[str
         return got
 
 
+def _set_status(patch: kopf.Patch, status: Mapping[str, Any], out: Mapping[str, Any]) -> None:
+    """Only the fields that changed (a tick with nothing new writes nothing)."""
+    for key, value in out.items():
+        if status.get(key) != value:
+            patch.status[key] = value
+
+
 @kopf.timer(crd.GROUP, crd.VERSION, "jobflows", interval=TICK_S, initial_delay=1.0)
 async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Status, memo: kopf.Memo, patch: kopf.Patch,
                     flow_objects: kopf.Index, flow_pools: kopf.Index, flow_local_jobs: kopf.Index, **_: Any) -> None:
@@ -929,26 +936,28 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
     st["dropped"] |= {jid for jid, _, _ in acts.dropped}
     planned = planned_figures(result.result, me.key, me.utility) if result is not None and plan["k"] == k else None
     add_counts(st["epochs"], st["totals"], k, acts.counts, planned, me.epoch_s)
-    patch.status["epoch"] = k
-    patch.status["epochStart"] = _iso(k * me.epoch_s)
-    patch.status["generated"] = {"epoch": k, "count": gen_count + n_new}
-    patch.status["epochs"] = copy.deepcopy(st["epochs"])
-    patch.status["totals"] = copy.deepcopy(st["totals"])
-    patch.status["now"] = where_now(me, [j for j in jobs[me.key] if j.id not in st["dropped"]])
-    patch.status["unreachablePools"] = errors or None
+    out: dict[str, Any] = {}
+    out["epoch"] = k
+    out["epochStart"] = _iso(k * me.epoch_s)
+    out["generated"] = {"epoch": k, "count": gen_count + n_new}
+    out["epochs"] = copy.deepcopy(st["epochs"])
+    out["totals"] = copy.deepcopy(st["totals"])
+    out["now"] = where_now(me, [j for j in jobs[me.key] if j.id not in st["dropped"]])
+    out["unreachablePools"] = errors or None
     if missing:
-        patch.status["state"] = "waiting"
-        patch.status["message"] = f"unknown FlowPools: {', '.join(missing)}"
+        out["state"] = "waiting"
+        out["message"] = f"unknown FlowPools: {', '.join(missing)}"
     elif plan is not None and plan["error"]:
-        patch.status["state"] = "invalid"
-        patch.status["message"] = plan["error"]
+        out["state"] = "invalid"
+        out["message"] = plan["error"]
     else:
-        patch.status["state"] = "routing"
-        patch.status["message"] = ""
+        out["state"] = "routing"
+        out["message"] = ""
     if result is not None:
-        patch.status["plan"] = {"epoch": plan["k"], "plannedAt": plan["at"], "seconds": round(plan["seconds"], 3), "timedOut": result.timed_out,
-                                "score": round(result.result.score, 6), "evaluations": result.evaluations,
-                                "flows": len(group), "entries": entries_status(me, entries)}
+        out["plan"] = {"epoch": plan["k"], "plannedAt": plan["at"], "seconds": round(plan["seconds"], 3), "timedOut": result.timed_out,
+                       "score": round(result.result.score, 6), "evaluations": result.evaluations,
+                       "flows": len(group), "entries": entries_status(me, entries)}
+    _set_status(patch, status, out)
     if acts.dropped:
         from .batch_dispatch import post_events
 
@@ -960,32 +969,33 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
 
 
 @kopf.timer(crd.GROUP, crd.VERSION, "flowpools", interval=2.0, initial_delay=1.0)
-async def pool_tick(name: str, body: kopf.Body, memo: kopf.Memo, patch: kopf.Patch, **_: Any) -> None:
+async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: kopf.Memo, patch: kopf.Patch, **_: Any) -> None:
     """A FlowPool's status: its capacity now, the plan's load and throughput for it, the member cluster reachable."""
     pool = pool_of(body)
+    out: dict[str, Any] = {}
     members: Members = memo.setdefault("flow_members", Members(memo.loops.core))
     if pool.kubeconfig is not None:
         try:
             await asyncio.to_thread(members.api, pool.kubeconfig)
-            patch.status["reachable"] = True
-            patch.status["message"] = ""
+            out["reachable"] = True
+            out["message"] = ""
         except Exception as e:  # noqa: BLE001
-            patch.status["reachable"] = False
-            patch.status["message"] = str(getattr(e, "reason", None) or e)[:300]
+            out["reachable"] = False
+            out["message"] = str(getattr(e, "reason", None) or e)[:300]
     else:
-        patch.status["reachable"] = True
+        out["reachable"] = True
     for epoch_s, plan in sorted((memo.get("flow_plans") or {}).items()):
         res = plan.get("result")
         if res is None:
             continue
         for ps in res.result.pools:
             if ps.pool == pool.name and ps.epoch == 0:
-                patch.status["epoch"] = plan["k"]
-                patch.status["epochSeconds"] = epoch_s
-                patch.status["capacity"] = ps.capacity
-                patch.status["plannedLoad"] = round(ps.load, 4)
-                patch.status["plannedThroughput"] = round(ps.throughput, 4)
-                return
+                out["epoch"] = plan["k"]
+                out["epochSeconds"] = epoch_s
+                out["capacity"] = ps.capacity
+                out["plannedLoad"] = round(ps.load, 4)
+                out["plannedThroughput"] = round(ps.throughput, 4)
+    _set_status(patch, status, out)
 
 
 __all__ = [
