@@ -63,6 +63,13 @@ def test_pool_and_flow_of():
     assert (f.evaluations, f.deadline_s) == (10, 1)
 
 
+def test_invalid_and_missing_pools():
+    bad = fr.pool_of(pool_body("bad", [1], load_map=[{"load": 1, "throughput": 0.9}, {"load": 2, "throughput": 0.5}]))  # decreasing
+    assert not fr.valid_pool(bad) and all(fr.valid_pool(p) for p in pools().values())
+    f = fr.flow_of(flow_body())
+    assert fr.missing_pools(f, pools()) == [] and fr.missing_pools(f, {"m1": pools()["m1"]}) == ["m2"]
+
+
 def test_epoch_index_and_due_arrivals():
     f = fr.flow_of(flow_body(forecast=(4, 0)))
     assert fr.epoch_index(K * EPOCH + 0.5, EPOCH) == K

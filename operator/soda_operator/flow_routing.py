@@ -413,6 +413,19 @@ def planned_figures(result: fl.SimResult, flow_key: str, utility: float) -> dict
     return {k: round(v, 3) for k, v in acc.items()}
 
 
+def valid_pool(pool: PoolSpec) -> bool:
+    """The pool's load map is one the planner accepts (increasing loads, throughput not decreasing, <= load, <= 1)."""
+    try:
+        fl.LoadMap(points=pool.load_map)
+    except ValueError:
+        return False
+    return True
+
+
+def missing_pools(flow: FlowSpec, pools: Mapping[str, PoolSpec]) -> list[str]:
+    return sorted({p for s in flow.steps for p in s.pools} - set(pools))
+
+
 def fallback(step: StepSpec, pools: Mapping[str, PoolSpec], k: int) -> tuple[dict[str, float], float]:
     """No plan entry (the planner expected no such jobs): the allowed pool with the most capacity now, else backlog."""
     best = max((p for p in step.pools if p in pools and pools[p].capacity_at(k) > 0), key=lambda p: (pools[p].capacity_at(k), p), default=None)
@@ -885,13 +898,14 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
     batch = client.BatchV1Api(core.api_client)
     members: Members = memo.setdefault("flow_members", Members(core))
     me = flow_of(body)
-    pools = {n: pool_of(b) for n in flow_pools for b in flow_pools[n]}
+    pools = {p.name: p for p in (pool_of(b) for n in flow_pools for b in flow_pools[n]) if valid_pool(p)}
     group = sorted((flow_of(b) for b in flow_objects.get("all", [])), key=lambda f: f.key)
-    group = sorted([f for f in group if f.epoch_s == me.epoch_s and f.key != me.key] + [me], key=lambda f: f.key)
+    # flows that name a missing or invalid pool wait, and do not hold up the others' plan
+    group = sorted([f for f in group if f.epoch_s == me.epoch_s and f.key != me.key and not missing_pools(f, pools)] + [me], key=lambda f: f.key)
     requests: list[Request] = []
     now = time.time()
     k = epoch_index(now, me.epoch_s)
-    missing = sorted({p for s in me.steps for p in s.pools} - set(pools))
+    missing = missing_pools(me, pools)
     # the jobs of every flow of the group (the plan's waiting jobs), this flow's with the member clusters'
     jobs: dict[str, list[FlowJob]] = {}
     my_bodies: dict[tuple[str, str], dict[str, Any]] = {}
@@ -946,7 +960,7 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
     out["unreachablePools"] = errors or None
     if missing:
         out["state"] = "waiting"
-        out["message"] = f"unknown FlowPools: {', '.join(missing)}"
+        out["message"] = f"missing or invalid FlowPools: {', '.join(missing)}"
     elif plan is not None and plan["error"]:
         out["state"] = "invalid"
         out["message"] = plan["error"]
@@ -1001,6 +1015,6 @@ async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: kopf.
 __all__ = [
     "Actions", "Create", "FlowJob", "FlowSpec", "PoolSpec", "Release", "Request", "StepJob", "StepSpec",
     "add_counts", "apportion", "current_entries", "decide", "due_arrivals", "epoch_index", "fallback", "flow_jobs", "flow_of",
-    "moved_manifest", "planned_figures", "pool_of", "problem_of", "release_patch", "request_of", "step_job_of",
-    "step_manifest", "where_now", "with_affinity",
+    "missing_pools", "moved_manifest", "planned_figures", "pool_of", "problem_of", "release_patch", "request_of", "step_job_of",
+    "step_manifest", "valid_pool", "where_now", "with_affinity",
 ]
