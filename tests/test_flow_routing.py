@@ -322,3 +322,21 @@ def test_status_counts_and_where_now():
     st = fr.entries_status(f, {("current", 0): ({"m1": 1.0}, 0.0), ("earlier", 1): ({}, 1.0)})
     assert st == [{"cohort": "current", "step": 0, "stepName": "a", "pools": {"m1": 1.0}, "backlog": 0.0},
                   {"cohort": "earlier", "step": 1, "stepName": "b", "pools": {}, "backlog": 1.0}]
+
+
+def test_a_pool_losing_capacity_changes_the_next_plan():
+    """The same backlogged jobs: released into m1 when it has capacity in the epoch, kept backlogged when m1 has lost
+    it for this epoch and the next (its FlowPool edited), released once it returns."""
+    f = fr.flow_of(flow_body(forecast=(2, 0), lifespan=240))
+    f = fr.FlowSpec(**{**f.__dict__, "horizon": 3})
+    now = (K + 1) * EPOCH + 1
+    jobs = fr.flow_jobs([sj(f"j{i}", 0, suspended=True, arrived=K * EPOCH + 30, epoch=K, decision=f"{K}/current/backlog", cluster="")
+                         for i in range(2)])
+    _, _, before = plan_at(f, pools(), K + 1, jobs, now)
+    assert before[("earlier", 0)][0] == {"m1": pytest.approx(1.0)}
+    lost = {**pools(), "m1": fr.pool_of(pool_body("m1", [4, 0, 0, 4], secret={"namespace": "kubesoda", "name": "m1"}))}  # 0 in K+1, K+2
+    problem, _, after = plan_at(f, lost, K + 1, jobs, now)
+    assert problem.pools[0].capacity == (0.0, 0.0, 4.0)
+    assert after[("earlier", 0)] == ({}, pytest.approx(1.0))
+    acts = fr.decide(f, lost, jobs, [], after, K + 1, now)
+    assert not acts.release and [(h[0].job_id, h[1]) for h in acts.hold] == [("j0", f"{K + 1}/earlier/backlog"), ("j1", f"{K + 1}/earlier/backlog")]
