@@ -164,19 +164,47 @@ def test_chart_pods_run_on_the_real_node_with_their_service_accounts(chart, kube
         assert proxy_get(kubectl, p.metadata.name, chart["health_port"], "healthz")
 
 
-def test_one_leader_among_the_operator_replicas(chart, kubectl, wait_for):
-    def leaders():
-        found = {}
-        for pod in chart["operators"]:
-            text = proxy_get(kubectl, pod, chart["metrics_port"], "metrics")
-            found[pod] = metric(text, "kubesoda_leader")
-        return found if sum(v or 0 for v in found.values()) == 1 and None not in found.values() else None
-    found = wait_for(leaders, timeout=120, interval=2, what="exactly one replica with kubesoda_leader 1")
+def leaders(kubectl, pods: list[str], port: int) -> dict[str, float] | None:
+    """kubesoda_leader of each replica, when exactly one of them leads."""
+    found = {}
+    for pod in pods:
+        proc = kubectl("get", "--raw", f"/api/v1/namespaces/{NS}/pods/{pod}:{port}/proxy/metrics", check=False)
+        found[pod] = metric(proc.stdout, "kubesoda_leader") if proc.returncode == 0 else None
+    return found if None not in found.values() and sum(v or 0.0 for v in found.values()) == 1 else None
+
+
+def test_one_leader_among_the_operator_replicas(chart, kube, kubectl, wait_for):
+    port = chart["metrics_port"]
+    found = wait_for(lambda: leaders(kubectl, chart["operators"], port), timeout=120, interval=2,
+                     what="exactly one replica with kubesoda_leader 1")
     print(f"\nkubesoda_leader: {found}")
     # the peering object names both replicas (Kopf's identities are the pod names, POD_ID)
     peering = json.loads(kubectl("get", "clusterkopfpeering", f"{REL}-{NS}", "-o", "json").stdout)
     seen = json.dumps(peering.get("status") or {})
     assert all(pod in seen for pod in chart["operators"]), seen
+    if chart["replicas"] < 2:
+        return
+    # failover: the leader killed (no goodbye in the peering object); once its keep-alive is older
+    # than the peering lifetime (20 s here), the live replica with the highest priority leads: the
+    # standby, or the Deployment's replacement if that drew a higher one
+    leader = next(p for p, v in found.items() if v == 1)
+    t0 = time.monotonic()
+    kubectl("delete", "pod", leader, "-n", NS, "--grace-period=0", "--force", "--wait=false")
+
+    def replaced():
+        pods = component_pods(kube, "operator")
+        return len(pods) == 2 and leader not in {p.metadata.name for p in pods} and all(ready(p) for p in pods) and pods
+    pods = wait_for(replaced, timeout=120, interval=2, what="the replacement replica Ready")
+    chart["operators"] = [p.metadata.name for p in pods]
+    found = wait_for(lambda: leaders(kubectl, chart["operators"], port), timeout=120, interval=2,
+                     what=f"exactly one leader among {chart['operators']} after {leader} was killed")
+    now = next(p for p, v in found.items() if v == 1)
+    print(f"failover: {now} leads {time.monotonic() - t0:.0f} s after {leader} was killed")
+    # the leader is the live replica of the highest priority (Kopf's rule; priorities are in the peering object)
+    status = json.loads(kubectl("get", "clusterkopfpeering", f"{REL}-{NS}", "-o", "json").stdout).get("status") or {}
+    prio = {pod: (status.get(pod) or {}).get("priority") for pod in chart["operators"]}
+    print(f"priorities: {prio}")
+    assert None not in prio.values() and max(prio, key=lambda p: prio[p]) == now, (prio, now)
 
 
 def test_extender_answers_on_its_host_port(chart, kubectl):
