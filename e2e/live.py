@@ -99,3 +99,13 @@ def start_operator(kubectl: Any, extender_port: int, log: str | None = None, pol
     proc = Operator("run", "--extender-port", str(extender_port), *extra, log=log)
     proc.start()
     return proc
+
+
+class Simulator(Operator):
+    """``kubesoda simulate`` (the fluid data plane) as a subprocess: ``port``, and optionally the
+    namespace it plays and a file of true resource functions (``--true-functions``)."""
+
+    def __init__(self, port: int | str, *extra: str, interval: float = 1.0):
+        super().__init__("simulate", "--port", str(port), "--interval", str(interval), *extra,
+                         log=os.environ.get("KUBESODA_SIMULATOR_LOG", "/tmp/kubesoda-e2e-simulate.log"))
+

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from live import ROOT, running_as_planned, start_operator
+from live import Simulator, running_as_planned, start_operator
 from prometheus_client.parser import text_string_to_metric_families
 
 INTERVAL = 1.0
@@ -54,19 +52,13 @@ def sim_port() -> int:
 
 
 @pytest.fixture
-def simulator(namespace: str, sim_port: int) -> Iterator[subprocess.Popen]:
-    log = open(os.environ.get("KUBESODA_SIMULATOR_LOG", "/tmp/kubesoda-e2e-simulate.log"), "a")
-    proc = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "simulate", "--port", str(sim_port), "--interval", str(INTERVAL),
-                             "--namespace", namespace], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+def simulator(namespace: str, sim_port: int) -> Iterator[Simulator]:
+    sim = Simulator(sim_port, "--namespace", namespace, interval=INTERVAL)
+    sim.start()
     try:
-        yield proc
+        yield sim
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        sim.stop()
 
 
 def scrape(port: int) -> tuple[float, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:

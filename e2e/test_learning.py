@@ -12,14 +12,12 @@ CPU visibly idle, and each sample measures both a (through the mips used) and b.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 
 import pytest
-from live import GROUP, ROOT, VERSION, Operator, job, start_operator
+from live import GROUP, VERSION, Operator, Simulator, job, start_operator
 
 PROM = os.environ.get("KUBESODA_PROMETHEUS_URL")
 SIM_PORT = os.environ.get("KUBESODA_SIMULATOR_PORT")
@@ -63,23 +61,17 @@ needs_prometheus = pytest.mark.skipif(not (PROM and SIM_PORT), reason="no Promet
 
 
 @pytest.fixture
-def simulator() -> Iterator[subprocess.Popen]:
+def simulator() -> Iterator[Simulator]:
     import yaml
 
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(TRUE, f)
-    log = open(os.environ.get("KUBESODA_SIMULATOR_LOG", "/tmp/kubesoda-e2e-simulate.log"), "a")
-    proc = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "simulate", "--port", str(SIM_PORT), "--interval", "1",
-                             "--true-functions", f.name], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    sim = Simulator(str(SIM_PORT), "--true-functions", f.name)
+    sim.start()
     try:
-        yield proc
+        yield sim
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        sim.stop()
         os.unlink(f.name)
 
 

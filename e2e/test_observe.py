@@ -13,12 +13,10 @@ writes what it observed into the job's status next to the projection.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
-from live import ROOT, job, start_operator
+from live import Simulator, job, start_operator
 
 PROM = os.environ.get("KUBESODA_PROMETHEUS_URL")
 SIM_PORT = os.environ.get("KUBESODA_SIMULATOR_PORT")
@@ -63,19 +61,13 @@ needs_prometheus = pytest.mark.skipif(not (PROM and SIM_PORT), reason="no Promet
 
 
 @pytest.fixture
-def simulator() -> Iterator[subprocess.Popen]:
-    log = open(os.environ.get("KUBESODA_SIMULATOR_LOG", "/tmp/kubesoda-e2e-simulate.log"), "a")
-    proc = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "simulate", "--port", str(SIM_PORT), "--interval", "1"],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+def simulator() -> Iterator[Simulator]:
+    sim = Simulator(str(SIM_PORT))
+    sim.start()
     try:
-        yield proc
+        yield sim
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        sim.stop()
 
 
 def _cond(st: dict, kind: str) -> dict:
