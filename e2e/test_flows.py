@@ -281,6 +281,11 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
         assert not [j for j in jobs_in(mb[0], ns, "kubesoda.io/flow=short") if not complete(j) and not j.metadata.deletion_timestamp]
         pools = {p["metadata"]["name"]: p.get("status") or {} for p in kube.custom.list_cluster_custom_object(GROUP, VERSION, "flowpools")["items"]}
         assert all(pools[p].get("reachable") for p in (m1, m2, here)), pools
+        # standard conditions: every pool Reachable, every flow Routing
+        assert all(next(c for c in pools[p]["conditions"] if c["type"] == "Reachable")["status"] == "True" for p in (m1, m2, here)), pools
+        for s in (sf, ss, sh):
+            c = next(c for c in s["conditions"] if c["type"] == "Routing")
+            assert c["status"] == "True" and c["reason"] == "Routing" and c["lastTransitionTime"], c
         print(f"total {time.monotonic() - t_start:.1f} s")
     finally:
         stop.set()

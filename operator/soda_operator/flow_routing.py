@@ -61,7 +61,7 @@ from kubernetes.client.exceptions import ApiException
 
 from soda_optimizer import flows as fl
 
-from . import crd
+from . import conditions, crd
 
 log = logging.getLogger("kubesoda.flows")
 
@@ -967,6 +967,10 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
     else:
         out["state"] = "routing"
         out["message"] = ""
+    gen = (body.get("metadata") or {}).get("generation")
+    out["conditions"] = [conditions.condition(
+        "Routing", out["state"] == "routing", {"routing": "Routing", "waiting": "MissingPools", "invalid": "InvalidPlan"}[out["state"]],
+        out["message"] or f"epoch {k}: routing by the plan", gen, status.get("conditions"))]
     if result is not None:
         out["plan"] = {"epoch": plan["k"], "plannedAt": plan["at"], "seconds": round(plan["seconds"], 3), "timedOut": result.timed_out,
                        "score": round(result.result.score, 6), "evaluations": result.evaluations,
@@ -1009,6 +1013,9 @@ async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: kopf.
                 out["capacity"] = ps.capacity
                 out["plannedLoad"] = round(ps.load, 4)
                 out["plannedThroughput"] = round(ps.throughput, 4)
+    out["conditions"] = [conditions.condition("Reachable", bool(out["reachable"]), "Reachable" if out["reachable"] else "Unreachable",
+                                              out.get("message") or ("a member cluster" if pool.kubeconfig is not None else "this cluster"),
+                                              (body.get("metadata") or {}).get("generation"), status.get("conditions"))]
     _set_status(patch, status, out)
 
 
