@@ -37,7 +37,6 @@ import logging
 import math
 import os
 import ssl
-import threading
 import time
 from typing import Any
 
@@ -45,6 +44,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import metrics
+from .threaded import ThreadedApp
 
 log = logging.getLogger("kubesoda.extender")
 ANN_NODE = "kubesoda.io/node"
@@ -226,19 +226,14 @@ def tls_context(cert: str | None, key: str | None, client_ca: str | None = None)
     return ctx
 
 
-class Server:
+class Server(ThreadedApp):
     """The extender on its own event loop in a daemon thread (``kubesoda run`` shares the process
     with Kopf's loop; ``kubesoda extender`` just waits on it)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8888, ssl_context: ssl.SSLContext | None = None,
                  max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S) -> None:
-        self.host, self.port, self.ssl = host, port, ssl_context
-        self.app = make_app(max_body, read_timeout, client_certs=ssl_context is not None and ssl_context.verify_mode != ssl.CERT_NONE)
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._runner: web.AppRunner | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True, name="extender")
+        super().__init__(make_app(max_body, read_timeout, client_certs=ssl_context is not None and ssl_context.verify_mode != ssl.CERT_NONE),
+                         host, port, "extender", ssl_context)
 
     @property
     def scheme(self) -> str:
@@ -247,45 +242,6 @@ class Server:
     @property
     def url(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}"
-
-    def start(self) -> Server:
-        self.thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(self._start())
-        except BaseException as e:  # reported to start()'s caller
-            self._error = e
-            self._ready.set()
-            return
-        self._ready.set()
-        self.loop.run_forever()
-        self.loop.close()
-
-    async def _start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl, backlog=1024)
-        await site.start()
-        server = getattr(site, "_server", None)
-        if self.port == 0 and server is not None and server.sockets:
-            self.port = server.sockets[0].getsockname()[1]
-
-    def stop(self) -> None:
-        if not self.thread.is_alive():
-            return
-        if self._runner is not None:  # close connections and handlers first, then the loop
-            try:
-                asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(10)
-            except Exception as e:  # noqa: BLE001 - stopping anyway
-                log.warning("extender cleanup: %s", e)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 def serve(host: str = "127.0.0.1", port: int = 8888, ssl_context: ssl.SSLContext | None = None, **kw: Any) -> Server:

@@ -62,6 +62,7 @@ from kubernetes.client.exceptions import ApiException
 from soda_optimizer import flows as fl
 
 from . import conditions, crd
+from .batch_dispatch import _time
 
 log = logging.getLogger("kubesoda.flows")
 
@@ -225,17 +226,6 @@ def _f(v: Any, default: float) -> float:
     except (TypeError, ValueError):
         return default
     return x if math.isfinite(x) else default
-
-
-def _time(s: Any) -> float | None:
-    if not s:
-        return None
-    if isinstance(s, datetime):
-        return s.timestamp()
-    try:
-        return datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def epoch_index(now: float, epoch_s: float) -> int:

@@ -30,6 +30,7 @@ from aiohttp import web
 from soda_optimizer.model import Scenario
 from soda_optimizer.plan import Plan
 
+from ..threaded import ThreadedApp
 from . import model
 
 log = logging.getLogger("kubesoda.web")
@@ -200,55 +201,17 @@ def make_app(state: ViewState) -> web.Application:
     return app
 
 
-class Server:
+class Server(ThreadedApp):
     """The view on its own event loop in a daemon thread (``kubesoda run`` shares the process with
     Kopf's loop)."""
 
     def __init__(self, state: ViewState, host: str = "127.0.0.1", port: int = 8090) -> None:
-        self.state, self.host, self.port = state, host, port
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._runner: web.AppRunner | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True, name="web")
+        self.state = state
+        super().__init__(make_app(state), host, port, "web", shutdown_timeout=1.0)
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/"
-
-    def start(self) -> Server:
-        self.thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(self._start())
-        except BaseException as e:  # reported to start()'s caller
-            self._error = e
-            self._ready.set()
-            return
-        self._ready.set()
-        self.loop.run_forever()
-        self.loop.run_until_complete(self._runner.cleanup() if self._runner else asyncio.sleep(0))
-        self.loop.close()
-
-    async def _start(self) -> None:
-        self._runner = web.AppRunner(make_app(self.state), access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = getattr(site, "_server", None)
-        if self.port == 0 and server is not None and server.sockets:
-            self.port = server.sockets[0].getsockname()[1]
-
-    def stop(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 def serve(state: ViewState, host: str = "127.0.0.1", port: int = 8090) -> Server:
