@@ -53,7 +53,8 @@ from ...model import Scenario
 from ...plan import StageReport
 from ..stages import MacroQResult, MacroWResult
 from .constraints import check, violations
-from .milp import _greedy_racks, _top_level_milp
+from .milp import _greedy_racks, _top_level_cpsat, _top_level_milp
+from .pack import pack_nodes
 from .problem import Problem, Solution, Unit
 from .search import _as_candidates, _build, _choose_nodes, _extend_previous, _from_previous, _mini_w
 
@@ -62,10 +63,12 @@ STALL_SHARE = 0.25  # miniW stops after this share of the deadline without a bet
 STALL_MIN_S = 0.25
 STALL_RESTARTS = 2  # restarts in a row that gain less than STALL_GAIN end the search
 STALL_GAIN = 1e-3
+TOP_SHARE = 0.4  # of the deadline, for the TopLevelMILP
+PACK_SHARE = 0.2  # of the deadline, kept for the in-node packing after miniW
 
 
 def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = None, method: str = "milp",
-          stall: bool = True) -> MacroWResult:
+          stall: bool = True, toplevel: str = "scip", packing: bool = True) -> MacroWResult:
     t0 = time.monotonic()
     budget = deadline_s if deadline_s is not None else scenario.policy.macrow_deadline_s
     deadline = t0 + budget
@@ -97,17 +100,21 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         cands = _as_candidates(prob, best)
         return MacroWResult(cands, best.objective(), report("feasible" if time.monotonic() < deadline else "deadline", best.objective(),
                                                              f"{stage}, miniW {moves} moves"))
+    greedy = _greedy_racks(prob)
     if method == "milp" and len(prob.units) * len(prob.topo.racks) > MILP_MAX_VARS:
         stage = f"greedy racks ({len(prob.units)} units x {len(prob.topo.racks)} racks: too large for the TopLevelMILP)"
     elif method == "milp":
-        racks = _top_level_milp(prob, 0.4 * budget)
-        stage = "toplevel-milp" if racks else "greedy (MILP gave no solution)"
-    if racks is None:
-        racks = _greedy_racks(prob)
-    start = _build(prob, racks)
-    if start is None and method == "milp":
-        start = _build(prob, _greedy_racks(prob))
-        stage += ", greedy racks"
+        top = _top_level_cpsat if toplevel == "cpsat" else _top_level_milp
+        racks = top(prob, TOP_SHARE * budget, greedy)
+        stage = f"toplevel-{toplevel}" if racks else f"greedy ({toplevel} gave no solution)"
+    start = _build(prob, racks) if racks is not None else None
+    if racks is not None:
+        # the MILP stopped by its time limit can be worse than the greedy: keep the better start
+        alt = _build(prob, greedy)
+        if start is None or (alt is not None and alt.objective() < start.objective()):
+            start, stage = alt, stage + " (greedy racks were better)"
+    else:
+        start = _build(prob, greedy)
     if start is None:
         # name the constraint: try each unit alone
         # name the constraint and the PEs that no rack can host even alone (the pipeline rejects
@@ -129,20 +136,24 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
                 each.update(dict.fromkeys(u.members, w))
         return MacroWResult({}, None, report("infeasible", None, why), violated=why, unplaceable=tuple(alone), why=each)
     progress: dict = {}  # the stall clock, shared by the restarts
-    best, moves = _mini_w(prob, start, deadline, stall_s=stall_s, stall_gain=STALL_GAIN, progress=progress)
+    search_end = deadline - (PACK_SHARE * budget if packing else 0.0)
+    best, moves = _mini_w(prob, start, search_end, stall_s=stall_s, stall_gain=STALL_GAIN, progress=progress)
     flat = 0  # restarts in a row without a real gain
     for seed in range(1, 8):  # restarts with other perturbation seeds while time remains
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= search_end:
             break
         if stall_s is not None and (flat >= STALL_RESTARTS or time.monotonic() - progress["at"] > stall_s):
             stage += ", stalled"
             break
-        again, m = _mini_w(prob, best, deadline, seed=seed, stall_s=stall_s, stall_gain=STALL_GAIN, progress=progress)
+        again, m = _mini_w(prob, best, search_end, seed=seed, stall_s=stall_s, stall_gain=STALL_GAIN, progress=progress)
         moves += m
         gain = (best.objective() - again.objective()) / max(abs(best.objective()), 1e-12)
         flat = flat + 1 if gain < STALL_GAIN else 0
         if again.objective() < best.objective() - 1e-12:
             best = again
+    if packing:
+        best, how = pack_nodes(prob, best, min(deadline, time.monotonic() + PACK_SHARE * budget))
+        stage += f", {how}"
     cands = _as_candidates(prob, best)
     errs = violations(prob, cands)
     if errs:

@@ -1,17 +1,26 @@
 """TopLevelMILP (SODA paper 5.2.3.1): one rack per unit, rack capacity, rack utilisation and the
-link terms of the objective (OR-Tools pywraplp/SCIP); and the greedy rack assignment by stream
-traffic that takes its place when the MILP has no solution in time.
+link terms of the objective, with two interchangeable solvers: :func:`_top_level_cpsat` (OR-Tools
+CP-SAT, the default) and :func:`_top_level_milp` (pywraplp/SCIP, the previous one); and the greedy
+rack assignment by stream traffic that takes its place when neither has a solution in time.
+
+Departure (CP-SAT): CP-SAT needs integer coefficients, so the objective is scaled by ``CP_SCALE``
+and rounded (goals are rounded up in the capacity constraint, which stays sound); it starts from
+the greedy rack assignment as a hint. docs/macrow.md compares the two on LSD.
 """
 
 from __future__ import annotations
 
+import math
+
 from ortools.linear_solver import pywraplp
+from ortools.sat.python import cp_model
 
 from .problem import Problem, Unit
 
 
-def _top_level_milp(prob: Problem, time_limit: float) -> dict[int, str] | None:
-    """TopLevelMILP: one rack per unit, rack capacity, link and rack-utilisation objective."""
+def _top_level_milp(prob: Problem, time_limit: float, hint: dict[int, str] | None = None) -> dict[int, str] | None:
+    """TopLevelMILP: one rack per unit, rack capacity, link and rack-utilisation objective.
+    ``hint``: a rack assignment SCIP starts from."""
     racks = sorted(prob.topo.racks)
     if len(racks) <= 1:
         return {i: racks[0] for i in range(len(prob.units))} if racks else None
@@ -56,10 +65,79 @@ def _top_level_milp(prob: Problem, time_limit: float) -> dict[int, str] | None:
     if links:
         obj += pol.w4 * bmax + pol.w3 * sum(beta_terms) * (1.0 / len(links))
     solver.Minimize(obj)
+    if hint:
+        solver.SetHint(list(w.values()), [1.0 if hint.get(i) == r else 0.0 for (i, r) in w])
     st = solver.Solve()
     if st not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         return None
     return {i: r for (i, r), v in w.items() if v.solution_value() > 0.5}
+
+
+CP_SCALE = 100_000  # objective units per 1.0 of the paper's objective in the CP-SAT model
+CP_WEIGHT_SCALE = 100  # W1-W4 times this, rounded, as integer weights
+CP_WORKERS = 2  # CP-SAT's portfolio needs at least 2 workers to run its large-neighbourhood search
+
+
+def _top_level_cpsat(prob: Problem, time_limit: float, hint: dict[int, str] | None = None) -> dict[int, str] | None:
+    """TopLevelMILP as a CP-SAT model (the same variables and constraints as
+    :func:`_top_level_milp`, integer-scaled): w(i, r) one rack per unit; rack load within capacity;
+    umax >= each rack's utilisation; y(s, e) >= |side_a - side_b| marks stream s crossing link e;
+    bmax >= each link's utilisation. ``hint``: a rack assignment to start from."""
+    racks = sorted(prob.topo.racks)
+    if len(racks) <= 1:
+        return {i: racks[0] for i in range(len(prob.units))} if racks else None
+    m = cp_model.CpModel()
+    sc = CP_SCALE
+    cap = {r: sum(prob.nodes[n].mips for n in prob.topo.racks[r]) for r in racks}
+    w: dict[tuple[int, str], cp_model.IntVar] = {}
+    for i in range(len(prob.units)):
+        ok = [r for r in racks if len(prob.rack_match(i, r)) >= prob.units[i].min_c]
+        if not ok:
+            return None
+        for r in ok:
+            w[i, r] = m.new_bool_var(f"w{i}_{r}")
+        m.add_exactly_one(w[i, r] for r in ok)
+    pol = prob.pol
+    ws = CP_WEIGHT_SCALE  # the weights W1-W4 as integers
+    obj: list = []
+    umax = m.new_int_var(0, sc * 1000, "umax")  # max rack utilisation, in 1/sc
+    for r in racks:
+        terms = [i for (i, rr) in w if rr == r]
+        m.add(sum(math.ceil(prob.units[i].goal) * w[i, r] for i in terms) <= int(cap[r]))
+        m.add(sum(math.ceil(prob.units[i].goal * sc) * w[i, r] for i in terms) <= umax * math.ceil(cap[r]))
+        obj.extend(round(ws * pol.w1 * prob.units[i].goal * sc / (cap[r] * len(racks))) * w[i, r] for i in terms)
+    obj.append(round(ws * pol.w2) * umax)
+    links = prob.topo.links
+    if links:
+        bmax = m.new_int_var(0, sc * 10**6, "bmax")  # max link utilisation, in 1/sc
+        for e, lk in enumerate(links):
+            flows = []
+            for (a, b), t in prob.traffic.items():
+                side_a = [w[a, r] for r in lk.below if (a, r) in w]
+                side_b = [w[b, r] for r in lk.below if (b, r) in w]
+                if not side_a and not side_b:
+                    continue
+                y = m.new_bool_var(f"y{a}_{b}_{e}")
+                m.add(y >= sum(side_a) - sum(side_b))
+                m.add(y >= sum(side_b) - sum(side_a))
+                flows.append((t * sc / lk.capacity, y))
+                if hint:
+                    m.add_hint(y, (hint.get(a) in lk.below) != (hint.get(b) in lk.below))
+            if flows:
+                m.add(sum(math.ceil(c) * y for c, y in flows) <= bmax)
+                obj.extend(round(ws * pol.w3 * c / len(links)) * y for c, y in flows)
+        obj.append(round(ws * pol.w4) * bmax)
+    m.minimize(sum(obj))
+    if hint:
+        for (i, r), v in w.items():
+            m.add_hint(v, hint.get(i) == r)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.05, time_limit)
+    solver.parameters.num_workers = CP_WORKERS
+    st = solver.solve(m)
+    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return {i: r for (i, r), v in w.items() if solver.value(v)}
 
 
 def _greedy_racks(prob: Problem) -> dict[int, str]:
