@@ -13,6 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = "ghcr.io/kubesoda/kubesoda:dev"
+PE_IMAGE = "ghcr.io/kubesoda/pe-examples:dev"  # examples/pe (hack/build-image.py pe-examples)
+BUILD = {IMAGE: "kubesoda", PE_IMAGE: "pe-examples"}
 NO_REAL_NODE = ("no real node in the cluster (every node has kwok.x-k8s.io/node=fake): "
                 "start one with KUBESODA_REAL_NODES=1 hack/cluster-up.sh")
 
@@ -32,13 +34,14 @@ def has_image(node: Any, image: str = IMAGE) -> bool:
     return any(name.endswith(image) for img in (node.status.images or []) for name in (img.names or []))
 
 
-def ensure_image(nodes: list, fresh: bool = False) -> None:
-    """Build kubesoda's image and load it into every real node of $KUBESODA_STATE unless each of
-    ``nodes`` has it already (skip when it is missing and there is no state dir to load into).
-    ``fresh``: build and load anyway when there is a state dir, so the image holds the current
-    sources (hack/build-image.py reuses its archive when they have not changed)."""
-    if all(has_image(n) for n in nodes) and not (fresh and os.environ.get("KUBESODA_STATE")):
+def ensure_image(nodes: list, fresh: bool = False, image: str = IMAGE) -> None:
+    """Build kubesoda's image (or the example PEs', ``image=PE_IMAGE``) and load it into every real
+    node of $KUBESODA_STATE unless each of ``nodes`` has it already (skip when it is missing and
+    there is no state dir to load into). ``fresh``: build and load anyway when there is a state
+    dir, so the image holds the current sources (hack/build-image.py reuses its archive when they
+    have not changed)."""
+    if all(has_image(n, image) for n in nodes) and not (fresh and os.environ.get("KUBESODA_STATE")):
         return
     if not os.environ.get("KUBESODA_STATE"):
-        pytest.skip(f"{IMAGE} is not on every real node and KUBESODA_STATE is unset (load it yourself)")
-    subprocess.run([sys.executable, str(REPO / "hack" / "build-image.py")], check=True, timeout=900)
+        pytest.skip(f"{image} is not on every real node and KUBESODA_STATE is unset (load it yourself)")
+    subprocess.run([sys.executable, str(REPO / "hack" / "build-image.py"), BUILD[image]], check=True, timeout=900)

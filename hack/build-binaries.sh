@@ -108,6 +108,13 @@ if [ -z "${SKIP_PROMETHEUS:-}" ] && [ ! -x "$bin/prometheus-$PROMETHEUS_VERSION"
   GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
   mv "$tmp/prometheus" "$bin/prometheus-$PROMETHEUS_VERSION"
 fi
+# CoreDNS: the real nodes' cluster DNS (hack/real-node.sh). Skipped with SKIP_COREDNS=1.
+if [ -z "${SKIP_COREDNS:-}" ] && [ ! -x "$bin/coredns-$COREDNS_VERSION" ]; then
+  log "building coredns $COREDNS_VERSION"
+  tmp="$cache/src/coredns-gobin"; mkdir -p "$tmp"
+  GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+  mv "$tmp/coredns" "$bin/coredns-$COREDNS_VERSION"
+fi
 for c in kube-apiserver kube-scheduler kube-controller-manager etcd kwok; do
   [ -x "$bin/$c" ] || { log "missing $bin/$c after build"; exit 1; }
 done

@@ -2,6 +2,7 @@
 """Build container images without Docker, as OCI archives, and load them into the real nodes.
 
     hack/build-image.py [kubesoda] [--ref ghcr.io/kubesoda/kubesoda:dev] [--no-load] [--force]
+    hack/build-image.py pe-examples [--ref ghcr.io/kubesoda/pe-examples:dev] [--no-load] [--force]
     hack/build-image.py pause --out FILE [--ref localhost/kubesoda/pause:3.10.1]
     hack/build-image.py load ARCHIVE...          # into every real node of $KUBESODA_STATE
 
@@ -14,6 +15,12 @@ shebang set to the image's /usr/bin/python3, and /etc/passwd and /etc/group with
 (65532). Entry point, user, ports and environment come from hack/oci_image.py, which
 tests/test_image.py checks against the Dockerfile. Rebuilding after a code change redoes only the
 second layer (about 40 s, most of it pip); with unchanged sources the cached archive is reused.
+
+pe-examples: the example PEs' image (examples/pe/Dockerfile without Docker): the same base layer, and
+a second one with prometheus_client (pip, binary wheels), pe/kubesoda_pe under /app/pe and
+examples/pe's scripts under /app/examples, user pe (65532), entry point ``python
+/app/examples/run.py`` (``python`` links to the image's python3). ``PE_EXAMPLES_IMAGE`` in
+hack/oci_image.py says what it is; tests/test_image.py checks examples/pe/Dockerfile against it.
 
 pause: the upstream ``build/pause/linux/pause.c`` from the kubernetes module in the Go module cache
 (hack/build-binaries.sh puts it there), compiled with ``cc -static``; containerd's sandbox image.
@@ -41,6 +48,7 @@ import oci_image  # noqa: E402
 CACHE = Path(os.environ.get("KUBESODA_CACHE", Path.home() / ".cache" / "kubesoda"))
 IMAGES = CACHE / "images"
 DEFAULT_REF = "ghcr.io/kubesoda/kubesoda:dev"
+PE_REF = "ghcr.io/kubesoda/pe-examples:dev"
 PAUSE_REF = "localhost/kubesoda/pause:3.10.1"
 MIRROR = os.environ.get("KUBESODA_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 PLATFORMS = ["manylinux_2_36_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
@@ -105,8 +113,7 @@ def _umount_under(path: Path) -> None:
         subprocess.run(["umount", "-l", m], check=False)
 
 
-def _passwd_files(base: Path, stage: Path) -> None:
-    spec = oci_image.KUBESODA_IMAGE
+def _passwd_files(base: Path, stage: Path, spec: dict = oci_image.KUBESODA_IMAGE) -> None:
     uid, name = spec["uid"], spec["user_name"]
     etc = stage / "etc"
     etc.mkdir(parents=True, exist_ok=True)
@@ -129,6 +136,26 @@ def source_paths() -> list[str]:
     return ["pyproject.toml", "README.md", *where]
 
 
+def _pip_target(site: Path, python: str, *requirements: str | Path) -> None:
+    """Install ``requirements`` into ``site`` for the image's CPython (binary wheels only)."""
+    plat = [a for p in PLATFORMS for a in ("--platform", p)]
+    run(sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location",
+        "--target", site, "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+        "--abi", "cp" + python.replace(".", ""), *plat, *requirements)
+
+
+def _finish_layer(stage: Path, out: Path) -> Path:
+    """Make everything in ``stage`` world-readable and pack it as a root-owned layer."""
+    for d, _, files in os.walk(stage):
+        os.chmod(d, 0o755)
+        for f in files:
+            p = os.path.join(d, f)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode | 0o444)
+    tar_dir(stage, out, root_owned=True)
+    return out
+
+
 def app_layer(base: Path, work: Path) -> Path:
     spec = oci_image.KUBESODA_IMAGE
     wheels = work / "wheels"
@@ -147,11 +174,8 @@ def app_layer(base: Path, work: Path) -> Path:
     wheel = next(wheels.glob(f"{spec['package']}-*.whl"))
     stage = work / "stage"
     site = stage / "usr" / "local" / "lib" / f"python{spec['python']}" / "dist-packages"
-    plat = [a for p in PLATFORMS for a in ("--platform", p)]
     log(f"pip install {wheel.name} and its dependencies into the image (CPython {spec['python']}, binary wheels)")
-    run(sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location",
-        "--target", site, "--only-binary=:all:", "--python-version", spec["python"], "--implementation", "cp",
-        "--abi", "cp" + spec["python"].replace(".", ""), *plat, wheel)
+    _pip_target(site, spec["python"], wheel)
     bindir = stage / "usr" / "local" / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
     for script in (site / "bin").iterdir():
@@ -164,25 +188,40 @@ def app_layer(base: Path, work: Path) -> Path:
     if not (bindir / spec["entrypoint"][0]).exists():
         sys.exit(f"the wheel installed no {spec['entrypoint'][0]} script")
     _passwd_files(base, stage)
-    for d, _, files in os.walk(stage):
-        os.chmod(d, 0o755)
-        for f in files:
-            p = os.path.join(d, f)
-            if not os.path.islink(p):
-                os.chmod(p, os.stat(p).st_mode | 0o444)
-    layer = work / "app.tar"
-    tar_dir(stage, layer, root_owned=True)
-    return layer
+    return _finish_layer(stage, work / "app.tar")
 
 
-def source_key() -> str:
-    """A digest of everything the image is made of here: the sources the wheel is built from, this
-    builder and the image definition. Dependencies are not pinned, so --force picks up new ones."""
+def pe_layer(base: Path, work: Path) -> Path:
+    """The example PEs' layer: prometheus_client, the PE SDK and examples/pe's scripts."""
+    spec = oci_image.PE_EXAMPLES_IMAGE
+    stage = work / "stage"
+    site = stage / "usr" / "local" / "lib" / f"python{spec['python']}" / "dist-packages"
+    log(f"pip install {' '.join(spec['requirements'])} into the image (CPython {spec['python']}, binary wheels)")
+    _pip_target(site, spec["python"], *spec["requirements"])
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    for src, dst in spec["files"].items():
+        target = stage / dst.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / src).is_dir():
+            shutil.copytree(REPO / src, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(REPO / src, target)
+    bindir = stage / "usr" / "local" / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    (bindir / "python").symlink_to("/usr/bin/python3")  # the Dockerfile's entry point says python
+    _passwd_files(base, stage, spec)
+    return _finish_layer(stage, work / "pe.tar")
+
+
+def source_key(paths: list[str] | None = None) -> str:
+    """A digest of everything the image is made of here: the sources the wheel is built from (or
+    ``paths``), this builder and the image definition. Dependencies are not pinned, so --force
+    picks up new ones."""
     import hashlib
 
     h = hashlib.sha256()
     files = [HERE / "build-image.py", HERE / "oci_image.py"]
-    for name in source_paths():
+    for name in (source_paths() if paths is None else paths):
         p = REPO / name
         files += sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts
                         and not f.name.endswith(".pyc") and ".egg-info" not in str(f)) if p.is_dir() else [p]
@@ -191,19 +230,26 @@ def source_key() -> str:
     return h.hexdigest()
 
 
-def build_kubesoda(ref: str, force: bool = False) -> Path:
+def build_image(ref: str, what: str = "kubesoda", force: bool = False) -> Path:
+    """kubesoda's image (``what="kubesoda"``) or the example PEs' (``"pe-examples"``) as an OCI
+    archive in the cache, rebuilt only when its sources changed."""
     out = IMAGES / (ref.rsplit("/", 1)[-1].replace(":", "-") + ".oci.tar")
     key_file = out.with_name(out.name + ".key")
-    key = source_key()
+    if what == "pe-examples":
+        spec, make_layer, step = oci_image.PE_EXAMPLES_IMAGE, pe_layer, "the PE SDK and examples/pe"
+        key = source_key(sorted({src.split("/")[0] + "/" + src.split("/")[1] for src in spec["files"]}))
+    else:
+        spec, make_layer, step = oci_image.KUBESODA_IMAGE, app_layer, "pip install kubesoda"
+        key = source_key()
     if not force and out.exists() and key_file.exists() and key_file.read_text() == key:
         log(f"{ref}: {out} is up to date with the sources")
         return out
     base = base_layer()
-    with tempfile.TemporaryDirectory(prefix="kubesoda-image-", dir=IMAGES) as tmp:
-        layer = app_layer(base, Path(tmp))
-        oci_image.write_archive(out, [base, layer], oci_image.kubesoda_config(), ref,
+    with tempfile.TemporaryDirectory(prefix=f"{what}-image-", dir=IMAGES) as tmp:
+        layer = make_layer(base, Path(tmp))
+        oci_image.write_archive(out, [base, layer], oci_image.kubesoda_config(spec), ref,
                                 history=["debootstrap --variant=minbase --include=python3 bookworm",
-                                         "pip install kubesoda (hack/build-image.py)"])
+                                         f"{step} (hack/build-image.py)"])
     key_file.write_text(key)
     log(f"{ref}: {out} ({out.stat().st_size >> 20} MiB)")
     return out
@@ -258,6 +304,10 @@ def main() -> int:
     k.add_argument("--ref", default=DEFAULT_REF)
     k.add_argument("--no-load", action="store_true", help="only write the archive")
     k.add_argument("--force", action="store_true", help="rebuild even when the sources have not changed")
+    e = sub.add_parser("pe-examples", help="the example PEs' image (examples/pe)")
+    e.add_argument("--ref", default=PE_REF)
+    e.add_argument("--no-load", action="store_true", help="only write the archive")
+    e.add_argument("--force", action="store_true", help="rebuild even when the sources have not changed")
     p = sub.add_parser("pause", help="the pod sandbox image")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--ref", default=PAUSE_REF)
@@ -269,8 +319,9 @@ def main() -> int:
         return 0
     if args.what == "load":
         return load(args.archives)
+    what = args.what or "kubesoda"
     ref = getattr(args, "ref", DEFAULT_REF)
-    out = build_kubesoda(ref, force=getattr(args, "force", False))
+    out = build_image(ref, what, force=getattr(args, "force", False))
     print(out)
     return 0 if getattr(args, "no_load", False) else load([out])
 

@@ -6,7 +6,8 @@ image layout (``oci-layout``, ``index.json``, ``blobs/sha256/...``) inside one t
 
 ``KUBESODA_IMAGE`` is what the image must be: tests/test_image.py checks that the repository's
 Dockerfile says the same (entry point, command, user, Python version, installed package, ports,
-environment), so the two builds cannot drift apart silently.
+environment), so the two builds cannot drift apart silently. ``PE_EXAMPLES_IMAGE`` is the same for
+the example PEs' image and examples/pe/Dockerfile.
 """
 
 from __future__ import annotations
@@ -38,21 +39,47 @@ KUBESODA_IMAGE = {
         "org.opencontainers.image.description": "SODA scheduler for stream processing on Kubernetes",
     },
 }
+# What the example PEs' image is (examples/pe/Dockerfile, or `hack/build-image.py pe-examples`): the
+# PE SDK (pe/kubesoda_pe, standard library + prometheus_client) and examples/pe's scripts, nothing
+# else of kubesoda.
+PE_EXAMPLES_IMAGE = {
+    "distribution": "bookworm",
+    "python": "3.11",
+    "requirements": ["prometheus-client==0.26.0"],  # the Dockerfile's pip install, pinned the same
+    "uid": 65532,
+    "user_name": "pe",
+    "entrypoint": ["python", "/app/examples/run.py"],
+    "cmd": [],
+    "env": {"PYTHONPATH": "/app/pe", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+    "ports": [9000, 9100],
+    "workdir": "/app",
+    # where each file of the repository goes in the image (the Dockerfile's COPY lines)
+    "files": {"pe/kubesoda_pe": "/app/pe/kubesoda_pe", "examples/pe/run.py": "/app/examples/run.py",
+              "examples/pe/source.py": "/app/examples/source.py",
+              "examples/pe/transform.py": "/app/examples/transform.py", "examples/pe/sink.py": "/app/examples/sink.py"},
+    "labels": {
+        "org.opencontainers.image.source": "https://github.com/kubesoda/kubesoda",
+        "org.opencontainers.image.description": "kubesoda example PEs (source, transform, sink) on the PE SDK",
+    },
+}
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def kubesoda_config(spec: dict = KUBESODA_IMAGE) -> dict:
-    """The OCI ``config`` section (what runs and as whom) of kubesoda's image."""
+    """The OCI ``config`` section (what runs and as whom) of kubesoda's image, or of ``spec``'s."""
     uid = spec["uid"]
-    return {
+    config = {
         "User": f"{uid}:{uid}",
         "Entrypoint": list(spec["entrypoint"]),
         "Cmd": list(spec["cmd"]),
         "Env": [f"PATH={PATH}"] + [f"{k}={v}" for k, v in spec["env"].items()],
         "ExposedPorts": {f"{p}/tcp": {} for p in spec["ports"]},
-        "WorkingDir": "/",
+        "WorkingDir": spec.get("workdir", "/"),
         "Labels": dict(spec["labels"]),
     }
+    if not config["Cmd"]:
+        del config["Cmd"]
+    return config
 
 
 def _sha256_file(path: Path) -> tuple[str, int]:

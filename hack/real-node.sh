@@ -9,7 +9,9 @@
 # Environment: KUBESODA_STATE, KUBESODA_PORT_BASE (as cluster-up.sh), KUBESODA_REAL_NODES (default
 # 0: nothing to do), KUBESODA_REAL_NODE_ZONE / _RACK / _MIPS (labels; default zone-0, rack-0-0,
 # 1000). Ports: node i uses base+10+3i (kubelet), +11+3i (kubelet healthz, loopback), +12+3i
-# (containerd's CRI streaming server for exec/attach, loopback): at most 3 nodes. Names and
+# (containerd's CRI streaming server for exec/attach, loopback): at most 3 nodes; base+19 is the
+# readiness port of CoreDNS, the nodes' cluster DNS (on the host, at 10.<c>.255.254:53, serving
+# cluster.local from the API server, so pods resolve Services by name as on any cluster). Names and
 # addresses derive from the state dir and the port base, so clusters side by side do not clash.
 # See docs/local-control-plane.md, "Real nodes".
 set -euo pipefail
@@ -34,6 +36,8 @@ dummy_if() { echo "ksd${tag}$1"; }
 bridge_if() { echo "ksb${tag}$1"; }
 cgroup_root() { echo "kubesoda-${tag}-$1"; }
 net_name() { echo "kubesoda-${tag}-$1"; }
+dns_ip() { echo "10.$c.255.254"; }
+dns_if() { echo "ksn${tag}"; }
 cni_bin() { for d in /usr/lib/cni /opt/cni/bin; do [ -x "$d/bridge" ] && { echo "$d"; return; }; done; echo /usr/lib/cni; }
 cgroup_dirs() {  # every mounted v1 controller hierarchy (or the v2 root)
   awk '$3 == "cgroup" || $3 == "cgroup2" {print $2}' /proc/mounts | sort -u
@@ -113,9 +117,22 @@ for ns in json.load(sys.stdin).get("Spec",{}).get("linux",{}).get("namespaces",[
   log "stopped $name"
 }
 
+dns_down() {
+  local pid
+  if [ -f "$state/pids/coredns" ]; then
+    pid=$(cat "$state/pids/coredns"); kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$state/pids/coredns"
+  fi
+  ip link del "$(dns_if)" 2>/dev/null || true
+  rm -rf "$state/coredns"
+}
+
 down() {
   local d
   for d in "$state"/realnode-*; do [ -d "$d" ] && down_one "$d"; done
+  dns_down
   # directories containerd, the runc shim and CNI create on first use, removed when empty (that
   # is, when no other containerd on the host uses them)
   rmdir /run/containerd/s /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd /run/netns \
@@ -130,6 +147,44 @@ pause_archive() {
   local out="${KUBESODA_CACHE:-$HOME/.cache/kubesoda}/images/pause-3.10.1-k8s-$K8S_VERSION.oci.tar"
   [ -f "$out" ] || "$py" "$here/build-image.py" pause --out "$out" >/dev/null
   echo "$out"
+}
+
+dns_up() {  # bin
+  # CoreDNS on the host: the kubernetes plugin reads Services and EndpointSlices with the cluster's
+  # admin kubeconfig (a local development cluster); pods reach 10.<c>.255.254 through their bridge's
+  # gateway, the host. Names outside cluster.local are not served (nothing upstream is reachable).
+  local bin=$1 ip cdns ready_port=$((base + 19))
+  # shellcheck source=versions.env
+  source "$here/versions.env"
+  cdns="$bin/coredns-$COREDNS_VERSION"; ip=$(dns_ip)
+  [ -x "$cdns" ] || { log "no $cdns: hack/build-binaries.sh builds it (unless SKIP_COREDNS=1)"; exit 1; }
+  if [ -f "$state/pids/coredns" ] && kill -0 "$(cat "$state/pids/coredns")" 2>/dev/null; then return 0; fi
+  ip link show "$(dns_if)" >/dev/null 2>&1 || ip link add "$(dns_if)" type dummy 2>/dev/null || ip link add "$(dns_if)" type bridge
+  ip addr replace "$ip/32" dev "$(dns_if)"
+  ip link set "$(dns_if)" up
+  mkdir -p "$state/coredns" "$state/pids" "$state/logs"
+  cat >"$state/coredns/Corefile" <<COREFILE
+.:53 {
+    bind $ip
+    errors
+    ready 127.0.0.1:$ready_port
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $state/kubeconfig
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }
+    cache 5
+}
+COREFILE
+  nohup "$cdns" -conf "$state/coredns/Corefile" >"$state/logs/coredns.log" 2>&1 &
+  echo $! >"$state/pids/coredns"
+  for _ in $(seq 1 60); do
+    curl -sf "http://127.0.0.1:$ready_port/ready" >/dev/null 2>&1 && { log "CoreDNS ready at $ip:53"; return 0; }
+    kill -0 "$(cat "$state/pids/coredns")" 2>/dev/null || { log "coredns exited:"; tail -20 "$state/logs/coredns.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  log "CoreDNS not ready after 30s; see $state/logs/coredns.log"; exit 1
 }
 
 up_one() {  # index bin pause-archive
@@ -254,7 +309,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "2%", imagefs.available: "2%"}
 maxPods: 110
+clusterDNS: [$(dns_ip)]
+clusterDomain: cluster.local
+resolvConf: $d/resolv.conf
 YAML
+  echo "nameserver $(dns_ip)" >"$d/resolv.conf"
 
   log "starting containerd and kubelet for $name ($ip, kubelet :$kport)"
   nohup containerd --config "$d/containerd.toml" >"$d/logs/containerd.log" 2>&1 &
@@ -280,6 +339,7 @@ up() {
   bin="$("$here/build-binaries.sh")"
   [ -x "$bin/kubelet" ] || { log "no kubelet in $bin"; exit 1; }
   pause=$(pause_archive)
+  dns_up "$bin"
   for i in $(seq 0 $((n - 1))); do
     if [ -f "$state/realnode-$i/pids/kubelet" ] && kill -0 "$(cat "$state/realnode-$i/pids/kubelet")" 2>/dev/null; then
       continue

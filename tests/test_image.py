@@ -20,9 +20,9 @@ CONFIG = oci_image.kubesoda_config()
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
-def dockerfile() -> list[tuple[str, str]]:
+def dockerfile(path: str = "Dockerfile") -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) of the final stage, continuation lines joined."""
-    text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
+    text = re.sub(r"\\\n", " ", (REPO / path).read_text())
     stages: list[list[tuple[str, str]]] = []
     for line in text.splitlines():
         line = line.strip()
@@ -117,3 +117,44 @@ def test_oci_archive_layout(tmp_path: Path) -> None:
     assert config["config"] == CONFIG
     assert config["rootfs"]["diff_ids"] == [ly["digest"] for ly in manifest["layers"]]
     assert all(f"blobs/sha256/{ly['digest'][7:]}" in names for ly in manifest["layers"])
+
+
+# ---------------------------------------------------------------- the example PEs' image
+PE_SPEC = oci_image.PE_EXAMPLES_IMAGE
+PE_CONFIG = oci_image.kubesoda_config(PE_SPEC)
+PE_DOCKERFILE = "examples/pe/Dockerfile"
+
+
+def pe_instr(op: str) -> list[str]:
+    return [a for o, a in dockerfile(PE_DOCKERFILE) if o == op]
+
+
+def test_pe_examples_image_agrees_with_its_dockerfile() -> None:
+    assert exec_form(pe_instr("ENTRYPOINT")[-1]) == PE_CONFIG["Entrypoint"]
+    assert not pe_instr("CMD") and "Cmd" not in PE_CONFIG
+    assert pe_instr("USER")[-1] == PE_CONFIG["User"] == f"{PE_SPEC['uid']}:{PE_SPEC['uid']}"
+    assert f"--uid {PE_SPEC['uid']}" in " ".join(pe_instr("RUN"))
+    assert pe_instr("WORKDIR")[-1] == PE_CONFIG["WorkingDir"]
+    m = re.match(r"python:(\d+\.\d+)(?:\.\d+)?-slim-(\w+)", dockerfile(PE_DOCKERFILE)[0][1])
+    assert m and (m.group(1), m.group(2)) == (PE_SPEC["python"], PE_SPEC["distribution"])
+    pinned = sorted(w for a in pe_instr("RUN") if "pip install" in a for w in shlex.split(a) if "==" in w)
+    assert pinned == sorted(PE_SPEC["requirements"])
+    env = dict(kv.split("=", 1) for a in pe_instr("ENV") for kv in shlex.split(a))
+    assert env == PE_SPEC["env"]
+    assert sorted(int(p) for a in pe_instr("EXPOSE") for p in a.split()) == sorted(PE_SPEC["ports"])
+    assert dict(kv.split("=", 1) for a in pe_instr("LABEL") for kv in shlex.split(a)) == PE_CONFIG["Labels"]
+
+
+def test_pe_examples_image_copies_what_the_dockerfile_copies() -> None:
+    """Every COPY of examples/pe/Dockerfile lands where PE_EXAMPLES_IMAGE puts it (WORKDIR /app)."""
+    copied: dict[str, str] = {}
+    for line in pe_instr("COPY"):
+        *srcs, dst = line.split()
+        dst = dst if dst.startswith("/") else PE_CONFIG["WorkingDir"] + "/" + dst.removeprefix("./")
+        for src in srcs:
+            copied[src] = dst.rstrip("/") + "/" + Path(src).name if dst.endswith("/") else dst
+    assert copied == PE_SPEC["files"]
+    assert all((REPO / src).exists() for src in PE_SPEC["files"])
+    # the SDK needs nothing beyond the standard library and the pinned requirements
+    sdk_deps = {r.split("==")[0].replace("-", "_") for r in PE_SPEC["requirements"]}
+    assert sdk_deps == {"prometheus_client"}

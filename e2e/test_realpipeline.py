@@ -1,0 +1,193 @@
+"""A real pipeline on a real node: the example PEs (examples/pe, image
+``ghcr.io/kubesoda/pe-examples:dev`` built by ``hack/build-image.py pe-examples``) run as kubesoda
+places them, pass tuples over TCP between pods (each producer finds its consumer by the headless
+Service's DNS name, served by the real nodes' CoreDNS), and the transform's tuple rate follows the
+CPU kubesoda gives it: a second, far more important job arrives on the same node, the next micro
+epoch shrinks the transform's CPU limit in place, and its rate falls by the same ratio, with no
+restart.
+
+The transform spends a calibrated amount of CPU per tuple (``--work`` SHA-256 iterations) and its
+declared resource function needs 600 mips for the whole input, while it really needs more: it is
+CPU-bound at whatever limit kubesoda sets, so its rate is CPU / (CPU per tuple). The rival job is
+made of pause containers: SODA plans for its (declared) CPU, so the node's CPU is contended on
+paper without loading a 2-core machine for real.
+
+Needs a real node (``KUBESODA_REAL_NODES=1 hack/cluster-up.sh``); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+from live import job, milli, start_operator
+from prometheus_client.parser import text_string_to_metric_families
+from realnode import NO_REAL_NODE, PE_IMAGE, ensure_image, real_nodes
+from test_realnode import container_cgroup, usage_seconds
+
+MICRO = 3  # micro epoch, seconds
+POLICY = f"""apiVersion: kubesoda.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {{name: default}}
+spec:
+  macroEpochSeconds: 6
+  microEpochSeconds: {MICRO}
+  macroQDeadlineSeconds: 1
+  macroWDeadlineSeconds: 1
+"""
+WINDOW = 12.0  # seconds per rate measurement
+TOLERANCE = 0.15
+PAUSE = "localhost/kubesoda/pause:3.10.1"  # on every real node: containerd's sandbox image
+
+
+def pipeline(node: str) -> str:
+    on = f"nodeSelector: {{kubernetes.io/hostname: '{node}'}}"
+    img = f"image: {PE_IMAGE}"
+    return f"""apiVersion: kubesoda.io/v1alpha1
+kind: StreamTemplate
+metadata: {{name: pipe}}
+spec:
+  pes:
+  - {{name: src, kind: source, {img}, args: [source, --rate, "400", --bytes, "100"], minCpu: 100m, resourceFunction: {{a: 4}}, {on}}}
+  - {{name: mid, {img}, args: [transform, --work, "8000"], resourceFunction: {{a: 0.0016667, b: 1}}, {on}}}
+  - {{name: snk, kind: sink, {img}, args: [sink], minCpu: 100m, resourceFunction: {{a: 1, b: 1}}, {on}}}
+  streams:
+  - {{from: src, to: mid, bytesPerTuple: 100}}
+  - {{from: mid, to: snk, bytesPerTuple: 100}}
+  sinks: [{{pe: snk, weight: 1}}]
+  primalInputs: [{{pe: src, rate: 400}}]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: StreamJob
+metadata: {{name: pipe}}
+spec: {{templates: [pipe], rank: 1}}
+"""
+
+
+def rival(node: str) -> str:
+    """Two sources of 700 tuples/s at 1 tuple/s per mips into a sink worth 100 per tuple: 1,500 mips
+    of the node's 2,000 by SODA's books (two PEs, so that each fits a candidate node on its own)."""
+    on = f"nodeSelector: {{kubernetes.io/hostname: '{node}'}}"
+    return f"""apiVersion: kubesoda.io/v1alpha1
+kind: StreamTemplate
+metadata: {{name: rival}}
+spec:
+  pes:
+  - {{name: src1, kind: source, image: {PAUSE}, resourceFunction: {{a: 1}}, {on}}}
+  - {{name: src2, kind: source, image: {PAUSE}, resourceFunction: {{a: 1}}, {on}}}
+  - {{name: snk, kind: sink, image: {PAUSE}, minCpu: 100m, resourceFunction: {{a: 1, b: 1}}, {on}}}
+  streams: [{{from: src1, to: snk}}, {{from: src2, to: snk}}]
+  sinks: [{{pe: snk, weight: 100}}]
+  primalInputs: [{{pe: src1, rate: 700}}, {{pe: src2, rate: 700}}]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: StreamJob
+metadata: {{name: rival}}
+spec: {{templates: [rival], rank: 1}}
+"""
+
+
+@pytest.fixture
+def real_node(kube) -> str:
+    nodes = real_nodes(kube)
+    if not nodes:
+        pytest.skip(NO_REAL_NODE)
+    node = nodes[0]
+    ensure_image([node], image=PE_IMAGE)
+    return node.metadata.name
+
+
+def pod_of(kube, namespace: str, jobname: str, pe: str):
+    pods = [p for p in kube.core.list_namespaced_pod(namespace, label_selector=f"kubesoda.io/job={jobname}").items
+            if (p.metadata.labels or {}).get("kubesoda.io/pe") == pe]
+    return pods[0] if len(pods) == 1 else None
+
+
+def received(ip: str, stream: str) -> float:
+    """The PE's ``kubesoda_pe_tuples_received_total`` on ``stream``, read from its /metrics (the
+    pod address is reachable from the host through the node's bridge)."""
+    with urllib.request.urlopen(f"http://{ip}:9100/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+               if s.name == "kubesoda_pe_tuples_received_total" and s.labels.get("stream") == stream)
+
+
+def measure(kube, kubectl, node: str, namespace: str) -> tuple[float, float, float]:
+    """(limit millicores, CPU used in millicores, tuples/s received) of the transform over WINDOW."""
+    pod = pod_of(kube, namespace, "pipe", "mid")
+    cgroup = container_cgroup(pod)
+    ip = pod.status.pod_ip
+    n0, u0, t0 = received(ip, "src->mid"), usage_seconds(kubectl, node, pod, cgroup), time.monotonic()
+    time.sleep(WINDOW)
+    n1, u1, t1 = received(ip, "src->mid"), usage_seconds(kubectl, node, pod, cgroup), time.monotonic()
+    limit = milli(pod.status.container_statuses[0].resources.limits["cpu"])
+    return limit, (u1 - u0) / (t1 - t0) * 1000, (n1 - n0) / (t1 - t0)
+
+
+def test_a_real_pipeline_runs_and_its_rate_follows_the_cpu_kubesoda_gives_it(real_node, kube, kubectl, namespace,
+                                                                            extender_port, wait_for):
+    op = start_operator(kubectl, extender_port, policy=POLICY)
+    try:
+        kubectl("apply", "-n", namespace, "-f", "-", input=pipeline(real_node))
+
+        def flowing():
+            st = job(kube, namespace, "pipe").get("status") or {}
+            snk = pod_of(kube, namespace, "pipe", "snk")
+            if st.get("phase") != "Running" or snk is None or not snk.status.pod_ip:
+                return None
+            try:
+                return received(snk.status.pod_ip, "mid->snk") > 100
+            except OSError:
+                return None
+        wait_for(flowing, timeout=240, interval=2, what="tuples through src -> mid -> snk (pods on the real node, streams by DNS)")
+        mid = pod_of(kube, namespace, "pipe", "mid")
+        uid, cid = mid.metadata.uid, mid.status.container_statuses[0].container_id
+        time.sleep(3)
+        limit1, used1, rate1 = measure(kube, kubectl, real_node, namespace)
+        print(f"\nalone: transform limit {limit1}m, used {used1:.0f}m, {rate1:.1f} tuples/s")
+        assert abs(used1 - limit1) <= TOLERANCE * limit1, "the transform is not CPU-bound at its limit"
+        assert rate1 > 20
+
+        # a job worth 100x per tuple arrives on the same node: the transform's CPU shrinks in place
+        t_apply = time.monotonic()
+        kubectl("apply", "-n", namespace, "-f", "-", input=rival(real_node))
+
+        def shrunk():
+            p = pod_of(kube, namespace, "pipe", "mid")
+            spec_cpu = milli(p.spec.containers[0].resources.limits["cpu"])
+            return p if p.metadata.uid == uid and spec_cpu < 0.8 * limit1 else None
+        try:
+            p = wait_for(shrunk, timeout=90, interval=0.2, what="kubesoda to shrink the transform's CPU limit")
+        except BaseException:
+            for name in ("pipe", "rival"):
+                print(name, json.dumps((job(kube, namespace, name).get("status") or {}), indent=1)[:3000])
+            raise
+        t_spec = time.monotonic()
+        target = milli(p.spec.containers[0].resources.limits["cpu"])
+
+        def actuated():
+            s = pod_of(kube, namespace, "pipe", "mid").status.container_statuses[0]
+            return s.resources and s.resources.limits and milli(s.resources.limits["cpu"]) == target
+        wait_for(actuated, timeout=30, interval=0.2, what=f"the kubelet to actuate {target}m")
+        t_act = time.monotonic()
+        print(f"rival applied -> limit patched to {target}m in {t_spec - t_apply:.1f} s; actuated {t_act - t_spec:.1f} s later")
+        assert t_act - t_spec <= MICRO, f"the resize took {t_act - t_spec:.1f} s to take effect (micro epoch {MICRO} s)"
+
+        time.sleep(2)
+        limit2, used2, rate2 = measure(kube, kubectl, real_node, namespace)
+        print(f"with the rival: transform limit {limit2}m, used {used2:.0f}m, {rate2:.1f} tuples/s; "
+              f"rate ratio {rate2 / rate1:.3f} vs CPU ratio {limit2 / limit1:.3f}")
+        assert limit2 == target
+        assert abs(used2 - limit2) <= TOLERANCE * limit2
+        assert abs((rate2 / rate1) / (limit2 / limit1) - 1) <= TOLERANCE, "the rate did not follow the CPU"
+        # per tuple, the CPU is the same before and after: the rate follows the CPU kubesoda gave it
+        assert abs((used2 / rate2) / (used1 / rate1) - 1) <= TOLERANCE
+
+        after = pod_of(kube, namespace, "pipe", "mid")
+        st = after.status.container_statuses[0]
+        assert (after.metadata.uid, st.container_id, st.restart_count) == (uid, cid, 0), "the resize restarted the transform"
+        assert (job(kube, namespace, "rival").get("status") or {}).get("phase") == "Running"
+    finally:
+        op.stop()
