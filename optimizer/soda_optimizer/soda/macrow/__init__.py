@@ -59,12 +59,12 @@ from .problem import Problem, Solution, Unit
 from .search import _as_candidates, _build, _choose_nodes, _extend_previous, _from_previous, _mini_w
 
 MILP_MAX_VARS = 40_000  # unit x rack variables; beyond, building the model alone outlasts any deadline
-STALL_SHARE = 0.25  # miniW stops after this share of the deadline without a better solution
+STALL_SHARE = 0.1  # miniW stops after this share of the deadline without a better solution
 STALL_MIN_S = 0.25
 STALL_RESTARTS = 2  # restarts in a row that gain less than STALL_GAIN end the search
 STALL_GAIN = 1e-3
-TOP_SHARE = 0.4  # of the deadline, for the TopLevelMILP
-PACK_SHARE = 0.2  # of the deadline, kept for the in-node packing after miniW
+TOP_SHARE = 0.2  # of the deadline, for the TopLevelMILP
+PACK_SHARE = 0.25  # of the deadline, kept for the in-node packing after miniW
 
 
 def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = None, method: str = "milp",
@@ -104,8 +104,10 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
     if method == "milp" and len(prob.units) * len(prob.topo.racks) > MILP_MAX_VARS:
         stage = f"greedy racks ({len(prob.units)} units x {len(prob.topo.racks)} racks: too large for the TopLevelMILP)"
     elif method == "milp":
-        top = _top_level_cpsat if toplevel == "cpsat" else _top_level_milp
-        racks = top(prob, TOP_SHARE * budget, greedy)
+        # CP-SAT starts from the greedy racks (without, it found none in time on LSD); SCIP does
+        # better without that hint (measured, docs/macrow.md), and the greedy is compared below anyway
+        racks = (_top_level_cpsat(prob, TOP_SHARE * budget, greedy) if toplevel == "cpsat"
+                 else _top_level_milp(prob, TOP_SHARE * budget))
         stage = f"toplevel-{toplevel}" if racks else f"greedy ({toplevel} gave no solution)"
     start = _build(prob, racks) if racks is not None else None
     if racks is not None:

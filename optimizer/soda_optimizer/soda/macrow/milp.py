@@ -101,10 +101,14 @@ def _top_level_cpsat(prob: Problem, time_limit: float, hint: dict[int, str] | No
     ws = CP_WEIGHT_SCALE  # the weights W1-W4 as integers
     obj: list = []
     umax = m.new_int_var(0, sc * 1000, "umax")  # max rack utilisation, in 1/sc
+    umax_hint = bmax_hint = 0  # the hint's values, so that the hint is complete (CP-SAT then starts from it)
     for r in racks:
         terms = [i for (i, rr) in w if rr == r]
         m.add(sum(math.ceil(prob.units[i].goal) * w[i, r] for i in terms) <= int(cap[r]))
         m.add(sum(math.ceil(prob.units[i].goal * sc) * w[i, r] for i in terms) <= umax * math.ceil(cap[r]))
+        if hint:
+            used = sum(math.ceil(prob.units[i].goal * sc) for i in terms if hint.get(i) == r)
+            umax_hint = max(umax_hint, -(-used // math.ceil(cap[r])))
         obj.extend(round(ws * pol.w1 * prob.units[i].goal * sc / (cap[r] * len(racks))) * w[i, r] for i in terms)
     obj.append(round(ws * pol.w2) * umax)
     links = prob.topo.links
@@ -112,6 +116,7 @@ def _top_level_cpsat(prob: Problem, time_limit: float, hint: dict[int, str] | No
         bmax = m.new_int_var(0, sc * 10**6, "bmax")  # max link utilisation, in 1/sc
         for e, lk in enumerate(links):
             flows = []
+            crossing: list[bool] = []
             for (a, b), t in prob.traffic.items():
                 side_a = [w[a, r] for r in lk.below if (a, r) in w]
                 side_b = [w[b, r] for r in lk.below if (b, r) in w]
@@ -121,12 +126,20 @@ def _top_level_cpsat(prob: Problem, time_limit: float, hint: dict[int, str] | No
                 m.add(y >= sum(side_a) - sum(side_b))
                 m.add(y >= sum(side_b) - sum(side_a))
                 flows.append((t * sc / lk.capacity, y))
+                h = hint or {}
+                crossing.append((h.get(a) in lk.below) != (h.get(b) in lk.below))
                 if hint:
-                    m.add_hint(y, (hint.get(a) in lk.below) != (hint.get(b) in lk.below))
+                    m.add_hint(y, crossing[-1])
             if flows:
                 m.add(sum(math.ceil(c) * y for c, y in flows) <= bmax)
+                if hint:
+                    bmax_hint = max(bmax_hint, sum(math.ceil(c) for (c, _), cross in zip(flows, crossing) if cross))
                 obj.extend(round(ws * pol.w3 * c / len(links)) * y for c, y in flows)
         obj.append(round(ws * pol.w4) * bmax)
+        if hint:
+            m.add_hint(bmax, bmax_hint)
+    if hint:
+        m.add_hint(umax, umax_hint)
     m.minimize(sum(obj))
     if hint:
         for (i, r), v in w.items():

@@ -39,6 +39,9 @@ from .search import _as_candidates
 
 WEIGHT_SCALE = 100  # weight (mips) units per mips in the capacity constraint
 TRAFFIC_RANGE = 10**6  # the heaviest stream's coefficient in the CP-SAT objective
+FULL_DOMAIN = 1000  # units x nodes of a rack up to which every unit may go to every node (exact);
+# beyond, a unit may go to its own node and its stream partners' nodes (2 hops): a tenth of the model
+# (LSD, 30 nodes: 0.61 -> 0.98 in-node in 0.3 s, where every node reaches 0.73 in 0.6 s)
 WORKERS = 2  # CP-SAT's large-neighbourhood search needs at least 2 workers
 
 
@@ -70,6 +73,7 @@ def _rack_model(prob: Problem, sol: Solution, rack: str, cap_alpha: float, scale
             for n in cand[i]:
                 fixed_load[n] += prob.weight(i, n)
                 fixed_on[n].append(i)
+    narrow = len(movable) * len(nodes) > FULL_DOMAIN
     m = cp_model.CpModel()
     x: dict[tuple[int, str], cp_model.IntVar] = {}
     for i in movable:
@@ -77,6 +81,14 @@ def _rack_model(prob: Problem, sol: Solution, rack: str, cap_alpha: float, scale
               and not any(j in prob.exl[i] for j in fixed_on[n])]
         if next(iter(cand[i])) not in ok:
             ok.append(next(iter(cand[i])))
+        if narrow:
+            # its node, the nodes of its partners and of their partners
+            near = set(cand[i])
+            for j, _ in prob.neighbours[i]:
+                near |= cand[j]
+                for h, _ in prob.neighbours[j]:
+                    near |= cand[h]
+            ok = [n for n in ok if n in near]
         for n in ok:
             x[i, n] = m.new_bool_var(f"x{i}_{n}")
             m.add_hint(x[i, n], n in cand[i])
