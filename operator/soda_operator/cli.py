@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from soda_optimizer import pipeline
+from soda_optimizer.model import Scenario
 from soda_optimizer.plan import Plan
 
 from . import crd, manifests, state
@@ -81,6 +82,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0 if plan.feasible and not refused else 1
 
 
+def _functions(scen: Scenario, m: manifests.Manifests) -> tuple[Scenario, list[crd.ObjectError]]:
+    """The resource function each PE is planned with, as the operator's macro epoch chooses it
+    (soda_operator.learning, docs/learn.md): a pinned ResourceProfile, the declared function when
+    the policy says declared ones win, a learned ResourceProfile, the declared one, the policy's
+    default per kind. ResourceProfiles come from the files like any other object."""
+    from soda_optimizer.learn.functions import apply_functions
+
+    from .learning import Learning
+
+    lrn = Learning(None)
+    skipped = lrn.read_profiles(m.profiles)
+    errors = [crd.ObjectError("ResourceProfile", name, "status", why, m.source.get(f"ResourceProfile/{name}")) for name, why in skipped]
+    choices = lrn.choose_all(scen, m.templates, m.policy)
+    if m.profiles and not lrn.settings.enabled:
+        print(f"warning: {len(m.profiles)} ResourceProfile(s) not used: the SchedulingPolicy's spec.learning.enabled is not true",
+              file=sys.stderr)
+    return apply_functions(scen, choices), errors
+
+
 def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] | int:
     """The plan of the manifests in ``args.file`` (errors printed), or an exit code."""
     try:
@@ -96,6 +116,8 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
         return 2
     scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source, foreign=foreign, validate=True,
                                              now=datetime.now(UTC))
+    scen, bad = _functions(scen, m)
+    errors += bad
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     upd: dict[str, Any] = {}

@@ -23,6 +23,10 @@ functions each macro epoch plans with.
   (pinned > declared when the policy says so > learned > declared > the policy's per-kind
   default), applied with :func:`soda_optimizer.learn.functions.apply_functions` to the macro
   epoch's Scenario and, unchanged, to the micro epochs' until the next macro epoch;
+- **Exploration** (:meth:`Learning.explore`, at each macro epoch, when
+  ``spec.learning.exploration.enabled``): the PEs whose learned model has a parameter not identified
+  are planned, a few at a time, with a bounded optimistic function for one macro epoch
+  (:mod:`soda_optimizer.learn.explore`), so that their next samples fall in the regime not seen;
 - **Status** (:meth:`Learning.status_of`): ``status.pes[].resourceFunction`` of each StreamJob:
   ``{a, b, source}``, source ``declared``, ``learned:<level>``, ``pinned`` or ``default``.
 
@@ -44,7 +48,8 @@ from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 
 from soda_optimizer.learn import LearnConfig, Learner, Signature, sample_from_observation
-from soda_optimizer.learn.functions import Choice, LearningSettings, apply_functions, choose
+from soda_optimizer.learn.explore import Probe, apply_probes, select
+from soda_optimizer.learn.functions import Choice, ExplorationSettings, LearningSettings, choose
 from soda_optimizer.learn.signature import PRIMAL_PRODUCER, Level
 from soda_optimizer.model import PEKind, ResourceFunction, Scenario, pe_id
 from soda_optimizer.observed import PEObservation
@@ -61,6 +66,7 @@ SCRAPE_MARGIN_S = 2.0  # an allocation must have held for the window plus this b
 MAX_PROFILES_LOADED = 10000
 
 ERRORS = Counter("kubesoda_learning_errors_total", "Resource profiles that could not be read, loaded or written (skipped)", ["what"])
+PROBES = Counter("kubesoda_learning_probes_total", "PEs planned with an exploration probe for a macro epoch (spec.learning.exploration)")
 PROFILES = Gauge("kubesoda_resource_profiles", "Signature nodes the resource function learner holds")
 SAMPLES = Counter("kubesoda_learning_samples_total", "Observations of PEs given to the resource function learner")
 
@@ -93,6 +99,14 @@ def settings_from(policy: Mapping[str, Any] | None) -> LearningSettings:
             if a is not None and b is not None:
                 defaults[PEKind(kind)] = ResourceFunction(a=a, b=b)
     kw["defaults"] = defaults
+    ex = sp.get("exploration")
+    if isinstance(ex, Mapping):
+        ekw = {dst: ex[src] for src, dst in (("enabled", "enabled"), ("step", "step"), ("period", "period"),
+                                             ("maxShare", "max_share"), ("minSamples", "min_samples")) if ex.get(src) is not None}
+        try:
+            kw["exploration"] = ExplorationSettings(**ekw)
+        except ValidationError as e:
+            log.warning("spec.learning.exploration of the SchedulingPolicy is invalid, exploration off: %s", e.errors()[0].get("msg"))
     try:
         return LearningSettings(**kw)
     except ValidationError as e:
@@ -248,7 +262,9 @@ class Learning:
         self.fence = fence or (lambda: False)
         self.loaded = False
         self.dirty: set[str] = set()  # nodes updated since the last write
-        self.functions: dict[str, Choice] = {}  # template PE id -> the function planned with
+        self.functions: dict[str, Choice] = {}  # template PE id -> the function chosen (the best estimate)
+        self.probes: dict[str, Probe] = {}  # template PE id -> this macro epoch's exploration probe
+        self.macro_epochs = 0
         self.settings = LearningSettings()
         self.held: dict[str, tuple[float, float]] = {}  # PE id -> (allocated mips, since when)
         self.spec_pins: dict[str, tuple[bool, float | None, float | None]] = {}
@@ -271,7 +287,13 @@ class Learning:
         self.write()
         PROFILES.set(len(self.learner.models))
 
-    def _read(self, items: list[dict[str, Any]]) -> None:
+    def read_profiles(self, items: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+        """Load ResourceProfile objects (``kubesoda plan`` reads them from files) and apply their
+        pins, as a macro epoch does; returns (name, why) for each profile skipped."""
+        return self._read(list(items))
+
+    def _read(self, items: list[Any]) -> list[tuple[str, str]]:
+        skipped: list[tuple[str, str]] = []
         for obj in items:
             name = (obj.get("metadata") or {}).get("name", "")
             sp = obj.get("spec") or {}
@@ -296,9 +318,11 @@ class Learning:
             except (ValueError, TypeError, KeyError, ValidationError) as e:
                 ERRORS.labels("load").inc()
                 log.warning("ResourceProfile %s skipped: %s", name, str(e).splitlines()[0])
+                skipped.append((name, str(e).splitlines()[0]))
         if not self.loaded:
             log.info("resource function learner: %d profiles loaded", len(self.learner.models))
         self.loaded = True
+        return skipped
 
     def write(self) -> int:
         """Create (if absent) and write the status of every node updated since the last write; returns how many."""
@@ -365,20 +389,35 @@ class Learning:
         return out
 
     def macro(self, scen: Scenario, templates: Iterable[Mapping[str, Any]], policy: Mapping[str, Any] | None) -> Scenario:
-        """The macro epoch's part: profiles synced, functions chosen, the Scenario to plan with."""
+        """The macro epoch's part: profiles synced, functions chosen, exploration probes picked, the Scenario to plan with."""
         try:
             self.sync()
             self.choose_all(scen, templates, policy)
-            return apply_functions(scen, self.functions)
+            self.probes = self.explore()
+            return apply_probes(scen, self.functions, self.probes)
         except Exception:  # noqa: BLE001  (planning goes on with the declared functions)
             ERRORS.labels("macro").inc()
             log.exception("resource function learner: macro epoch step failed")
+            self.probes = {}
             return scen
 
+    def explore(self) -> dict[str, Probe]:
+        """This macro epoch's probes (:func:`soda_optimizer.learn.explore.select`; none unless
+        ``spec.learning.exploration.enabled``), logged and counted."""
+        if not self.settings.enabled:
+            return {}
+        probes = select(self.functions, self.learner, self.settings.exploration, self.macro_epochs)
+        self.macro_epochs += 1
+        if probes:
+            PROBES.inc(len(probes))
+            log.info("exploration: probing %d PE(s): %s", len(probes),
+                     ", ".join(f"{p.pe} ({p.parameter} x{p.factor:g})" for p in probes.values()))
+        return probes
+
     def micro(self, scen: Scenario) -> Scenario:
-        """The micro epoch's Scenario with the functions of the last macro epoch."""
+        """The micro epoch's Scenario with the functions (and probes) of the last macro epoch."""
         try:
-            return apply_functions(scen, self.functions)
+            return apply_probes(scen, self.functions, self.probes)
         except Exception:  # noqa: BLE001
             ERRORS.labels("micro").inc()
             log.exception("resource function learner: micro epoch step failed")

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-KINDS = {"Node", "StreamTemplate", "StreamJob", "SchedulingPolicy", "Pod"}
+KINDS = {"Node", "StreamTemplate", "StreamJob", "SchedulingPolicy", "Pod", "ResourceProfile"}
 IGNORED = {"Namespace", "CustomResourceDefinition"}
 
 
@@ -24,6 +24,7 @@ class Manifests:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     policy: dict[str, Any] | None = None
     pods: list[dict[str, Any]] = field(default_factory=list)  # other workloads' pods: they hold node capacity
+    profiles: list[dict[str, Any]] = field(default_factory=list)  # ResourceProfiles: learned functions (docs/learn.md)
     source: dict[str, str] = field(default_factory=dict)  # "Kind/ns/name" -> "file (document N)"
 
 
@@ -120,6 +121,8 @@ def load(paths: list[str]) -> Manifests:
                 m.jobs.append(d)
             elif kind == "Pod":
                 m.pods.append(d)
+            elif kind == "ResourceProfile":
+                m.profiles.append(d)
             else:
                 if m.policy is not None:
                     raise ManifestError(f"{where}: more than one SchedulingPolicy")

@@ -44,6 +44,18 @@ def learned(level: Level) -> str:
     return f"learned:{level.value}"
 
 
+class ExplorationSettings(BaseModel):
+    """The SchedulingPolicy's ``spec.learning.exploration``: bounded probes of PEs whose learned model
+    has a parameter not identified (:mod:`.explore`). Off by default (docs/learn.md, "Exploration")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    enabled: bool = False
+    step: float = Field(default=0.5, gt=0, le=1)  # the saturation point moves by at most a factor 1 + step
+    period: int = Field(default=2, ge=1)  # macro epochs between two probes of one PE
+    max_share: float = Field(default=0.2, gt=0, le=1)  # share of the learned PEs probed in one macro epoch
+    min_samples: float = Field(default=5.0, ge=0)  # effective samples a model needs before it is probed
+
+
 class LearningSettings(BaseModel):
     """The SchedulingPolicy's ``spec.learning``."""
 
@@ -57,6 +69,7 @@ class LearningSettings(BaseModel):
     min_confidence: float = Field(default=0.5, ge=0, le=1)
     override_level: Level = Level.arguments
     defaults: dict[PEKind, ResourceFunction] = Field(default_factory=dict)
+    exploration: ExplorationSettings = Field(default_factory=ExplorationSettings)
 
 
 class Choice(BaseModel):

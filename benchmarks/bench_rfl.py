@@ -1,0 +1,388 @@
+"""The SODA paper's prediction-accuracy experiment (section 6.1, Fig. 21), offline: how well the
+resource functions SODA plans with predict what the PEs then do, with the declared (or default)
+functions vs the learned ones, and what that does to importance.
+
+    .venv/bin/python benchmarks/bench_rfl.py [--epochs 40] [--macro-every 4] [--seeds 0,1] [--nodes 9]
+
+The workload is the DAC-like one of benchmarks/workloads.py (6 jobs, 51 PEs, saturation points from
+~50 to ~20,000 mips) on 9 nodes of 8 x 1000 mips. Its generated resource functions are the TRUE
+ones, hidden from the planner. What the planner is told:
+
+- templates ``dac-1`` and ``dac-4`` declare no function: their PEs get the policy's per-kind default
+  (the median of the declared functions of that kind: an administrator's guess);
+- every other PE declares its true ``a`` and ``b`` each multiplied by a factor drawn log-uniformly in
+  [1/2.5, 2.5] (a user's guess).
+
+Each PE has a signature of its own (its image is ``bench/<template>-<pe>:1``, its flowspec its
+producers). Then N micro epochs, a macro epoch every ``--macro-every`` (the functions a PE is
+planned with change only at macro epochs, as in the operator). Per epoch and per arm:
+
+1. plan: ``pipeline.run`` at a macro epoch, ``pipeline.rerun`` from the last plan (with the
+   previous candidates and fractions) at a micro epoch, on the Scenario with the arm's functions;
+2. run the plan on the fluid data plane (``soda_operator.dataplane.model.solve``) with the true
+   functions, each PE's ``a`` and ``b`` times one Gaussian factor ``1 + 0.05 N(0, 1)`` per epoch
+   (``kubesoda simulate``'s noise) and its CPU reading times ``exp(0.03 N(0, 1))``; instances get
+   the plan's fractions floored to millicores, as the operator's pods do;
+3. predict: the same data plane with the functions the arm planned with (the best estimates, not
+   the probes), same instances; per stream (tuples/s delivered) and per PE (mips used), the
+   relative error |predicted - observed| / observed; the epoch's error is the mean over the streams
+   and PEs with a positive observation;
+4. learn (learning arms): each PE's observation as a sample (``sample_from_observation``, as the
+   operator takes them), given to the arm's :class:`soda_optimizer.learn.Learner`;
+5. importance: the data plane's importance of the plan with the true functions without noise,
+   divided by that of the plan made with the true functions (the oracle arm).
+
+Arms, side by side on the same seeds: ``declared`` (no learning: declared, else default),
+``learned`` (spec.learning.enabled, the operator's precedence,
+:func:`soda_optimizer.learn.functions.choose`), ``explore`` (learned plus the bounded probes of
+:mod:`soda_optimizer.learn.explore`), ``oracle`` (the true functions).
+
+Writes docs/benchmarks/rfl.json, rfl.md and rfl.png. Paper (Fig. 21): 27% error with default
+functions, 7% learned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks import workloads  # noqa: E402
+from soda_operator.dataplane.model import DataPlane, Instance, solve  # noqa: E402
+from soda_optimizer import pipeline  # noqa: E402
+from soda_optimizer.learn import LearnConfig, Learner, Signature, sample_from_observation  # noqa: E402
+from soda_optimizer.learn.explore import Probe, apply_probes, select  # noqa: E402
+from soda_optimizer.learn.functions import Choice, ExplorationSettings, LearningSettings, apply_functions, choose  # noqa: E402
+from soda_optimizer.learn.signature import PRIMAL_PRODUCER, Level  # noqa: E402
+from soda_optimizer.model import PEKind, Policy, PreviousState, ResourceFunction, Scenario, Template, pe_id  # noqa: E402
+from soda_optimizer.observed import PEObservation  # noqa: E402
+from soda_optimizer.plan import Plan  # noqa: E402
+
+PAPER = {"default": 0.27, "learned": 0.07}
+ARMS = ("declared", "learned", "explore", "oracle")
+UNDECLARED = ("bench/dac-1", "bench/dac-4")  # templates whose PEs declare no function
+RF_NOISE, CPU_NOISE, GUESS = 0.05, 0.03, float(np.log(2.5))
+EPOCH_S = 10.0  # the policy's micro epoch: the learner's clock
+
+
+@dataclass
+class Setup:
+    scen: Scenario  # the Scenario with the TRUE functions (the oracle plans with it)
+    true: dict[str, ResourceFunction]  # template PE id -> true function
+    declared: dict[str, ResourceFunction | None]  # template PE id -> declared (None: declares nothing)
+    kinds: dict[str, PEKind]
+    sigs: dict[str, Signature]
+    settings: LearningSettings  # learning on, the per-kind defaults
+
+
+def effective_kind(t: Template, pe: str) -> PEKind:
+    """As the planner and the data plane treat it: a PE no stream feeds is a source."""
+    if not any(s.dst == pe for s in t.streams):
+        return PEKind.source
+    k = next(p.kind for p in t.pes if p.name == pe)
+    return PEKind.transform if PEKind(k) is PEKind.source else PEKind(k)
+
+
+def signatures(t: Template) -> dict[str, Signature]:
+    """Each PE's signature: its own image, no arguments, its flowspec (producers' arguments-level keys)."""
+    base = {p.name: Signature.build(effective_kind(t, p.name), f"bench/{t.name.split('/')[-1]}-{p.name}:1") for p in t.pes}
+    out = {}
+    for p in t.pes:
+        inputs = [(base[s.src].at(Level.arguments).key, f"{s.src}->{s.dst}") for s in t.streams if s.dst == p.name]
+        if any(x.pe == p.name for x in t.primal_inputs):
+            inputs.append((PRIMAL_PRODUCER, "primal"))
+        b = base[p.name]
+        out[pe_id(t.name, p.name)] = Signature.build(b.kind, b.image or "", inputs=inputs)
+    return out
+
+
+def setup(seed: int, n_nodes: int) -> Setup:
+    rng = np.random.default_rng(1000 + seed)
+    templates, jobs = workloads.dac(seed)
+    scen = workloads.scenario((templates, jobs), workloads.nodes(n_nodes), Policy())
+    true, declared, kinds, sigs = {}, {}, {}, {}
+    for t in scen.templates:
+        sigs.update(signatures(t))
+        for p in t.pes:
+            pid = pe_id(t.name, p.name)
+            true[pid] = p.rf
+            kinds[pid] = effective_kind(t, p.name)
+            fa, fb = (float(np.exp(rng.uniform(-GUESS, GUESS))) for _ in range(2))
+            declared[pid] = None if t.name in UNDECLARED else ResourceFunction(a=p.rf.a * fa, b=p.rf.b * fb, combine=p.rf.combine)
+    defaults = {}
+    for k in PEKind:
+        ds = [d for pid, d in declared.items() if d is not None and kinds[pid] is k]
+        if ds:
+            defaults[k] = ResourceFunction(a=float(np.median([d.a for d in ds])), b=float(np.median([d.b for d in ds])))
+    return Setup(scen, true, declared, kinds, sigs, LearningSettings(enabled=True, defaults=defaults))
+
+
+def instances(plan: Plan, scen: Scenario) -> list[Instance]:
+    """The plan's fractions as pods: CPU limits floored to millicores (soda_operator.apply.millicores)."""
+    nodes = {n.name: n for n in scen.nodes}
+    admitted = {d.job for d in plan.jobs if d.admitted}
+    out = []
+    for p in plan.pes:
+        if p.job not in admitted:
+            continue
+        for node, f in p.fractions.items():
+            if f > 0 and node in nodes:
+                cores = max(1, int(f * nodes[node].cores * 1000 + 1e-6)) / 1000
+                out.append(Instance(namespace="bench", pod=f"{p.pe}@{node}", job=p.job, pe=p.name, node=node, cores=cores))
+    return out
+
+
+def observations(dp: DataPlane, rng: np.random.Generator) -> dict[str, PEObservation]:
+    """Per global PE id, what its pods received and emitted and the mips they used (CPU noise added)."""
+    out: dict[str, dict[str, Any]] = {}
+    for pf in dp.pods:
+        o = out.setdefault(pf.instance.pe_id, {"received": {}, "emitted": {}, "mips": 0.0})
+        for d, src in ((o["received"], pf.received), (o["emitted"], pf.emitted)):
+            for k, v in src.items():
+                d[k] = d.get(k, 0.0) + v
+        o["mips"] += pf.cpu_cores * pf.mips / max(pf.instance.cores, 1e-12)  # cores used x mips per core
+    return {p: PEObservation(received=o["received"], emitted=o["emitted"], mips=o["mips"] * float(np.exp(rng.normal(0, CPU_NOISE))))
+            for p, o in out.items()}
+
+
+@dataclass
+class Arm:
+    name: str
+    learner: Learner | None = None
+    explore: ExplorationSettings | None = None
+    plan: Plan | None = None
+    scen: Scenario | None = None  # planned with (probes included)
+    choices: dict[str, Choice] = field(default_factory=dict)  # best estimates (no probes)
+    probes: dict[str, Probe] = field(default_factory=dict)
+    macros: int = 0
+
+
+def choose_all(arm: Arm, s: Setup) -> dict[str, Choice]:
+    if arm.name == "oracle":
+        return {pid: Choice(rf=rf, source="true") for pid, rf in s.true.items()}
+    settings = s.settings if arm.learner is not None else s.settings.model_copy(update={"enabled": False})
+    return {pid: choose(s.kinds[pid], s.declared[pid], s.sigs[pid], arm.learner, settings, combine=s.true[pid].combine)
+            for pid in s.true}
+
+
+def previous(plan: Plan) -> PreviousState:
+    return PreviousState(candidates={p.pe: p.candidates for p in plan.pes}, fractions={p.pe: dict(p.fractions) for p in plan.pes})
+
+
+def step(arm: Arm, s: Setup, epoch: int, macro: bool, rng: np.random.Generator, noise: dict[str, float]) -> dict[str, Any]:
+    base = s.scen if arm.plan is None else s.scen.model_copy(update={"previous": previous(arm.plan)})
+    if macro or arm.plan is None:
+        arm.choices = choose_all(arm, s)
+        arm.probes = select(arm.choices, arm.learner, arm.explore, arm.macros) if arm.explore and arm.learner else {}
+        arm.macros += 1
+        scen = apply_probes(base, arm.choices, arm.probes)
+        plan = pipeline.run(scen)
+    else:
+        scen = apply_probes(base, arm.choices, arm.probes)
+        plan = pipeline.rerun(scen, arm.plan)
+    if plan.feasible or arm.plan is None:
+        arm.plan = plan
+    arm.scen = scen
+    plan = arm.plan
+    choice = {d.job: d.template for d in plan.jobs if d.admitted and d.template}
+    inst = instances(plan, s.scen)
+    nodes = {n.name: n for n in s.scen.nodes}
+    links = s.scen.policy.links
+    tmpl_of = {pe_id(j, p): pe_id(t, p) for j, t in choice.items() for p in (x.name for x in s.scen.template(t).pes)}
+    true_rf = {g: s.true[t] for g, t in tmpl_of.items()}
+    noisy = {g: rf.model_copy(update={"a": rf.a * noise[t], "b": rf.b * noise[t]}) for g, rf in true_rf.items() for t in [tmpl_of[g]]}
+    glued_true = s.scen.glued(choice)
+    observed = solve(glued_true, inst, nodes, links, rf=noisy)
+    clean = solve(glued_true, inst, nodes, links, rf=true_rf)
+    predicted = solve(apply_functions(s.scen, arm.choices).glued(choice), inst, nodes, links)
+    obs = observations(observed, rng)
+    samples = {}
+    for g, ob in obs.items():
+        t = tmpl_of[g]
+        sel = {f"{x.src}->{x.dst}": x.selectivity for x in s.scen.template(t.split(":", 1)[0]).streams}
+        smp = sample_from_observation(ob, s.kinds[t], observed.pe_mips[g], epoch * EPOCH_S, selectivity=sel, combine=s.true[t].combine)
+        if smp is not None:
+            samples[g] = smp
+    # one step: each PE's function, at the input it was seen to receive and the mips it had, against what it did
+    err_streams, err_mips = [], []
+    for g, smp in samples.items():
+        rf, kind = arm.choices[tmpl_of[g]].rf, s.kinds[tmpl_of[g]]
+        src = kind is PEKind.source
+        pred_out = min(rf.a * smp.m, smp.r_i) if src else min(rf.a * smp.r_i * smp.m, rf.b * smp.r_i)
+        pred_used = min(smp.m, (smp.r_i if src else rf.b) / rf.a)
+        if smp.r_o > 1e-9:
+            n_out = max(1, glued_true.graph.out_degree(g))  # one error per stream it feeds (a sink's output counts once)
+            err_streams += [abs(pred_out - smp.r_o) / smp.r_o] * n_out
+        if smp.m_used:
+            err_mips.append(abs(pred_used - smp.m_used) / smp.m_used)
+    # end to end: the whole plan's projection (rates propagated from the primal inputs) vs the data plane
+    e2e = [abs(predicted.streams[e] - r) / r for e, r in observed.streams.items() if r > 1e-9]
+    e2e += [abs(predicted.pe_mips_used[p] - obs[p].mips) / obs[p].mips for p in obs if obs[p].mips and obs[p].mips > 1e-9]
+    if arm.learner is not None:
+        for g, smp in samples.items():
+            arm.learner.observe(s.sigs[tmpl_of[g]], [smp], epoch * EPOCH_S)
+    sources: dict[str, int] = {}
+    for c in arm.choices.values():
+        k = c.source.split(":", 1)[0]
+        sources[k] = sources.get(k, 0) + 1
+    return {"epoch": epoch, "macro": macro, "error": float(np.mean(err_streams + err_mips)) if err_streams or err_mips else None,
+            "error_e2e_median": float(np.median(e2e)) if e2e else None,
+            "error_streams": float(np.mean(err_streams)) if err_streams else None,
+            "error_mips": float(np.mean(err_mips)) if err_mips else None,
+            "importance": clean.importance, "projected": plan.importance, "admitted": len(choice),
+            "probes": len(arm.probes), "sources": sources,
+            "unidentified": _unidentified(arm) if arm.learner is not None else None}
+
+
+def _unidentified(arm: Arm) -> int:
+    """Learned PEs whose model has a parameter not identified."""
+    n = 0
+    for c in arm.choices.values():
+        if c.source.startswith("learned") and c.key and arm.learner is not None:
+            m = arm.learner.get(c.key)
+            if m is not None and m.fit is not None and (not m.fit.a_identified or (m.kind is not PEKind.source and not m.fit.b_identified)):
+                n += 1
+    return n
+
+
+def run(seed: int, epochs: int, macro_every: int, n_nodes: int, arms: tuple[str, ...] = ARMS,
+        explore: ExplorationSettings | None = None, config: LearnConfig | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Per arm, one row per epoch (tests run small configurations with ``config``)."""
+    s = setup(seed, n_nodes)
+    cfg = config or LearnConfig()
+    ex = explore or ExplorationSettings(enabled=True)
+    state = {a: Arm(a, learner=Learner(cfg) if a in ("learned", "explore") else None, explore=ex if a == "explore" else None) for a in arms}
+    noise_rng = np.random.default_rng(seed)
+    rngs = {a: np.random.default_rng([seed, k]) for k, a in enumerate(arms)}
+    rows: dict[str, list[dict[str, Any]]] = {a: [] for a in arms}
+    for e in range(epochs):
+        # one noise draw per PE per epoch, shared by the arms: they differ only in their plans
+        noise = {pid: max(1.0 + RF_NOISE * float(noise_rng.normal()), 1e-9) for pid in sorted(s.true)}
+        for a in arms:
+            rows[a].append(step(state[a], s, e, e % macro_every == 0, rngs[a], noise))
+        if "oracle" in rows:
+            for a in arms:
+                o = rows["oracle"][-1]["importance"]
+                rows[a][-1]["importance_ratio"] = rows[a][-1]["importance"] / o if o > 0 else None
+    return rows
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return float(statistics.mean(v)) if v else None
+
+
+def summarise(runs: dict[int, dict[str, list[dict[str, Any]]]], epochs: int, macro_every: int) -> dict[str, Any]:
+    """Per arm and epoch, the mean over seeds; and the last macro period's means ("final")."""
+    arms = list(next(iter(runs.values())))
+    per_epoch: dict[str, list[dict[str, Any]]] = {}
+    for a in arms:
+        per_epoch[a] = []
+        for e in range(epochs):
+            rs = [runs[sd][a][e] for sd in runs]
+            per_epoch[a].append({k: _mean([r.get(k) for r in rs]) for k in ("error", "error_streams", "error_mips", "error_e2e_median", "importance_ratio",
+                                                                             "importance", "probes", "unidentified")} | {"epoch": e})
+    tail = range(max(0, epochs - macro_every * 2), epochs)
+    final = {a: {k: _mean([per_epoch[a][e][k] for e in tail]) for k in ("error", "error_streams", "error_mips", "error_e2e_median", "importance_ratio")}
+             for a in arms}
+    for a in arms:
+        final[a]["importance_ratio_all"] = _mean([per_epoch[a][e]["importance_ratio"] for e in range(epochs)])
+        final[a]["probes_total"] = sum(sum(r["probes"] for r in runs[sd][a] if r["macro"]) for sd in runs) / len(runs)
+    return {"per_epoch": per_epoch, "final": final, "tail_epochs": [tail.start, tail.stop - 1]}
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def report(out: Path, doc: dict[str, Any]) -> None:
+    (out / "rfl.json").write_text(json.dumps(doc, indent=1) + "\n")
+    pe, fin = doc["summary"]["per_epoch"], doc["summary"]["final"]
+    a = doc["args"]
+    lines = ["# Resource function learner: prediction accuracy (paper section 6.1, Fig. 21)", "",
+             f"`{doc['command']}`: DAC-like workload (6 jobs, 51 PEs) on {a['nodes']} nodes, {a['epochs']} micro epochs, a macro epoch "
+             f"every {a['macro_every']}, seeds {a['seeds']} (means over seeds); {doc['seconds']:.0f} s on a 2-core machine that a CI run "
+             "was also using (timings are noisy, the figures are not: they are deterministic per seed).", "",
+             "Error: mean relative error |predicted - observed| / observed of the tuples/s each stream delivers and the mips each PE "
+             "uses, predicted with the functions the arm planned with at the plan's allocation, observed on the fluid data plane "
+             f"with the true functions ({RF_NOISE:.0%} noise on the output, {CPU_NOISE:.0%} on the CPU reading). Importance: the data "
+             "plane's importance of the arm's plan (true functions, no noise) / that of the plan made with the true functions.", "",
+             "| epoch | error declared/default | error learned | error learned + exploration | importance declared | learned | "
+             "learned + exploration | probes | learned PEs with a parameter not identified (learned / + exploration) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    shown = sorted({0, 1, 2, 4, 8, 12, 16, 20, 24, 30, 36, a["epochs"] - 1} & set(range(a["epochs"])))
+    for e in shown:
+        d, lr, ex = pe["declared"][e], pe["learned"][e], pe["explore"][e]
+        lines.append(f"| {e} | {pct(d['error'])} | {pct(lr['error'])} | {pct(ex['error'])} | {pct(d['importance_ratio'])} | "
+                     f"{pct(lr['importance_ratio'])} | {pct(ex['importance_ratio'])} | {ex['probes']:.1f} | "
+                     f"{lr['unidentified'] if lr['unidentified'] is not None else '-'} / {ex['unidentified'] if ex['unidentified'] is not None else '-'} |")
+    t0, t1 = doc["summary"]["tail_epochs"]
+    lines += ["", f"Last {t1 - t0 + 1} epochs ({t0}-{t1}), means:", "",
+              "| arm | error (streams and mips) | streams | mips | importance / true functions' | importance over all epochs | probes (macro epochs x PEs) |",
+              "|---|---|---|---|---|---|---|"]
+    for arm in ("declared", "learned", "explore", "oracle"):
+        f = fin[arm]
+        lines.append(f"| {arm} | {pct(f['error'])} | {pct(f['error_streams'])} | {pct(f['error_mips'])} | {pct(f['importance_ratio'])} | "
+                     f"{pct(f['importance_ratio_all'])} | {f['probes_total']:.1f} |")
+    lines += ["", f"Paper (Fig. 21): {PAPER['default']:.0%} error with default functions, {PAPER['learned']:.0%} learned."]
+    (out / "rfl.md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    x = list(range(a["epochs"]))
+    for arm, style in (("declared", "C0-"), ("learned", "C1-"), ("explore", "C2--"), ("oracle", "C3:")):
+        axes[0].plot(x, [100 * (r["error"] or 0) for r in pe[arm]], style, label=arm)
+        axes[1].plot(x, [100 * (r["importance_ratio"] or 0) for r in pe[arm]], style, label=arm)
+    for y, lab in ((100 * PAPER["default"], "paper, default"), (100 * PAPER["learned"], "paper, learned")):
+        axes[0].axhline(y, color="grey", lw=0.8, ls=":")
+        axes[0].text(x[-1], y, lab, ha="right", va="bottom", fontsize=8, color="grey")
+    axes[0].set(title="prediction error (streams and mips)", xlabel="micro epoch", ylabel="%")
+    axes[1].set(title="importance / with the true functions", xlabel="micro epoch", ylabel="%")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(out / "rfl.png", dpi=90)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epochs", type=int, default=48)
+    ap.add_argument("--macro-every", type=int, default=3)
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--nodes", type=int, default=9)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
+    args = ap.parse_args(argv)
+    seeds = [int(x) for x in args.seeds.split(",")]
+    t0 = time.perf_counter()
+    runs = {}
+    for sd in seeds:
+        runs[sd] = run(sd, args.epochs, args.macro_every, args.nodes)
+        f = summarise({sd: runs[sd]}, args.epochs, args.macro_every)["final"]
+        print(f"seed {sd}: " + ", ".join(f"{a} error {pct(f[a]['error'])} importance {pct(f[a]['importance_ratio'])}" for a in ARMS),
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    cmd = "benchmarks/bench_rfl.py" + "".join(f" --{k.replace('_', '-')} {v}" for k, v in
+                                             (("epochs", args.epochs), ("macro_every", args.macro_every), ("seeds", args.seeds),
+                                              ("nodes", args.nodes)) if str(v) != str(ap.get_default(k)))
+    doc = {"command": ".venv/bin/python " + cmd, "paper": PAPER, "seconds": time.perf_counter() - t0,
+           "args": {"epochs": args.epochs, "macro_every": args.macro_every, "seeds": seeds, "nodes": args.nodes},
+           "exploration": ExplorationSettings(enabled=True).model_dump(), "summary": summarise(runs, args.epochs, args.macro_every),
+           "runs": {str(k): v for k, v in runs.items()}}
+    report(Path(args.out), doc)
+    print(json.dumps(doc["summary"]["final"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
