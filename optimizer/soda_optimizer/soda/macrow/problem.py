@@ -134,6 +134,22 @@ class Problem:
                 self._match_set[skey] = frozenset(self._match_of[skey])
             self._sel.append(skey)
             self.match.append(self._match_of[skey])
+        # the default over-allocation is also capped by what the unit's matching nodes of one rack
+        # offer: a PE pinned to one node by its selector can never have candidates worth more than
+        # that node (before, a goal of 1000 mips on a 1,200-mips node needed 1,500: Rejected)
+        rack_cap: dict[tuple[tuple[tuple[str, str], ...], bool], float] = {}
+        for i, u in enumerate(self.units):
+            if any(s.fairness > 0 for s in u.specs) or u.need <= u.goal:
+                continue
+            ck = (self._sel[i], u.single_threaded)
+            if ck not in rack_cap:
+                per_rack: dict[str, float] = {}
+                for n in self.match[i]:
+                    node = self.nodes[n]
+                    per_rack[node.rack] = per_rack.get(node.rack, 0.0) + (
+                        min(node.mips, node.mips_per_core) if u.single_threaded else node.mips)
+                rack_cap[ck] = max(per_rack.values(), default=0.0)
+            u.need = max(u.goal, min(u.need, rack_cap[ck]))
         self.integrity = [max(s.integrity for s in u.specs) for u in self.units]
         self.integrity_lo = [min(s.integrity for s in u.specs) for u in self.units]
         self.colors = [{s.color for s in u.specs if s.color} for u in self.units]
