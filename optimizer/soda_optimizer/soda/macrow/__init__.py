@@ -63,7 +63,7 @@ STALL_SHARE = 0.1  # miniW stops after this share of the deadline without a bett
 STALL_MIN_S = 0.25
 STALL_RESTARTS = 2  # restarts in a row that gain less than STALL_GAIN end the search
 STALL_GAIN = 1e-3
-TOP_SHARE = 0.2  # of the deadline, for the TopLevelMILP
+TOP_SHARE = 0.3  # of the deadline, for the TopLevelMILP
 PACK_SHARE = 0.25  # of the deadline, kept for the in-node packing after miniW
 
 
@@ -137,6 +137,7 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
                 alone.extend(u.members)
                 each.update(dict.fromkeys(u.members, w))
         return MacroWResult({}, None, report("infeasible", None, why), violated=why, unplaceable=tuple(alone), why=each)
+    t_top = time.monotonic() - t0  # TopLevel and BottomLevel (the start)
     progress: dict = {}  # the stall clock, shared by the restarts
     search_end = deadline - (PACK_SHARE * budget if packing else 0.0)
     best, moves = _mini_w(prob, start, search_end, stall_s=stall_s, stall_gain=STALL_GAIN, progress=progress)
@@ -153,9 +154,11 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         flat = flat + 1 if gain < STALL_GAIN else 0
         if again.objective() < best.objective() - 1e-12:
             best = again
+    t_search = time.monotonic() - t0 - t_top
     if packing:
         best, how = pack_nodes(prob, best, min(deadline, time.monotonic() + PACK_SHARE * budget))
         stage += f", {how}"
+    stage += f" (start {t_top:.2f} s, miniW {t_search:.2f} s, packing {time.monotonic() - t0 - t_top - t_search:.2f} s)"
     cands = _as_candidates(prob, best)
     errs = violations(prob, cands)
     if errs:
