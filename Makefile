@@ -8,7 +8,7 @@ export KUBESODA_CACHE ?= $(HOME)/.cache/kubesoda
 export KUBESODA_STATE ?= $(CURDIR)/.local/cluster
 TOPOLOGY ?= hack/topologies/small.yaml
 
-.PHONY: help venv binaries cluster-up cluster-down unit e2e e2e-realnode test lint demo bench bench-scale clean
+.PHONY: help venv binaries cluster-up cluster-down unit e2e e2e-realnode test lint demo bench bench-scale bench-realcpu clean
 
 help:
 	@echo "make demo | test | unit | e2e | lint | cluster-up | cluster-down | bench"
@@ -62,15 +62,21 @@ demo: venv
 	hack/demo.sh
 
 bench: venv
-	for b in quantity placement admission resolution flows dispatch; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
+	for b in quantity placement admission resolution flows dispatch rfl; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
 	$(BIN)/python benchmarks/bench_yield.py --quick
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_extender.py
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_e2e_lsd.py
 	hack/with-cluster.sh $(BIN)/python benchmarks/bench_dataplane.py
+	$(MAKE) bench-realcpu
 	$(MAKE) bench-scale
 
 clean: cluster-down
 	rm -rf .local
+
+# section 7.2 on real CPU: one real node with 1.2 allocatable cores (the rest of the 2 is the control plane's)
+bench-realcpu: venv
+	KUBESODA_REAL_NODES=1 KUBESODA_REAL_NODE_RESERVED_CPU=800m KUBESODA_STATE=$(CURDIR)/.local/cluster-realcpu KUBESODA_PORT_BASE=27400 \
+	  hack/with-cluster.sh $(BIN)/python benchmarks/bench_realcpu.py
 
 # 2000 KWOK nodes x 10x LSD end to end (about 15 minutes; docs/benchmarks/scale.md)
 bench-scale: venv

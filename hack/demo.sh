@@ -6,6 +6,8 @@
 #     with kubectl and watch admission and placement (printer columns, pods on planned nodes);
 #     the fluid data plane (kubesoda simulate) plays the PEs and the local Prometheus scrapes it,
 #     so each job shows its observed importance next to the projected one;
+#  3c. with a real node (KUBESODA_REAL_NODES, default 1 when run as root): a real pipeline of the
+#     example PEs whose transform's tuple rate changes when kubesoda resizes its CPU in place;
 #  4. remove nodes and watch the plan move: low-rank work is rejected, required work stays;
 #  5. stop the operator; the cluster stays up (make cluster-down stops it).
 set -euo pipefail
@@ -15,6 +17,10 @@ state="${KUBESODA_STATE:-$repo/.local/cluster}"
 kubesoda="$repo/.venv/bin/kubesoda"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+if [ -z "${KUBESODA_REAL_NODES:-}" ]; then
+  if [ "$(id -u)" = 0 ]; then export KUBESODA_REAL_NODES=1; else
+    echo "(not root: no real node, step 3c is skipped; KUBESODA_REAL_NODES=0 silences this)"; fi
+fi
 "$here/cluster-up.sh" "${TOPOLOGY:-$here/topologies/small.yaml}"
 # shellcheck disable=SC1091
 source "$state/env"
@@ -59,6 +65,31 @@ if [ -n "$sim" ]; then
   say "3b. observed (through Prometheus, from the fluid data plane) next to projected importance"
   sleep 12
   kubectl get streamjobs -n demo -o custom-columns='JOB:.metadata.name,PHASE:.status.phase,PROJECTED:.status.importance,OBSERVED:.status.observed.importance,INGEST/S:.status.observed.ingestRate,MEETS:.status.conditions[?(@.type=="MeetsProjection")].status'
+fi
+
+if kubectl get nodes -l type=real -o name | grep -q .; then
+  say "3c. a real pipeline on the real node (examples/real-pipeline): its rate follows the CPU kubesoda gives it"
+  "$repo/.venv/bin/python" "$here/build-image.py" pe-examples >/dev/null 2>&1
+  kubectl apply -n demo -f "$repo/examples/real-pipeline/pipeline.yaml"
+  mid() { kubectl get pod -n demo -l kubesoda.io/job=pipe,kubesoda.io/pe=mid -o jsonpath="$1" 2>/dev/null; }
+  rate() {  # tuples/s the transform receives over 6 s, from its own /metrics
+    "$repo/.venv/bin/python" - "$(mid '{.items[0].status.podIP}')" <<'PY'
+import sys, time, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+def n():
+    text = urllib.request.urlopen(f"http://{sys.argv[1]}:9100/metrics", timeout=5).read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == "kubesoda_pe_tuples_received_total")
+a, t = n(), time.monotonic(); time.sleep(6); print(f"{(n() - a) / (time.monotonic() - t):.1f}")
+PY
+  }
+  for _ in $(seq 1 60); do r=$(rate 2>/dev/null || true); [ -n "$r" ] && [ "${r%.*}" -gt 0 ] && break; sleep 2; done
+  echo "transform alone:        CPU limit $(mid '{.items[0].status.containerStatuses[0].resources.limits.cpu}'), $(rate) tuples/s"
+  kubectl apply -n demo -f "$repo/examples/real-pipeline/rival.yaml"
+  before=$(mid '{.items[0].spec.containers[0].resources.limits.cpu}')
+  for _ in $(seq 1 60); do [ "$(mid '{.items[0].status.containerStatuses[0].resources.limits.cpu}')" != "$before" ] && break; sleep 1; done
+  sleep 2
+  echo "with a rival worth 100x: CPU limit $(mid '{.items[0].status.containerStatuses[0].resources.limits.cpu}'), $(rate) tuples/s (restarts: $(mid '{.items[0].status.containerStatuses[0].restartCount}'))"
+  kubectl delete -n demo -f "$repo/examples/real-pipeline" --wait=false >/dev/null
 fi
 
 say "4. lose 5 of the 8 nodes: the plan moves (watch the video job, rank 2)"

@@ -8,7 +8,9 @@
 #
 # Environment: KUBESODA_STATE, KUBESODA_PORT_BASE (as cluster-up.sh), KUBESODA_REAL_NODES (default
 # 0: nothing to do), KUBESODA_REAL_NODE_ZONE / _RACK / _MIPS (labels; default zone-0, rack-0-0,
-# 1000). Ports: node i uses base+10+3i (kubelet), +11+3i (kubelet healthz, loopback), +12+3i
+# 1000), KUBESODA_REAL_NODE_RESERVED_CPU (the kubelet's systemReserved cpu, e.g. 800m: the node's
+# allocatable CPU, which kubesoda plans with, is then the host's cores minus it; default none).
+# Ports: node i uses base+10+3i (kubelet), +11+3i (kubelet healthz, loopback), +12+3i
 # (containerd's CRI streaming server for exec/attach, loopback): at most 3 nodes; base+19 is the
 # readiness port of CoreDNS, the nodes' cluster DNS (on the host, at 10.<c>.255.254:53, serving
 # cluster.local from the API server, so pods resolve Services by name as on any cluster). Names and
@@ -309,6 +311,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "2%", imagefs.available: "2%"}
 maxPods: 110
+${KUBESODA_REAL_NODE_RESERVED_CPU:+systemReserved: {cpu: "$KUBESODA_REAL_NODE_RESERVED_CPU"\}}
 clusterDNS: [$(dns_ip)]
 clusterDomain: cluster.local
 resolvConf: $d/resolv.conf
@@ -320,6 +323,9 @@ YAML
   echo $! >"$d/pids/containerd"
   for _ in $(seq 1 100); do ctr --address "$d/containerd.sock" version >/dev/null 2>&1 && break; sleep 0.1; done
   ctr --address "$d/containerd.sock" -n k8s.io images import "$pause" >/dev/null
+  # the same pause image under the name a StreamTemplate's PEs default to, so that placeholder PEs
+  # placed on a real node run (nothing is pulled: no registry is reachable)
+  ctr --address "$d/containerd.sock" -n k8s.io images tag --force localhost/kubesoda/pause:3.10.1 registry.k8s.io/pause:3.10 >/dev/null
 
   local labels="type=real,kubernetes.io/os=linux,topology.kubernetes.io/zone=${KUBESODA_REAL_NODE_ZONE:-zone-0}"
   labels+=",kubesoda.io/rack=${KUBESODA_REAL_NODE_RACK:-rack-0-0},kubesoda.io/mips-per-core=${KUBESODA_REAL_NODE_MIPS:-1000}"
