@@ -83,6 +83,7 @@ a, t = n(), time.monotonic(); time.sleep(6); print(f"{(n() - a) / (time.monotoni
 PY
   }
   for _ in $(seq 1 60); do r=$(rate 2>/dev/null || true); [ -n "$r" ] && [ "${r%.*}" -gt 0 ] && break; sleep 2; done
+  sleep 5  # past the start-up
   echo "transform alone:        CPU limit $(mid '{.items[0].status.containerStatuses[0].resources.limits.cpu}'), $(rate) tuples/s"
   kubectl apply -n demo -f "$repo/examples/real-pipeline/rival.yaml"
   before=$(mid '{.items[0].spec.containers[0].resources.limits.cpu}')
