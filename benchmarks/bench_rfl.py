@@ -23,10 +23,13 @@ planned with change only at macro epochs, as in the operator). Per epoch and per
    functions, each PE's ``a`` and ``b`` times one Gaussian factor ``1 + 0.05 N(0, 1)`` per epoch
    (``kubesoda simulate``'s noise) and its CPU reading times ``exp(0.03 N(0, 1))``; instances get
    the plan's fractions floored to millicores, as the operator's pods do;
-3. predict: the same data plane with the functions the arm planned with (the best estimates, not
-   the probes), same instances; per stream (tuples/s delivered) and per PE (mips used), the
-   relative error |predicted - observed| / observed; the epoch's error is the mean over the streams
-   and PEs with a positive observation;
+3. predict (the paper's Fig. 21, one step): per stream, the output rate its producer's planned
+   function (the best estimate, not a probe) gives at the input rate the producer was seen to
+   receive and the mips it had; per PE, the mips it uses. The epoch's error is the mean of
+   |predicted - observed| / observed over the streams and PEs with a positive observation, also
+   split by where the function came from (declared, default, learned). End to end, the data plane
+   run with the planned functions from the primal inputs (errors compound along a pipeline) is
+   reported as a median;
 4. learn (learning arms): each PE's observation as a sample (``sample_from_observation``, as the
    operator takes them), given to the arm's :class:`soda_optimizer.learn.Learner`;
 5. importance: the data plane's importance of the plan with the true functions without noise,
@@ -108,7 +111,9 @@ def signatures(t: Template) -> dict[str, Signature]:
 def setup(seed: int, n_nodes: int) -> Setup:
     rng = np.random.default_rng(1000 + seed)
     templates, jobs = workloads.dac(seed)
-    scen = workloads.scenario((templates, jobs), workloads.nodes(n_nodes), Policy())
+    # a fixed macroQ resolution, so that the plans do not depend on how loaded the machine is (the
+    # granularity loop refines while its deadline allows); macroW's solver still stops on time
+    scen = workloads.scenario((templates, jobs), workloads.nodes(n_nodes), Policy(resolution_units=400))
     true, declared, kinds, sigs = {}, {}, {}, {}
     for t in scen.templates:
         sigs.update(signatures(t))
@@ -180,7 +185,7 @@ def previous(plan: Plan) -> PreviousState:
 
 def step(arm: Arm, s: Setup, epoch: int, macro: bool, rng: np.random.Generator, noise: dict[str, float]) -> dict[str, Any]:
     base = s.scen if arm.plan is None else s.scen.model_copy(update={"previous": previous(arm.plan)})
-    if macro or arm.plan is None:
+    if arm.plan is None or (macro and arm.name != "oracle"):  # the oracle's functions never change: one macro epoch
         arm.choices = choose_all(arm, s)
         arm.probes = select(arm.choices, arm.learner, arm.explore, arm.macros) if arm.explore and arm.learner else {}
         arm.macros += 1
@@ -214,16 +219,20 @@ def step(arm: Arm, s: Setup, epoch: int, macro: bool, rng: np.random.Generator, 
             samples[g] = smp
     # one step: each PE's function, at the input it was seen to receive and the mips it had, against what it did
     err_streams, err_mips = [], []
+    by_source: dict[str, list[float]] = {}
     for g, smp in samples.items():
         rf, kind = arm.choices[tmpl_of[g]].rf, s.kinds[tmpl_of[g]]
+        mine = by_source.setdefault(arm.choices[tmpl_of[g]].source.split(":", 1)[0], [])
         src = kind is PEKind.source
         pred_out = min(rf.a * smp.m, smp.r_i) if src else min(rf.a * smp.r_i * smp.m, rf.b * smp.r_i)
         pred_used = min(smp.m, (smp.r_i if src else rf.b) / rf.a)
         if smp.r_o > 1e-9:
             n_out = max(1, glued_true.graph.out_degree(g))  # one error per stream it feeds (a sink's output counts once)
             err_streams += [abs(pred_out - smp.r_o) / smp.r_o] * n_out
+            mine += [abs(pred_out - smp.r_o) / smp.r_o] * n_out
         if smp.m_used:
             err_mips.append(abs(pred_used - smp.m_used) / smp.m_used)
+            mine.append(abs(pred_used - smp.m_used) / smp.m_used)
     # end to end: the whole plan's projection (rates propagated from the primal inputs) vs the data plane
     e2e = [abs(predicted.streams[e] - r) / r for e, r in observed.streams.items() if r > 1e-9]
     e2e += [abs(predicted.pe_mips_used[p] - obs[p].mips) / obs[p].mips for p in obs if obs[p].mips and obs[p].mips > 1e-9]
@@ -236,6 +245,7 @@ def step(arm: Arm, s: Setup, epoch: int, macro: bool, rng: np.random.Generator, 
         sources[k] = sources.get(k, 0) + 1
     return {"epoch": epoch, "macro": macro, "error": float(np.mean(err_streams + err_mips)) if err_streams or err_mips else None,
             "error_e2e_median": float(np.median(e2e)) if e2e else None,
+            "error_by_source": {k: float(np.mean(v)) for k, v in sorted(by_source.items()) if v},
             "error_streams": float(np.mean(err_streams)) if err_streams else None,
             "error_mips": float(np.mean(err_mips)) if err_mips else None,
             "importance": clean.importance, "projected": plan.importance, "admitted": len(choice),
@@ -295,6 +305,8 @@ def summarise(runs: dict[int, dict[str, list[dict[str, Any]]]], epochs: int, mac
     final = {a: {k: _mean([per_epoch[a][e][k] for e in tail]) for k in ("error", "error_streams", "error_mips", "error_e2e_median", "importance_ratio")}
              for a in arms}
     for a in arms:
+        srcs = sorted({k for sd in runs for r in runs[sd][a] for k in r["error_by_source"]})
+        final[a]["error_by_source"] = {k: _mean([r["error_by_source"].get(k) for sd in runs for r in runs[sd][a][tail.start:]]) for k in srcs}
         final[a]["importance_ratio_all"] = _mean([per_epoch[a][e]["importance_ratio"] for e in range(epochs)])
         final[a]["probes_total"] = sum(sum(r["probes"] for r in runs[sd][a] if r["macro"]) for sd in runs) / len(runs)
     return {"per_epoch": per_epoch, "final": final, "tail_epochs": [tail.start, tail.stop - 1]}
@@ -311,11 +323,15 @@ def report(out: Path, doc: dict[str, Any]) -> None:
     lines = ["# Resource function learner: prediction accuracy (paper section 6.1, Fig. 21)", "",
              f"`{doc['command']}`: DAC-like workload (6 jobs, 51 PEs) on {a['nodes']} nodes, {a['epochs']} micro epochs, a macro epoch "
              f"every {a['macro_every']}, seeds {a['seeds']} (means over seeds); {doc['seconds']:.0f} s on a 2-core machine that a CI run "
-             "was also using (timings are noisy, the figures are not: they are deterministic per seed).", "",
-             "Error: mean relative error |predicted - observed| / observed of the tuples/s each stream delivers and the mips each PE "
-             "uses, predicted with the functions the arm planned with at the plan's allocation, observed on the fluid data plane "
-             f"with the true functions ({RF_NOISE:.0%} noise on the output, {CPU_NOISE:.0%} on the CPU reading). Importance: the data "
-             "plane's importance of the arm's plan (true functions, no noise) / that of the plan made with the true functions.", "",
+             "was also using. macroW's solver stops on a wall-clock limit, so the plans (and every figure below) vary a little from run "
+             "to run: at epochs 0-11 the three arms plan with the same functions, and their differences there are that noise.", "",
+             "Error (the paper's Fig. 21, one step): per stream, the producer's output rate its planned function predicts at the "
+             "input rate it was seen to receive and the mips it had, and per PE the mips it uses, against the observation on the fluid "
+             f"data plane with the true functions ({RF_NOISE:.0%} noise on the output, {CPU_NOISE:.0%} on the CPU reading); the mean of "
+             "|predicted - observed| / observed over streams and PEs. End to end: the same data plane run with the planned functions "
+             "from the primal inputs (errors compound along the pipelines; median, as the mean is dominated by starved PEs). "
+             "Importance: the data plane's importance of the arm's plan (true functions, no noise) / that of the plan made with the "
+             "true functions.", "",
              "| epoch | error declared/default | error learned | error learned + exploration | importance declared | learned | "
              "learned + exploration | probes | learned PEs with a parameter not identified (learned / + exploration) |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -327,12 +343,41 @@ def report(out: Path, doc: dict[str, Any]) -> None:
                      f"{lr['unidentified'] if lr['unidentified'] is not None else '-'} / {ex['unidentified'] if ex['unidentified'] is not None else '-'} |")
     t0, t1 = doc["summary"]["tail_epochs"]
     lines += ["", f"Last {t1 - t0 + 1} epochs ({t0}-{t1}), means:", "",
-              "| arm | error (streams and mips) | streams | mips | importance / true functions' | importance over all epochs | probes (macro epochs x PEs) |",
-              "|---|---|---|---|---|---|---|"]
+              "| arm | error (streams and mips) | streams | mips | by function source | end to end (median) | importance / true functions' "
+              "| importance over all epochs | probes (macro epochs x PEs) |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for arm in ("declared", "learned", "explore", "oracle"):
         f = fin[arm]
-        lines.append(f"| {arm} | {pct(f['error'])} | {pct(f['error_streams'])} | {pct(f['error_mips'])} | {pct(f['importance_ratio'])} | "
-                     f"{pct(f['importance_ratio_all'])} | {f['probes_total']:.1f} |")
+        by = ", ".join(f"{k} {pct(v)}" for k, v in f["error_by_source"].items() if v is not None)
+        lines.append(f"| {arm} | {pct(f['error'])} | {pct(f['error_streams'])} | {pct(f['error_mips'])} | {by} | {pct(f['error_e2e_median'])} | "
+                     f"{pct(f['importance_ratio'])} | {pct(f['importance_ratio_all'])} | {f['probes_total']:.1f} |")
+    probing = [e for e in range(a["epochs"]) if (pe["explore"][e]["probes"] or 0) > 0]
+    if probing:
+        def mean_at(arm: str, key: str, es: list[int]) -> float | None:
+            return _mean([pe[arm][e][key] for e in es])
+        lx, ll = fin["explore"], fin["learned"]
+        lines += ["", "Exploration, on vs off (the `explore` and `learned` arms, same seeds):", "",
+                  f"- gain: importance at the end {pct(lx['importance_ratio'])} vs {pct(ll['importance_ratio'])} of the true functions'; "
+                  f"over all epochs {pct(lx['importance_ratio_all'])} vs {pct(ll['importance_ratio_all'])}; learned PEs with a parameter "
+                  f"not identified at the last epoch {pe['explore'][-1]['unidentified']} vs {pe['learned'][-1]['unidentified']};",
+                  f"- cost: error in the {len(probing)} epochs with probes running {pct(mean_at('explore', 'error', probing))} vs "
+                  f"{pct(mean_at('learned', 'error', probing))}, at the end {pct(lx['error'])} vs {pct(ll['error'])} (the probed "
+                  "allocations lie outside what the models know); importance moves from one macro epoch to the next as probes start "
+                  "and end (the plot), and the probed PEs' pods are resized.",
+                  f"- settings: {doc.get('exploration')}."]
+        worst, drop = None, None
+        for sd, r in doc["runs"].items():
+            for x, y in zip(r["explore"], r["learned"]):
+                if x["probes"] and (worst is None or x["importance_ratio"] - y["importance_ratio"] < worst[0]):
+                    worst = (x["importance_ratio"] - y["importance_ratio"], sd, x["epoch"])
+            ex = [x["importance_ratio"] for x in r["explore"]]
+            for i in range(1, len(ex)):
+                if drop is None or ex[i] - ex[i - 1] < drop[0]:
+                    drop = (ex[i] - ex[i - 1], sd, i)
+        if worst is not None and drop is not None:
+            lines.insert(-1, f"- cost in importance: with probes running, the worst epoch of the `explore` arm is {100 * worst[0]:+.1f} points "
+                             f"against the `learned` arm (seed {worst[1]}, epoch {worst[2]}); its largest fall from one epoch to the next is "
+                             f"{100 * drop[0]:.1f} points (seed {drop[1]}, epoch {drop[2]}: a macro epoch where probes start or end);")
     lines += ["", f"Paper (Fig. 21): {PAPER['default']:.0%} error with default functions, {PAPER['learned']:.0%} learned."]
     (out / "rfl.md").write_text("\n".join(lines) + "\n")
     try:
