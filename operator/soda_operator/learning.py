@@ -84,7 +84,8 @@ def _num(x: Any) -> float | None:
 
 def settings_from(policy: Mapping[str, Any] | None) -> LearningSettings:
     """The SchedulingPolicy's ``spec.learning`` (the defaults where a field is missing or bad)."""
-    sp = ((policy or {}).get("spec") or {}).get("learning") or {}
+    spec = (policy or {}).get("spec") if isinstance(policy, Mapping) else None
+    sp = (spec.get("learning") if isinstance(spec, Mapping) else None) or {}
     if not isinstance(sp, Mapping):
         return LearningSettings()
     kw: dict[str, Any] = {}
@@ -93,7 +94,8 @@ def settings_from(policy: Mapping[str, Any] | None) -> LearningSettings:
         if sp.get(src) is not None:
             kw[dst] = sp[src]
     defaults = {}
-    for kind, rf in (sp.get("defaults") or {}).items():
+    dflt = sp.get("defaults") or {}
+    for kind, rf in (dflt.items() if isinstance(dflt, Mapping) else ()):
         if isinstance(rf, Mapping) and kind in PEKind.__members__:
             a, b = _num(rf.get("a", 1.0)), _num(rf.get("b", 1.0))
             if a is not None and b is not None:
