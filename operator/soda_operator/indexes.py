@@ -43,6 +43,26 @@ def _trim(body: kopf.Body) -> dict[str, Any]:
     return raw
 
 
+# parts of a PE pod no epoch reads back (the operator writes them from the template and the plan
+# and never compares them): about 60% of a PE pod's size, 7,370 times at 2,000 nodes
+_POD_SPEC_DROP = ("volumes", "tolerations", "affinity", "securityContext", "dnsPolicy", "enableServiceLinks",
+                  "preemptionPolicy", "restartPolicy", "terminationGracePeriodSeconds", "automountServiceAccountToken")
+_CONTAINER_DROP = ("env", "ports", "volumeMounts", "securityContext", "command", "args", "terminationMessagePath",
+                   "terminationMessagePolicy", "imagePullPolicy", "readinessProbe", "livenessProbe", "startupProbe")
+
+
+def _trim_pod(body: kopf.Body) -> dict[str, Any]:
+    """A PE pod as the epochs read it: :func:`_trim` less what only the operator's own writes use."""
+    raw = _trim(body)
+    spec = raw.get("spec") or {}
+    for k in _POD_SPEC_DROP:
+        spec.pop(k, None)
+    for c in spec.get("containers") or []:
+        for k in _CONTAINER_DROP:
+            c.pop(k, None)
+    return raw
+
+
 def requests(pod: dict[str, Any]) -> tuple[float, float]:
     """(CPU cores, memory bytes) a pod holds on its node, as the scheduler counts them: the larger
     of the sum over its containers and the largest init container, plus the pod overhead."""
@@ -83,7 +103,7 @@ def kubesoda_policies(name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
 
 @kopf.index("", "v1", "pods", labels={crd.LABEL_JOB: kopf.PRESENT})
 def kubesoda_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return {(namespace, name): _trim(body)}
+    return {(namespace, name): _trim_pod(body)}
 
 
 @kopf.index("", "v1", "services", labels={crd.LABEL_JOB: kopf.PRESENT})
