@@ -177,6 +177,20 @@ class Problem:
                 or bool(self.pol.incompatible_colors) or any(self.exl.values()))
 
     @functools.cached_property
+    def fill_target(self) -> float:
+        """The node utilisation alpha_n up to which BottomLevel puts a PE next to its stream
+        partners: 1, or the mean alpha_n when the candidate needs exceed the nodes' mips (with the
+        default over-allocation phi = 1.5, above 2/3 of the capacity), so that partners can share
+        a node as long as it stays at the average."""
+        cap = sum(node.mips for node in self.nodes.values())
+        if cap <= 0:
+            return 1.0
+        most = max(node.mips for node in self.nodes.values())
+        core = max(self._one_core.values())
+        need = sum(min(u.need, core if self._single[i] else most) for i, u in enumerate(self.units))
+        return max(1.0, need / cap)
+
+    @functools.cached_property
     def _single(self) -> list[bool]:
         return [u.single_threaded for u in self.units]
 
