@@ -164,3 +164,46 @@ def test_exploration_unsticks_a_pe_only_seen_cpu_bound() -> None:
     assert not id_off and m_off < 400
     # with probes (x1.5 per macro epoch) its allocation reaches the true saturation point and B is measured
     assert id_on and m_on > 0.9 * 2000
+
+
+# --------------------------------------------------------------------------- the operator's wiring
+
+TEMPLATE = {
+    "apiVersion": "kubesoda.io/v1alpha1", "kind": "StreamTemplate", "metadata": {"name": "t", "namespace": "ns"},
+    "spec": {
+        "pes": [{"name": "src", "kind": "source", "image": "acme/src:1", "resourceFunction": {"a": 1.0}},
+                {"name": "mid", "image": "acme/mid:1"},
+                {"name": "out", "kind": "sink", "image": "acme/out:1", "resourceFunction": {"a": 1.0, "b": 1.0}}],
+        "streams": [{"from": "src", "to": "mid"}, {"from": "mid", "to": "out"}],
+        "sinks": [{"pe": "out", "weight": 1}],
+        "primalInputs": [{"pe": "src", "rate": 100}],
+    },
+}
+
+
+def test_operator_macro_probes_and_micro_keeps_the_probes() -> None:
+    from soda_operator import crd
+    from soda_operator.learning import Learning, template_signatures
+
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubesoda.io/mips-per-core": "1000"}},
+            "status": {"allocatable": {"cpu": "8"}}}
+    job = {"apiVersion": "kubesoda.io/v1alpha1", "kind": "StreamJob", "metadata": {"name": "j", "namespace": "ns"},
+           "spec": {"templates": ["t"]}}
+    scen, errors = crd.scenario_from_objects([node], [TEMPLATE], [job])
+    assert not errors
+    sig = template_signatures(TEMPLATE)["mid"]
+    lrn = Learning(None, config=LearnConfig(n_full=5))
+    for i, m in enumerate([100.0, 150.0, 200.0, 120.0, 180.0, 160.0] * 2):  # CPU-bound only: B not identified
+        lrn.learner.observe(sig, [Sample(r_i=100.0, m=m, r_o=0.05 * m, m_used=m, t=float(i))], now=float(i))
+    policy = {"spec": {"learning": {"enabled": True, "exploration": {"enabled": True, "period": 1, "maxShare": 1.0}}}}
+    out = lrn.macro(scen, [TEMPLATE], policy)
+    mid = pe_id("ns/t", "mid")
+    chosen = lrn.functions[mid]
+    assert chosen.source.startswith("learned") and mid in lrn.probes
+    planned = out.template("ns/t").pes[1].rf
+    assert planned.b == pytest.approx(1.5 * chosen.rf.b) and planned.a == chosen.rf.a
+    assert lrn.micro(scen).template("ns/t").pes[1].rf == planned  # the micro epochs plan with the same probe
+    # exploration off: no probe, the chosen function
+    off = {"spec": {"learning": {"enabled": True}}}
+    out = lrn.macro(scen, [TEMPLATE], off)
+    assert lrn.probes == {} and out.template("ns/t").pes[1].rf == chosen.rf

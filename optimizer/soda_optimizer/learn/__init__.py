@@ -7,6 +7,8 @@ resource functions fitted online from observations ``<r_i, m, r_o>``. Pure: no K
 - :mod:`.learner` -- models per node: observe along the path, lookup by the most specific
   trusted node, pinning, export/load;
 - :mod:`.sample` -- a PE observation (metrics contract) as a sample.
+- :mod:`.functions` -- which function each PE is planned with (precedence) and the Scenario step;
+- :mod:`.explore` -- bounded probes of PEs seen in one regime only (issue 14 item 5).
 
 docs/learn.md describes the model, the fitting, the forgetting, the confidence and the lookup rule.
 """
