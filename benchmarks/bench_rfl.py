@@ -324,7 +324,7 @@ def report(out: Path, doc: dict[str, Any]) -> None:
              f"`{doc['command']}`: DAC-like workload (6 jobs, 51 PEs) on {a['nodes']} nodes, {a['epochs']} micro epochs, a macro epoch "
              f"every {a['macro_every']}, seeds {a['seeds']} (means over seeds); {doc['seconds']:.0f} s on a 2-core machine that a CI run "
              "was also using. macroW's solver stops on a wall-clock limit, so the plans (and every figure below) vary a little from run "
-             "to run: at epochs 0-11 the three arms plan with the same functions, and their differences there are that noise.", "",
+             "to run (see \"planner noise\" below: the arms' differences in the epochs where they plan with the same functions).", "",
              "Error (the paper's Fig. 21, one step): per stream, the producer's output rate its planned function predicts at the "
              "input rate it was seen to receive and the mips it had, and per PE the mips it uses, against the observation on the fluid "
              f"data plane with the true functions ({RF_NOISE:.0%} noise on the output, {CPU_NOISE:.0%} on the CPU reading); the mean of "
@@ -374,6 +374,13 @@ def report(out: Path, doc: dict[str, Any]) -> None:
             for i in range(1, len(ex)):
                 if drop is None or ex[i] - ex[i - 1] < drop[0]:
                     drop = (ex[i] - ex[i - 1], sd, i)
+        noise = [abs(r[x][e]["importance_ratio"] - r[y][e]["importance_ratio"]) for r in doc["runs"].values()
+                 for e in range(len(r["declared"])) if r["declared"][e]["sources"] == r["learned"][e]["sources"] == r["explore"][e]["sources"]
+                 for x, y in (("declared", "learned"), ("declared", "explore"), ("learned", "explore"))]
+        if noise:
+            lines.insert(-1, f"- planner noise, for scale: in the {len(noise) // 3} seed-epochs where the three arms plan with the same "
+                             f"functions, their importance differs by up to {100 * max(noise):.1f} points (macroW stops on a "
+                             "wall-clock limit);")
         if worst is not None and drop is not None:
             lines.insert(-1, f"- cost in importance: with probes running, the worst epoch of the `explore` arm is {100 * worst[0]:+.1f} points "
                              f"against the `learned` arm (seed {worst[1]}, epoch {worst[2]}); its largest fall from one epoch to the next is "
