@@ -1,6 +1,6 @@
 """Placement benchmark (issue 4; SODA paper 7.2): SODA vs RAND vs RR vs spread.
 
-    .venv/bin/python benchmarks/bench_placement.py [--quick]
+    .venv/bin/python benchmarks/bench_placement.py [--quick] [--toplevel]
 
 For LSD-like and DAC-like workloads at node counts from under- to over-provisioned: macroW time
 and objective at its deadline, microW time, a macro epoch's optimizer time (macroQ + macroW +
@@ -82,10 +82,48 @@ def run_case(name: str, wl, n_nodes: int, macrow_deadline: float, reps: int) -> 
     return row
 
 
+def toplevel_compare(reps: int = 3) -> None:
+    """TopLevelMILP with SCIP vs CP-SAT on LSD at 30 and 82 nodes (docs/macrow.md): the solver alone
+    at macroW's share of the deadline (its racks after BottomLevel) and the whole macroW with that
+    solver; medians of ``reps`` runs on one macroQ result per node count."""
+    from soda_optimizer.soda.macrow import TOP_SHARE, milp, problem, search
+
+    pol = Policy(links=LinkCapacities(rack_uplink=2.5e6, zone_uplink=1e7))
+    for n in (30, 82):
+        s = workloads.scenario(workloads.lsd(), workloads.nodes(n), pol)
+        q = macroq.solve(s, deadline_s=2.0)
+        prob = problem.Problem(s, q)
+        greedy = milp._greedy_racks(prob)
+        print(f"LSD n={n}: greedy racks start {search._build(prob, greedy).objective():.3f}", flush=True)  # type: ignore[union-attr]
+        for dl in (3.0, 5.0):
+            for k in ("scip", "cpsat"):
+                top, whole = [], []
+                for _ in range(reps):
+                    t0 = time.perf_counter()
+                    racks = milp._top_level_milp(prob, TOP_SHARE * dl) if k == "scip" else milp._top_level_cpsat(prob, TOP_SHARE * dl, greedy)
+                    t_top = time.perf_counter() - t0
+                    built = search._build(prob, racks) if racks else None
+                    top.append((t_top, built.objective() if built else float("nan")))
+                    t0 = time.perf_counter()
+                    w = macrow.solve(s, q, deadline_s=dl, toplevel=k)
+                    t_w = time.perf_counter() - t0
+                    uq = microq.solve(s, q, w.candidates)
+                    intra = placement_metrics(s, microw.solve(s, uq.goals, w.candidates).fractions, q.stream_rates)["intra_node_traffic"]
+                    whole.append((t_w, w.objective, intra))
+                med = statistics.median
+                print(f"LSD n={n} deadline {dl:g} s {k}: TopLevel {med(t for t, _ in top):.2f} s, start {med(o for _, o in top):.3f} "
+                      f"{[round(o, 3) for _, o in top]} | macroW {med(r[0] for r in whole):.2f} s, objective {med(r[1] for r in whole):.3f} "
+                      f"{[round(r[1], 3) for r in whole]}, in-node {med(r[2] for r in whole):.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer node counts, 2 s macroW deadline")
+    ap.add_argument("--toplevel", action="store_true", help="only compare the TopLevelMILP solvers (SCIP vs CP-SAT)")
     args = ap.parse_args()
+    if args.toplevel:
+        toplevel_compare()
+        return
     counts = [20, 30, 50, 82, 100] if not args.quick else [30, 82]
     deadline = 2.0 if args.quick else 5.0
     rows = []
