@@ -1,9 +1,10 @@
 """BottomLevelILP as in-node packing (SODA paper 5.2.3.2, with section 7.2's stream affinity): per
-rack, an exact CP-SAT model re-assigns the units that have one candidate node so that as much
-stream traffic as possible stays inside nodes, without making the paper's objective worse.
+rack, a CP-SAT model re-assigns the units that have one candidate node so that as much stream
+traffic as possible stays inside nodes, without making the paper's objective worse.
 
 Why: inside a rack the objective (5.2.1) sees only the node utilisations alpha_n, and with the
-link terms settled by the rack choice its sum is fixed, so only max alpha_n matters; which node of
+link terms settled by the rack choice their sum is fixed (on nodes of equal mips), so only
+max alpha_n matters; which node of
 the rack a PE shares with its stream partners is free. The paper reports the share of traffic kept
 inside nodes (7.2, over 70% for LSD at 30 nodes) but does not put it in the objective; its
 BottomLevelILPs and miniW get it from their stream-ordered greedy. Ours is explicit:
@@ -18,7 +19,10 @@ where M is the solution's current max alpha_n, so max alpha_n cannot grow; the o
 global constraints (13-18, 20-23) are checked afterwards with :func:`violations`, and a rack whose
 new assignment breaks one, or raises the paper's objective, keeps its old one. Streams to units
 with several candidates (kept fixed) count t / |candidates| per shared node. CP-SAT starts from the
-current assignment (a hint), so a time-limited solve never returns less in-node traffic.
+current assignment (a hint), so a time-limited solve never returns less in-node traffic. The model
+is exact (every node of the rack allowed) up to ``FULL_DOMAIN`` unit x node pairs; on larger racks
+a unit may go only to its own node and its stream partners' nodes, 2 hops out (a neighbourhood,
+not the exact problem; measured 10x smaller and much faster to solve).
 
 Departures: the paper's BottomLevelILP minimises the first two objective terms with fresh node
 choices for every PE of the rack; this one keeps those terms bounded by the current solution and
