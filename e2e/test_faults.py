@@ -40,6 +40,30 @@ def restart(component: str, down: float = 0.0) -> None:
     subprocess.run([str(ROOT / "hack" / "restart.sh"), component, str(down)], check=True, timeout=180)
 
 
+class KwokResync:
+    """A kubelet re-syncs its pods periodically; KWOK 0.8 (the fake kubelet here) does not: a pod
+    whose Pending -> Running patch failed while the control plane was down stays Pending though
+    it is bound to its node. When such a pod (bound, planned, Pending) has waited 20 s, KWOK is
+    restarted (it lists every pod when it starts), at most every 30 s. This only moves pods that
+    kubesoda created and the scheduler bound: a missing, duplicate or misplaced pod, kubesoda's
+    part, still fails the test. Returns False (never settles the wait by itself)."""
+
+    def __init__(self, kube, ns: str):
+        self.kube, self.ns, self.restarts, self.last = kube, ns, 0, 0.0
+
+    def __call__(self) -> bool:
+        now = time.time()
+        if now - self.last < 30:
+            return False
+        stuck = [p for p in self.kube.core.list_namespaced_pod(self.ns, label_selector="kubesoda.io/job").items
+                 if p.spec.node_name and p.status.phase == "Pending" and not p.metadata.deletion_timestamp
+                 and now - p.metadata.creation_timestamp.timestamp() > 20]
+        if stuck:
+            restart("kwok")
+            self.restarts, self.last = self.restarts + 1, now
+        return False
+
+
 def settled(kube, ns: str) -> bool:
     """Every job Running as planned (or Rejected, with no pod), and no kubesoda pod in the namespace
     that no plan names (no duplicate, no orphan)."""
@@ -72,10 +96,10 @@ def workload(kubectl, namespace):
 @local_only
 @pytest.mark.parametrize("component", [
     "kube-apiserver",
-    # passed on the dev cluster (every job settled 11.5 s after the kill) but failed in a full CI run
-    # (stop 27): after the restart the plan stayed 5/7 admitted and some job never matched its plan
-    # in 240 s; not understood yet, see the stop-27 note
-    pytest.param("etcd", marks=pytest.mark.xfail(strict=False, reason="intermittent: a job did not settle after an etcd restart (stop 27, open)")),
+    # intermittent until stop 29: every pod was created and bound to its planned node, but KWOK's
+    # stage patch (Pending -> Running) had failed while etcd was down ("failed to apply stage ...
+    # Unavailable ... EOF" in kwok.log) and KWOK 0.8 never retries it; see kwok_resync below
+    "etcd",
 ])
 def test_control_plane_restarted_mid_apply(component, kube, kubectl, namespace, extender_port, wait_for, workload, tmp_path):
     op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
@@ -85,8 +109,10 @@ def test_control_plane_restarted_mid_apply(component, kube, kubectl, namespace, 
         wait_for(lambda: len(kube.core.list_namespaced_pod(namespace).items) >= 3, timeout=60, what="the apply under way")
         t0 = time.monotonic()
         restart(component, down=3.0)
+        resync = KwokResync(kube, namespace)
         try:
-            wait_for(lambda: settled(kube, namespace), timeout=240, interval=2, what=f"every job Running as planned after {component} restarted")
+            wait_for(lambda: settled(kube, namespace) or resync(), timeout=240, interval=2,
+                     what=f"every job Running as planned after {component} restarted")
         except BaseException:
             # why not, kept beside the operator's log (the etcd case is intermittent and xfail hides output)
             settled_all(kube, namespace)
@@ -101,7 +127,8 @@ def test_control_plane_restarted_mid_apply(component, kube, kubectl, namespace, 
                              f"deleting {p.metadata.deletion_timestamp}")
             (tmp_path / "not-settled.txt").write_text("\n".join(lines) + "\n")
             raise
-        print(f"\n{component} killed mid-apply, down 3 s: every job Running as planned (or Rejected) {time.monotonic() - t0:.1f} s later")
+        print(f"\n{component} killed mid-apply, down 3 s: every job Running as planned (or Rejected) {time.monotonic() - t0:.1f} s later"
+              f" (KWOK restarted {resync.restarts} time(s) for pods it left Pending)")
         assert op.proc is not None and op.proc.poll() is None, "the operator died: " + op.output()[-2000:]
     finally:
         op.stop()
