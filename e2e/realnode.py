@@ -45,3 +45,12 @@ def ensure_image(nodes: list, fresh: bool = False, image: str = IMAGE) -> None:
     if not os.environ.get("KUBESODA_STATE"):
         pytest.skip(f"{image} is not on every real node and KUBESODA_STATE is unset (load it yourself)")
     subprocess.run([sys.executable, str(REPO / "hack" / "build-image.py"), BUILD[image]], check=True, timeout=900)
+
+
+def first_real_node(kube: Any, image: str = IMAGE) -> str:
+    """The first real node's name, with ``image`` on it (skip the test when there is none)."""
+    nodes = real_nodes(kube)
+    if not nodes:
+        pytest.skip(NO_REAL_NODE)
+    ensure_image([nodes[0]], image=image)
+    return str(nodes[0].metadata.name)

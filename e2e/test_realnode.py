@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from realnode import IMAGE, NO_REAL_NODE, ensure_image, real_nodes
+from realnode import IMAGE, first_real_node
 
 WINDOW = 10.0  # seconds of CPU use per measurement
 TOLERANCE = 0.15
@@ -33,12 +33,7 @@ while True:
 
 @pytest.fixture
 def real_node(kube) -> str:
-    nodes = real_nodes(kube)
-    if not nodes:
-        pytest.skip(NO_REAL_NODE)
-    node = nodes[0]
-    ensure_image([node])
-    return node.metadata.name
+    return first_real_node(kube)
 
 
 def container_cgroup(pod) -> Path | None:

@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 from live import job, milli, start_operator
 from prometheus_client.parser import text_string_to_metric_families
-from realnode import NO_REAL_NODE, PE_IMAGE, ensure_image, real_nodes
+from realnode import PE_IMAGE, first_real_node
 from test_realnode import container_cgroup, usage_seconds
 
 MICRO = 3  # micro epoch, seconds
@@ -91,12 +91,7 @@ spec: {{templates: [rival], rank: 1}}
 
 @pytest.fixture
 def real_node(kube) -> str:
-    nodes = real_nodes(kube)
-    if not nodes:
-        pytest.skip(NO_REAL_NODE)
-    node = nodes[0]
-    ensure_image([node], image=PE_IMAGE)
-    return node.metadata.name
+    return first_real_node(kube, PE_IMAGE)
 
 
 def pod_of(kube, namespace: str, jobname: str, pe: str):
