@@ -23,27 +23,32 @@ from soda_optimizer.soda.macrow.search import _as_candidates
 from soda_optimizer.soda.stages import MacroQResult
 
 
-@st.composite
-def stream_heavy(draw):
-    """2-3 chains of 2-3 PEs each (every PE streams to the next), 3 nodes in one rack, goals that
-    fill about half the nodes; PE candidate needs (1.5 x goal) fit in one node."""
+def _chains(lengths: list[int], pick) -> tuple[Scenario, MacroQResult]:
+    """Chains of PEs of the given lengths (every PE streams to the next) on 3 nodes in one rack;
+    ``pick(options)`` chooses each goal and rate (hypothesis draws or a seeded generator)."""
     pes, streams, goals, rates = [], [], {}, {}
-    n_chains = draw(st.integers(2, 3))
-    for c in range(n_chains):
-        length = draw(st.integers(2, 3))
+    for c, length in enumerate(lengths):
         for k in range(length):
             name = f"c{c}p{k}"
             pes.append(PE(name=name, kind="source" if k == 0 else "transform"))
-            goals[f"j:{name}"] = float(draw(st.sampled_from([400, 900, 1500, 2200])))
+            goals[f"j:{name}"] = float(pick([400, 900, 1500, 2200]))
             if k:
                 streams.append(Stream(src=f"c{c}p{k - 1}", dst=name))
-                rates[(f"j:c{c}p{k - 1}", f"j:{name}")] = float(draw(st.sampled_from([10, 100, 1000])))
+                rates[(f"j:c{c}p{k - 1}", f"j:{name}")] = float(pick([10, 100, 1000]))
     t = Template(name="t", pes=tuple(pes), streams=tuple(streams),
                  primal_inputs=tuple(PrimalInput(pe=p.name, rate=1) for p in pes if p.kind == "source"))
     nodes = tuple(Node(name=f"n{k}", mips=4000.0, rack="r0", zone="z") for k in range(3))
     s = Scenario(nodes=nodes, templates=(t,), jobs=(Job(name="j", templates=("t",)),), policy=Policy())
     mq = MacroQResult((), {"j": "t"}, goals, rates, (), 0.0, StageReport(stage="macroq", seconds=0, status="optimal"))
     return s, mq
+
+
+@st.composite
+def stream_heavy(draw):
+    """2-3 chains of 2-3 PEs each (every PE streams to the next), 3 nodes in one rack, goals that
+    fill about half the nodes; PE candidate needs (1.5 x goal) fit in one node."""
+    lengths = [draw(st.integers(2, 3)) for _ in range(draw(st.integers(2, 3)))]
+    return _chains(lengths, lambda options: draw(st.sampled_from(options)))
 
 
 def best_in_node(s: Scenario, mq: MacroQResult, objective: float) -> float:
@@ -102,18 +107,4 @@ def _fixed(seed: int):
     import random
 
     rng = random.Random(seed)
-    pes, streams, goals, rates = [], [], {}, {}
-    for c in range(3):
-        for k in range(3):
-            name = f"c{c}p{k}"
-            pes.append(PE(name=name, kind="source" if k == 0 else "transform"))
-            goals[f"j:{name}"] = float(rng.choice([400, 900, 1500, 2200]))
-            if k:
-                streams.append(Stream(src=f"c{c}p{k - 1}", dst=name))
-                rates[(f"j:c{c}p{k - 1}", f"j:{name}")] = float(rng.choice([10, 100, 1000]))
-    t = Template(name="t", pes=tuple(pes), streams=tuple(streams),
-                 primal_inputs=tuple(PrimalInput(pe=p.name, rate=1) for p in pes if p.kind == "source"))
-    nodes = tuple(Node(name=f"n{k}", mips=4000.0, rack="r0", zone="z") for k in range(3))
-    s = Scenario(nodes=nodes, templates=(t,), jobs=(Job(name="j", templates=("t",)),), policy=Policy())
-    mq = MacroQResult((), {"j": "t"}, goals, rates, (), 0.0, StageReport(stage="macroq", seconds=0, status="optimal"))
-    return s, mq
+    return _chains([3, 3, 3], rng.choice)
