@@ -110,3 +110,22 @@ def test_pe_outputs_name_each_consumer_service_and_importer():
     assert outputs(scen, "default/features", tmpl["features"], "featurize", both) == "import:default/features/features=alerts-model.default.svc:9000"
     assert outputs(scen, "default/features", tmpl["features"], "featurize", {"default/features"}) == ""  # no admitted importer
     assert outputs(scen, "default/alerts", tmpl["alerts"], "notify", both) == ""  # a sink sends nowhere
+
+
+@pytest.mark.parametrize(("example", "source"), [("glued", "features-read.default.svc"), ("small-pipeline", "clicks-ingest.default.svc")])
+def test_services_are_exactly_the_names_producers_resolve(example, source):
+    """A headless Service for every host some admitted PE's KUBESODA_OUTPUTS names (a stream's
+    consumer, an importer's PE) and for nothing else: a source has none."""
+    from soda_operator import desired, manifests
+    from soda_operator.crd import scenario_from_objects
+    from soda_operator.state import Snapshot
+    from soda_optimizer import pipeline
+
+    m = manifests.load([str(ROOT / "examples" / example), str(ROOT / "examples" / "nodes" / "small-8.yaml")])
+    scen, errors = scenario_from_objects(m.nodes, m.templates, m.jobs, m.policy)
+    assert not errors and m.nodes
+    plan = pipeline.run(scen, 5)
+    snap = Snapshot(nodes=m.nodes, templates=m.templates, jobs=m.jobs, policy=m.policy, pods=[])
+    got = {apply.service_host(ns, j, pe) for ns, j, pe, _ in desired.services(plan, snap, scen)}
+    named = {out.split("=", 1)[1].rsplit(":", 1)[0] for i in desired.instances(plan, snap, scen) for out in i.outputs.split(",") if out}
+    assert named and got == named and source not in got

@@ -183,6 +183,17 @@ def service_body(namespace: str, job: str, pe: str, owner: dict[str, Any]) -> di
     }
 
 
+def _fraction_moved(annotated: str | None, fraction: float, cores: float) -> bool:
+    """Whether the fraction annotation (the next epoch's previous state) is worth a write: it is
+    missing or unreadable, or it is a millicore or more away from ``fraction``. Below that the CPU
+    limit cannot differ, and at thousands of pods a rewrite per micro epoch of a value that moved
+    in its sixth decimal is thousands of writes for nothing."""
+    try:
+        return abs(float(annotated) - fraction) * cores * 1000 >= 1  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return True
+
+
 class Fenced(RuntimeError):
     """Raised before a write when this replica has lost the right to act (peering paused it)."""
 
@@ -268,7 +279,7 @@ class Applier:
                 except ApiException as e:
                     log.error("resize %s/%s failed: %s %s", inst.namespace, inst.name, e.status, e.body)
                     return 0
-            if ann != f"{inst.fraction:.6f}":
+            if done or _fraction_moved(ann, inst.fraction, inst.cores):
                 patch = {"metadata": {"annotations": {crd.ANN_FRACTION: f"{inst.fraction:.6f}"}}}
                 self._guard()
                 try:

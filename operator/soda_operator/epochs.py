@@ -226,7 +226,7 @@ class Loops:
         self.awaiting = awaiting
         managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
         counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
-        counts["service"] = self.applier.ensure_services(desired.services(plan, snap), snap.services)
+        counts["service"] = self.applier.ensure_services(desired.services(plan, snap, scen), snap.services)
         counts["status"] = len(updates)
         admitted = sum(d.admitted for d in plan.jobs)
         metrics.IMPORTANCE.set(plan.importance)
