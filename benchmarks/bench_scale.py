@@ -51,13 +51,24 @@ def kubectl(*args: str, **kw) -> str:
 
 
 def requests_by_verb() -> dict[str, float]:
+    """The API server's ``apiserver_request_total`` so far, by verb, and by "VERB resource[/sub]"."""
     out: dict[str, float] = {}
     for line in kubectl("get", "--raw", "/metrics").splitlines():
         if line.startswith("apiserver_request_total{"):
-            verb = re.search(r'verb="([A-Z]+)"', line)
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            verb, n = labels.get("verb"), float(line.rsplit(" ", 1)[1])
             if verb:
-                out[verb.group(1)] = out.get(verb.group(1), 0.0) + float(line.rsplit(" ", 1)[1])
+                out[verb] = out.get(verb, 0.0) + n
+                k = f"{verb} {labels.get('resource', '')}" + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+                out[k] = out.get(k, 0.0) + n
     return out
+
+
+def split(d: dict[str, int], top: int = 12) -> tuple[dict[str, int], dict[str, int]]:
+    """(by verb, the ``top`` largest by verb and resource) of a :func:`diff`."""
+    verbs = {k: v for k, v in d.items() if " " not in k}
+    res = dict(sorted(((k, v) for k, v in d.items() if " " in k), key=lambda kv: -kv[1])[:top])
+    return verbs, res
 
 
 def diff(a: dict[str, float], b: dict[str, float]) -> dict[str, int]:
@@ -98,6 +109,22 @@ def epoch_seconds(port: str) -> dict[str, float]:
     return {"count": vals.get("count", 0.0), "mean": vals.get("sum", 0.0) / vals["count"] if vals.get("count") else -1.0}
 
 
+def not_running(jobs: list[dict], phases: list[str | None], most: int = 5) -> list[dict]:
+    """Why (at most ``most``) jobs are neither Running nor Rejected: phase, conditions, and their pods' phases."""
+    out = []
+    pods = json.loads(kubectl("get", "pods", "-n", NS, "-o", "json"))["items"]
+    for j, p in zip(jobs, phases):
+        if p in ("Running", "Rejected") or len(out) >= most:
+            continue
+        name, st = j["metadata"]["name"], j.get("status") or {}
+        mine = [q for q in pods if (q["metadata"].get("labels") or {}).get("kubesoda.io/job") == name]
+        out.append({"job": name, "phase": p, "conditions": [(c.get("type"), c.get("status"), c.get("reason"), (c.get("message") or "")[:200])
+                                                              for c in st.get("conditions") or []],
+                    "planned_instances": sum(len(pe.get("instances") or []) for pe in st.get("pes") or []),
+                    "pods": {ph: sum(1 for q in mine if (q.get("status") or {}).get("phase") == ph) for ph in {(q.get("status") or {}).get("phase") for q in mine}}})
+    return out
+
+
 def manifests() -> Path:
     templates, jobs = workloads.lsd(scale=10)
     objs = crd.scenario_to_objects(Scenario(templates=tuple(templates), jobs=tuple(jobs)))
@@ -107,8 +134,18 @@ def manifests() -> Path:
     return f
 
 
-def wait_all_running(t0: float, timeout: float, log: dict) -> tuple[list[dict], list[str | None]]:
+def vm_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return -1.0
+
+
+def wait_all_running(t0: float, timeout: float, log: dict, pid: int) -> tuple[list[dict], list[str | None]]:
+    rss = log.setdefault("operator_rss_mib", [])  # (seconds since the apply, RSS) every 30 s: when the peak comes
     while True:
+        if not rss or time.perf_counter() - t0 - rss[-1][0] >= 30:
+            rss.append((round(time.perf_counter() - t0), round(vm_rss_mib(pid))))
         jobs, phases = jobs_state()
         now = time.perf_counter() - t0
         if "first_admitted_s" not in log and any(p in ("Admitted", "Running") for p in phases):
@@ -146,9 +183,9 @@ def main() -> None:
         t0 = time.perf_counter()
         kubectl("apply", "-f", str(f), timeout=600)
         row["apply_s"] = round(time.perf_counter() - t0, 1)
-        jobs, phases = wait_all_running(t0, 1200, row)
+        jobs, phases = wait_all_running(t0, 1200, row, op.pid)
         r1 = requests_by_verb()
-        row["requests_until_running"] = diff(r0, r1)
+        row["requests_until_running"], row["requests_until_running_by_resource"] = split(diff(r0, r1))
         row["jobs"] = len(jobs)
         row["jobs_running"] = sum(p == "Running" for p in phases)
         row["jobs_rejected"] = sum(p == "Rejected" for p in phases)
@@ -156,10 +193,11 @@ def main() -> None:
         row["pods_running"] = len(pods)
         with_pods = {p["metadata"]["labels"].get("kubesoda.io/job") for p in pods}
         row["running_jobs_without_pods"] = sum(1 for j, p in zip(jobs, phases) if p == "Running" and j["metadata"]["name"] not in with_pods)
+        row["not_running"] = not_running(jobs, phases)
         # a quiet window: three micro epochs with nothing to change
         q0 = requests_by_verb()
         time.sleep(30)
-        row["requests_quiet_30s"] = diff(q0, requests_by_verb())
+        row["requests_quiet_30s"], row["requests_quiet_30s_by_resource"] = split(diff(q0, requests_by_verb()))
         # a whole rack lost
         rack_label = "kubesoda.io/rack"  # the nodes' rack label (crd.DEFAULT_RACK_LABEL); the stop-27 run used a wrong one
         racks: dict[str, list[str]] = {}
@@ -214,7 +252,10 @@ def main() -> None:
         f"| pods Running | {row.get('pods_running')} | |",
         f"| first macro epoch: total, macroQ, macroW, apply | {fm.get('total_s')}, {fm.get('macroq_s')}, {fm.get('macrow_s')}, {fm.get('apply_s')} s | |",
         f"| micro epochs: count, mean | {(row.get('micro_epoch_s') or {}).get('count')}, {(row.get('micro_epoch_s') or {}).get('mean')} s | |",
+        f"| API requests until all Running | {row.get('requests_until_running')} | |",
+        f"| the most until all Running, by resource | {row.get('requests_until_running_by_resource')} | |",
         f"| API requests, quiet 30 s | {row.get('requests_quiet_30s')} | O(changes) |",
+        f"| the most in the quiet 30 s, by resource | {row.get('requests_quiet_30s_by_resource')} | |",
         f"| operator + extender peak RSS | {row.get('operator_peak_rss_mib')} MiB | < 1024 MiB |",
         f"| rack lost ({(row.get('rack_lost') or {}).get('nodes')} nodes, {(row.get('rack_lost') or {}).get('pods_there')} pods): recovered | "
         f"{(row.get('rack_lost') or {}).get('recovered_s')} s | |",
