@@ -139,3 +139,14 @@ def test_plan_reads_lists_as_kubectl_get_writes_them(tmp_path):
     (tmp_path / "bad.yaml").write_text(json.dumps({"kind": "List", "items": [{"kind": "PodList", "items": []}]}))
     with pytest.raises(manifests.ManifestError, match=r"bad.yaml \(document 1\) items\[0\]: a PodList inside a list"):
         manifests.load([str(tmp_path / "bad.yaml")])
+
+
+def test_malloc_arenas_are_capped_on_glibc_unless_the_environment_says(monkeypatch):
+    import platform
+
+    from soda_operator import runner
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert runner.limit_malloc_arenas() == (platform.libc_ver()[0] == "glibc")
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert runner.limit_malloc_arenas() is False
