@@ -10,10 +10,10 @@ node; put it in the Job's pod template). Once KWOK reports the pod Running on no
 ``finishedAt`` now). The true speeds are this process's arguments only: the dispatcher never sees them; it sees
 the node labels and what it measures.
 
-Why a status patch works on KWOK v0.8.0 (hack/kwok.yaml): the ``kubesoda-pod-running`` stage selects pods without
-``status.podIP`` (our KWOK runs without CNI, so Running pods have none) and would write ``phase: Running`` again,
-but the API server refuses to move a pod out of a terminal phase, so Succeeded sticks; the resize stage needs a
-new generation, which a status patch does not make. The Job controller then counts the pod as succeeded.
+Why a status patch works on KWOK v0.8.0 (hack/kwok.yaml): the ``kubesoda-pod-running`` stage selects only pods
+not yet Running, Succeeded or Failed (and the API server refuses to move a pod out of a terminal phase anyway), so
+Succeeded sticks; the resize stage selects Running pods with a new generation, which a status patch does not make.
+The Job controller then counts the pod as succeeded.
 
     hack/task_sim.py --namespace NS --speed node-a=3 --speed node-b=1 [--default-speed 1] [--noise 0.1]
 """
