@@ -89,9 +89,10 @@ def running_pods() -> list[dict]:
     return json.loads(kubectl("get", "pods", "-n", NS, "--field-selector=status.phase=Running", "-o", "json"))["items"]
 
 
-def vm_hwm_mib(pid: int) -> float:
+def status_mib(pid: int, field: str) -> float:
+    """A memory line of /proc/<pid>/status in MiB: ``VmRSS`` now, ``VmHWM`` the peak so far."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return -1.0
 
@@ -134,18 +135,11 @@ def manifests() -> Path:
     return f
 
 
-def vm_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return -1.0
-
-
 def wait_all_running(t0: float, timeout: float, log: dict, pid: int) -> tuple[list[dict], list[str | None]]:
     rss = log.setdefault("operator_rss_mib", [])  # (seconds since the apply, RSS) every 30 s: when the peak comes
     while True:
         if not rss or time.perf_counter() - t0 - rss[-1][0] >= 30:
-            rss.append((round(time.perf_counter() - t0), round(vm_rss_mib(pid))))
+            rss.append((round(time.perf_counter() - t0), round(status_mib(pid, 'VmRSS'))))
         jobs, phases = jobs_state()
         now = time.perf_counter() - t0
         if "first_admitted_s" not in log and any(p in ("Admitted", "Running") for p in phases):
@@ -220,7 +214,7 @@ def main() -> None:
                 row["rack_lost"]["timed_out"] = {"pods_left": there, "not_running": sum(p not in ("Running", "Rejected") for p in phases)}
                 break
             time.sleep(3)
-        row["operator_peak_rss_mib"] = round(vm_hwm_mib(op.pid), 0)
+        row["operator_peak_rss_mib"] = round(status_mib(op.pid, 'VmHWM'), 0)
         micro = epoch_seconds(port)
     finally:
         op.terminate()

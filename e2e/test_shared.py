@@ -78,7 +78,7 @@ def test_foreign_pods_hold_their_capacity(kube, kubectl, namespace, extender_por
         kubectl("delete", "-n", namespace, "deployment/other-team", "--wait=false", check=False)
 
 
-def _lists(kubectl) -> dict[str, float]:
+def _requests(kubectl) -> dict[str, float]:
     """LIST and GET requests the API server has answered so far, by resource, and writes to the
     objects the operator writes (its own metric)."""
     out: dict[str, float] = {}
@@ -109,10 +109,10 @@ def test_quiet_micro_epochs_list_nothing(snapshots, kube, kubectl, namespace, ex
         kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
         wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running as planned")
         time.sleep(3)  # let the last writes settle
-        before = _lists(kubectl)
+        before = _requests(kubectl)
         window = 10.0  # five micro epochs of FAST_POLICY, and a macro epoch
         time.sleep(window)
-        after = _lists(kubectl)
+        after = _requests(kubectl)
         delta = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) - before.get(k, 0) > 0}
         lists = sum(v for k, v in delta.items() if k.startswith("LIST"))
         print(f"--snapshots {snapshots}: API reads in {window:.0f} s of a quiet cluster: {delta}")
