@@ -125,9 +125,11 @@ def test_control_plane_restarted_mid_apply(component, kube, kubectl, namespace, 
                              f"{[(i['pod'], i['node'], i.get('fraction')) for pe in st.get('pes') or [] for i in pe.get('instances') or []]}")
             for p in kube.core.list_namespaced_pod(namespace, label_selector="kubesoda.io/job").items:
                 lines.append(f"pod {p.metadata.name} {p.status.phase} on {p.spec.node_name} (planned "
-                             f"{(p.metadata.annotations or {}).get('kubesoda.io/node')}) limits {p.spec.containers[0].resources.limits} "
+                             f"{(p.metadata.annotations or {}).get('kubesoda.io/node')}, fraction {(p.metadata.annotations or {}).get('kubesoda.io/fraction')}) limits {p.spec.containers[0].resources.limits} "
                              f"deleting {p.metadata.deletion_timestamp}")
             (tmp_path / "not-settled.txt").write_text("\n".join(lines) + "\n")
+            # printed too: pytest shows a failed test's stdout, and CI keeps nothing else
+            print("\n".join(lines), "\n--- operator log (tail) ---\n" + "\n".join(op.output().splitlines()[-60:]))
             raise
         print(f"\n{component} killed mid-apply, down 3 s: every job Running as planned (or Rejected) {time.monotonic() - t0:.1f} s later"
               f" (KWOK restarted {resync.restarts} time(s) for pods it left Pending)")
