@@ -87,14 +87,14 @@ def pods_per_second(core: client.CoreV1Api, ns: str, scheduler: str, nodes: list
     def create(i: int) -> None:
         md = client.V1ObjectMeta(name=f"{scheduler[:4]}-{tag}-{i}", labels={"bench": tag})
         # kubesoda's pods name their planned node; with BENCH_CANDIDATES=k both schedulers' pods also
-        # carry node affinity to k candidate nodes (the planned one first), as the operator's pods do
+        # carry node affinity to k candidate nodes by name (the planned one first), as the operator's pods do
         if scheduler == "kubesoda":
             md.labels["kubesoda.io/job"] = "bench"
             md.annotations = {"kubesoda.io/node": nodes[i % len(nodes)]}
         cands = [nodes[(i + k) % len(nodes)] for k in range(CANDIDATES)]
         affinity = None if not cands else client.V1Affinity(node_affinity=client.V1NodeAffinity(
                 required_during_scheduling_ignored_during_execution=client.V1NodeSelector(node_selector_terms=[client.V1NodeSelectorTerm(
-                    match_expressions=[client.V1NodeSelectorRequirement(key="kubernetes.io/hostname", operator="In", values=cands)])])))
+                    match_fields=[client.V1NodeSelectorRequirement(key="metadata.name", operator="In", values=cands)])])))
         core.create_namespaced_pod(ns, client.V1Pod(metadata=md, spec=client.V1PodSpec(
             scheduler_name=scheduler, affinity=affinity, containers=[client.V1Container(name="c", image="pause",
             resources=client.V1ResourceRequirements(requests={"cpu": "10m"}))])))

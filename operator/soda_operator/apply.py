@@ -8,7 +8,7 @@ A PE instance is one pod per node where the PE has a fraction f > 0. Its CPU req
 f x the node's allocatable cores (millicores); its memory request = limit is the PE's ``memory``
 (default 64Mi), fixed, so the pod is Guaranteed and a resize never changes its QoS. It carries labels ``kubesoda.io/job``,
 ``kubesoda.io/pe``, annotations ``kubesoda.io/node`` and ``kubesoda.io/fraction``, required node
-affinity to the PE's candidate nodes, ``schedulerName: kubesoda`` (the extender then picks the
+affinity to the PE's candidate nodes (by name, ``matchFields metadata.name``), ``schedulerName: kubesoda`` (the extender then picks the
 annotated node), and an owner reference to its StreamJob (garbage collection).
 """
 
@@ -153,7 +153,10 @@ def pod_body(inst: Instance) -> dict[str, Any]:
             "subdomain": dns(f"{inst.job}-{inst.pe}"),
             "hostname": inst.name,
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(set(inst.candidates) | {inst.node})}]}
+                # the Node objects' names (what the plan names), as a field: kube-scheduler's NodeAffinity
+                # PreFilter then narrows the pod's feasible set to these nodes before any Filter runs, where a
+                # kubernetes.io/hostname label (which need not equal the name) made it filter every node
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": sorted(set(inst.candidates) | {inst.node})}]}
             ]}}},
             "containers": [container],
             "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
