@@ -135,12 +135,21 @@ def manifests() -> Path:
     return f
 
 
-def wait_all_running(t0: float, timeout: float, log: dict, pid: int) -> tuple[list[dict], list[str | None]]:
+TIMELINE = ("POST pods", "POST pods/binding", "PATCH pods/status")
+
+
+def wait_all_running(t0: float, timeout: float, log: dict, pid: int, r0: dict[str, float]) -> tuple[list[dict], list[str | None]]:
     rss = log.setdefault("operator_rss_mib", [])  # (seconds since the apply, RSS) every 30 s: when the peak comes
+    # every 15 s: seconds since the apply, then pods created, bound and started so far (the API server's
+    # counters: which stage the time goes to), then jobs Running
+    timeline = log.setdefault("timeline", [])
     while True:
         if not rss or time.perf_counter() - t0 - rss[-1][0] >= 30:
             rss.append((round(time.perf_counter() - t0), round(status_mib(pid, 'VmRSS'))))
         jobs, phases = jobs_state()
+        if not timeline or time.perf_counter() - t0 - timeline[-1][0] >= 15:
+            d = diff(r0, requests_by_verb())
+            timeline.append([round(time.perf_counter() - t0), *(d.get(k, 0) for k in TIMELINE), sum(p == "Running" for p in phases)])
         now = time.perf_counter() - t0
         if "first_admitted_s" not in log and any(p in ("Admitted", "Running") for p in phases):
             log["first_admitted_s"] = round(now, 1)
@@ -177,7 +186,7 @@ def main() -> None:
         t0 = time.perf_counter()
         kubectl("apply", "-f", str(f), timeout=600)
         row["apply_s"] = round(time.perf_counter() - t0, 1)
-        jobs, phases = wait_all_running(t0, 1200, row, op.pid)
+        jobs, phases = wait_all_running(t0, 1200, row, op.pid, r0)
         r1 = requests_by_verb()
         row["requests_until_running"], row["requests_until_running_by_resource"] = split(diff(r0, r1))
         row["jobs"] = len(jobs)
@@ -255,6 +264,30 @@ def main() -> None:
         f"{(row.get('rack_lost') or {}).get('recovered_s')} s | |",
     ]
     (out / "scale.md").write_text("\n".join(lines) + "\n")
+    plot(row, out / "scale.png")
+
+
+def plot(row: dict, path: Path) -> None:
+    """The timeline: pods created, bound and started, and jobs Running, against seconds since the apply."""
+    if not row.get("timeline"):
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [r[0] for r in row["timeline"]]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for i, label in enumerate(("pods created (POST pods)", "pods bound (POST pods/binding)", "pods started (PATCH pods/status)"), start=1):
+        ax.plot(t, [r[i] for r in row["timeline"]], label=label)
+    ax.plot(t, [r[4] for r in row["timeline"]], label="StreamJobs Running", linestyle="--")
+    ax.axvline(GOAL_ALL_RUNNING_S, color="grey", linewidth=0.8, label=f"goal: all Running in {GOAL_ALL_RUNNING_S:.0f} s")
+    ax.set_xlabel("seconds since kubectl apply")
+    ax.set_ylabel("count")
+    ax.set_title(f"{row['nodes']} nodes, {row.get('jobs')} jobs")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
 
 
 if __name__ == "__main__":
