@@ -175,7 +175,8 @@ def main() -> None:
     port = os.environ.get("KUBESODA_EXTENDER_PORT", "27006")
     f = manifests()
     logpath = Path(tempfile.mkdtemp()) / "operator.log"
-    row: dict = {"nodes": len(nodes)}
+    # the fake nodes' lease duration the cluster was started with (hack/cluster-up.sh; KWOK renews at a quarter)
+    row: dict = {"nodes": len(nodes), "kwok_lease_s": int(os.environ.get("KUBESODA_KWOK_LEASE_SECONDS", "40"))}
     micro: dict[str, float] = {}
     with logpath.open("w") as log:
         op = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", port],
