@@ -279,7 +279,7 @@ def plot(row: dict, path: Path) -> None:
 
     t = [r[0] for r in row["timeline"]]
     fig, ax = plt.subplots(figsize=(8, 4))
-    for i, label in enumerate(("pods created (POST pods)", "pods bound (POST pods/binding)", "pods started (PATCH pods/status)"), start=1):
+    for i, label in enumerate(("pods created (POST pods)", "pods bound (POST pods/binding)", "pod status writes (PATCH pods/status: KWOK starts a pod with one)"), start=1):
         ax.plot(t, [r[i] for r in row["timeline"]], label=label)
     ax.plot(t, [r[4] for r in row["timeline"]], label="StreamJobs Running", linestyle="--")
     ax.axvline(GOAL_ALL_RUNNING_S, color="grey", linewidth=0.8, label=f"goal: all Running in {GOAL_ALL_RUNNING_S:.0f} s")
