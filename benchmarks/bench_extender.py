@@ -34,6 +34,10 @@ from soda_operator import extender  # noqa: E402
 
 CANDIDATES = int(os.environ.get("BENCH_CANDIDATES", "0"))
 BASELINE = os.environ.get("BENCH_BASELINE", "4606ca2")
+# with BENCH_CANDIDATES: also the extender with the candidates named by the kubernetes.io/hostname label
+# (the operator's pods before 177d922) instead of by name (matchFields metadata.name, which
+# kube-scheduler's NodeAffinity PreFilter turns into the only nodes it filters)
+BY_LABEL = bool(CANDIDATES) and os.environ.get("BENCH_AFFINITY_LABEL", "") not in ("", "0")
 
 
 def baseline_extender(rev: str):
@@ -81,7 +85,7 @@ class Served:
             self.srv.server_close()
 
 
-def pods_per_second(core: client.CoreV1Api, ns: str, scheduler: str, nodes: list[str], n: int) -> float:
+def pods_per_second(core: client.CoreV1Api, ns: str, scheduler: str, nodes: list[str], n: int, by_label: bool = False) -> float:
     tag = uuid.uuid4().hex[:6]
 
     def create(i: int) -> None:
@@ -92,9 +96,11 @@ def pods_per_second(core: client.CoreV1Api, ns: str, scheduler: str, nodes: list
             md.labels["kubesoda.io/job"] = "bench"
             md.annotations = {"kubesoda.io/node": nodes[i % len(nodes)]}
         cands = [nodes[(i + k) % len(nodes)] for k in range(CANDIDATES)]
+        # by name: one term per node (the API server allows one value per metadata.name requirement)
+        terms = [client.V1NodeSelectorTerm(match_expressions=[client.V1NodeSelectorRequirement(key="kubernetes.io/hostname", operator="In", values=cands)])] \
+            if by_label else [client.V1NodeSelectorTerm(match_fields=[client.V1NodeSelectorRequirement(key="metadata.name", operator="In", values=[c])]) for c in cands]
         affinity = None if not cands else client.V1Affinity(node_affinity=client.V1NodeAffinity(
-                required_during_scheduling_ignored_during_execution=client.V1NodeSelector(node_selector_terms=[client.V1NodeSelectorTerm(
-                    match_fields=[client.V1NodeSelectorRequirement(key="metadata.name", operator="In", values=cands)])])))
+            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(node_selector_terms=terms)))
         core.create_namespaced_pod(ns, client.V1Pod(metadata=md, spec=client.V1PodSpec(
             scheduler_name=scheduler, affinity=affinity, containers=[client.V1Container(name="c", image="pause",
             resources=client.V1ResourceRequirements(requests={"cpu": "10m"}))])))
@@ -130,11 +136,14 @@ def main() -> None:
         for target, topo in ((100, "medium.yaml"), (1000, "k1.yaml")):
             subprocess.run([sys.executable, str(ROOT / "hack" / "nodes.py"), str(ROOT / "hack" / "topologies" / topo)], check=True)
             nodes = sorted(n.metadata.name for n in core.list_node().items)[:target]
-            plain, ext, base = [], [], []
+            plain, ext, base, label = [], [], [], []
             for _ in range(runs):
                 plain.append(pods_per_second(core, ns, "default-scheduler", nodes, n_pods))
                 with Served("new", port):
                     ext.append(pods_per_second(core, ns, "kubesoda", nodes, n_pods))
+                if BY_LABEL:
+                    with Served("new", port):
+                        label.append(pods_per_second(core, ns, "kubesoda", nodes, n_pods, by_label=True))
                 if BASELINE:
                     with Served(BASELINE, port):
                         base.append(pods_per_second(core, ns, "kubesoda", nodes, n_pods))
@@ -142,6 +151,9 @@ def main() -> None:
                    "tls": bool(os.environ.get(extender.ENV_CERT)),
                    "plain_pods_per_s_median": statistics.median(plain), "extender_pods_per_s_median": statistics.median(ext),
                    "ratio": statistics.median(ext) / statistics.median(plain), "plain_runs": plain, "extender_runs": ext}
+            if label:
+                row.update({"extender_by_label_pods_per_s_median": statistics.median(label), "extender_by_label_runs": label,
+                            "by_name_vs_by_label": statistics.median(ext) / statistics.median(label)})
             if base:
                 row.update({"baseline": BASELINE, "baseline_pods_per_s_median": statistics.median(base),
                             "baseline_ratio": statistics.median(base) / statistics.median(plain), "baseline_runs": base})

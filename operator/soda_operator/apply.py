@@ -153,10 +153,11 @@ def pod_body(inst: Instance) -> dict[str, Any]:
             "subdomain": dns(f"{inst.job}-{inst.pe}"),
             "hostname": inst.name,
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                # the Node objects' names (what the plan names), as a field: kube-scheduler's NodeAffinity
+                # the Node objects' names (what the plan names), as fields: kube-scheduler's NodeAffinity
                 # PreFilter then narrows the pod's feasible set to these nodes before any Filter runs, where a
-                # kubernetes.io/hostname label (which need not equal the name) made it filter every node
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": sorted(set(inst.candidates) | {inst.node})}]}
+                # kubernetes.io/hostname label (which need not equal the name) made it filter every node. The
+                # API server allows one value per metadata.name requirement: one term per node (terms are ORed)
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]} for n in sorted(set(inst.candidates) | {inst.node})
             ]}}},
             "containers": [container],
             "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
