@@ -175,8 +175,9 @@ def main() -> None:
     port = os.environ.get("KUBESODA_EXTENDER_PORT", "27006")
     f = manifests()
     logpath = Path(tempfile.mkdtemp()) / "operator.log"
-    # the fake nodes' lease duration the cluster was started with (hack/cluster-up.sh; KWOK renews at a quarter)
-    row: dict = {"nodes": len(nodes), "kwok_lease_s": int(os.environ.get("KUBESODA_KWOK_LEASE_SECONDS", "40"))}
+    # the nodes' lease duration, as their Leases say (KUBESODA_KWOK_LEASE_SECONDS of hack/cluster-up.sh; renewed at a quarter)
+    lease = kubectl("get", "leases", "-n", "kube-node-lease", "-o", "jsonpath={.items[0].spec.leaseDurationSeconds}").strip()
+    row: dict = {"nodes": len(nodes), "kwok_lease_s": int(lease) if lease.isdigit() else None}
     micro: dict[str, float] = {}
     with logpath.open("w") as log:
         op = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", port],

@@ -18,6 +18,12 @@ state="${KUBESODA_STATE:-$repo/.local/cluster}"
 base="${KUBESODA_PORT_BASE:-27000}"
 py="${KUBESODA_PYTHON:-$repo/.venv/bin/python}"
 log() { echo "[cluster-up] $*" >&2; }
+# the KWOK nodes' lease duration (see the kwok start below): KWOK renews at a quarter of it, and the
+# controller manager marks a node NotReady after 50 s without a renewal
+lease="${KUBESODA_KWOK_LEASE_SECONDS:-40}"
+if ! [[ "$lease" =~ ^[0-9]+$ ]] || [ "$lease" -lt 1 ] || [ "$lease" -ge 200 ]; then
+  log "KUBESODA_KWOK_LEASE_SECONDS=$lease: want whole seconds from 1 to 199 (renewed every quarter, under the 50 s grace period)"; exit 2
+fi
 
 if [ -f "$state/env" ] && "$here/cluster-status.sh" >/dev/null 2>&1; then
   log "already running ($state)"; exit 0
@@ -143,7 +149,7 @@ done
 # API server here; the scale benchmark can state a longer one (it must stay under the controller
 # manager's node-monitor grace period, 50 s, times 4).
 start kwok "$bin/kwok" --kubeconfig "$state/kwok.kubeconfig" \
-  --node-lease-duration-seconds "${KUBESODA_KWOK_LEASE_SECONDS:-40}" \
+  --node-lease-duration-seconds "$lease" \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
   --server-address "127.0.0.1:$kwok_port" --config "$here/kwok.yaml"
 sleep 1
