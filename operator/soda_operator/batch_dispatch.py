@@ -398,7 +398,7 @@ def _trim(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @kopf.index("", "v1", "pods")
-def dispatch_pods(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def dispatch_pods(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Task pods (gated by us or released by us) by (namespace, Job)."""
     ann = (body.get("metadata") or {}).get("annotations") or {}
     if not (gated(body) or ANN_NODE in ann):
@@ -408,7 +408,7 @@ def dispatch_pods(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
 
 
 @kopf.index("batch", "v1", "jobs")
-def dispatch_jobs(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def dispatch_jobs(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Jobs whose pod template carries the gate, by (namespace, dispatch group)."""
     tmpl = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
     if not any(g.get("name") == GATE for g in tmpl.get("schedulingGates") or []):

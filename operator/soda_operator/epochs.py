@@ -63,7 +63,10 @@ class Loops:
         self.reported: set[tuple[str, str, str]] = set()  # invalid Nodes/templates/policies already given an Event
         self.macro_due = threading.Event()
         self.micro_due = threading.Event()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # one epoch at a time
+        # the jobs' statuses: ``awaiting`` and ``written`` and the writes made from them, by an epoch
+        # or by the Running refresh, which runs beside an epoch's pod creates (:func:`.loop.run`)
+        self.status_lock = threading.Lock()
         self.apply_s = 0.0  # duration of the last apply (logged with the macro epoch)
         self.charged_at: float | None = None  # when the budget managers' bookkeeping last ran
         # Admitted jobs whose instances were not all Running at the last apply: (job, status, pods)
@@ -194,10 +197,31 @@ class Loops:
         by_job: dict[tuple[str, str], list[Instance]] = {}
         for w in wanted:
             by_job.setdefault((w.namespace, w.job), []).append(w)
+        with self.status_lock:  # the Running refresh may be writing (it runs during the pod creates below)
+            updates = self._plan_statuses(snap, scen, plan, by_job, jobs_by_key)
+        managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
+        counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
+        counts["service"] = self.applier.ensure_services(desired.services(plan, snap, scen), snap.services)
+        counts["status"] = updates
+        admitted = sum(d.admitted for d in plan.jobs)
+        metrics.IMPORTANCE.set(plan.importance)
+        metrics.JOBS.labels("admitted").set(admitted)
+        metrics.JOBS.labels("rejected").set(len(plan.jobs) - admitted)
+        if any(counts.values()):
+            log.info("applied: %s", counts)
+        return counts
+
+    def _plan_statuses(self, snap: Snapshot, scen: Scenario, plan: Plan, by_job: dict[tuple[str, str], list[Instance]],
+                       jobs_by_key: dict[str, dict[str, Any]]) -> int:
+        """Write every job's status and Events for ``plan`` and note the Admitted ones the Running
+        refresh waits for; returns how many statuses changed. Statuses and Events come first: a job
+        shows its decision as soon as it is made, not after hundreds of pod creates (they follow;
+        the status names the pods it plans). Called under ``status_lock``."""
         pod_phase = {(p["metadata"]["namespace"], p["metadata"]["name"]): (p.get("status") or {}).get("phase") for p in snap.pods}
+        if self.reader is not None:
+            # fresher than the snapshot: what the refresh may have promoted since it was taken
+            pod_phase.update(self.pod_phases([(w.namespace, w.name) for ws in by_job.values() for w in ws]))
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        # statuses and Events first: a job shows its decision as soon as it is made, not after
-        # hundreds of pod creates (they follow; the status names the pods it plans)
         updates = []
         events: list[tuple[dict[str, Any], str, str, str]] = []
         awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
@@ -224,28 +248,26 @@ class Loops:
         self.written = {k: v for k, v in self.written.items() if k in live}
         self.applier.events(events)
         self.awaiting = awaiting
-        managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
-        counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
-        counts["service"] = self.applier.ensure_services(desired.services(plan, snap, scen), snap.services)
-        counts["status"] = len(updates)
-        admitted = sum(d.admitted for d in plan.jobs)
-        metrics.IMPORTANCE.set(plan.importance)
-        metrics.JOBS.labels("admitted").set(admitted)
-        metrics.JOBS.labels("rejected").set(len(plan.jobs) - admitted)
-        if any(counts.values()):
-            log.info("applied: %s", counts)
-        return counts
+        return len(updates)
+
+    def pod_phases(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+        """The phases of the named kubesoda pods, (namespace, name) -> phase: from the watch-fed
+        index, else one list of kubesoda's pods."""
+        if self.reader is not None:
+            return self.reader.pod_phases(keys)  # type: ignore[no-any-return]
+        pods = list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
+        return {(p["metadata"]["namespace"], p["metadata"]["name"]): (p.get("status") or {}).get("phase") for p in pods}
 
     def refresh_running(self) -> int:
-        """Between epochs: an Admitted job whose planned instances all run becomes Running now, not
-        at the next epoch (one list of kubesoda's pods; the plan is the last epoch's, nothing else
-        changes). Returns how many jobs were promoted."""
-        with self.lock:
+        """An Admitted job whose planned instances all run becomes Running now, not at the next
+        epoch; runs every second on its own thread, also while an epoch creates its pods (the epoch
+        writes its statuses first, under ``status_lock``, then creates; at 7,370 pods that is
+        minutes in which the first jobs' pods already run). The plan is the last applied one,
+        nothing else changes. Returns how many jobs were promoted."""
+        with self.status_lock:
             if not self.awaiting:
                 return 0
-            pods = self.reader.snapshot().pods if self.reader is not None else \
-                list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
-            phase = {(p["metadata"]["namespace"], p["metadata"]["name"]): (p.get("status") or {}).get("phase") for p in pods}
+            phase = self.pod_phases([(key[0], pod) for key, (_, _, pods) in self.awaiting.items() for pod in pods])
             done = [(key, obj, st) for key, (obj, st, pods) in self.awaiting.items()
                     if pods and all(phase.get((key[0], pod)) == "Running" for pod in pods)]
             now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -306,9 +328,11 @@ class Loops:
                 continue
             obj = jobs_by_key[e.name]
             ns, name = e.name.split("/", 1)
-            old = self._old_status(obj)
-            st = status.with_transitions(old, status.invalid(e.field, e.message, (obj.get("metadata") or {}).get("generation")), now)
-            if old.get("message") != st["message"]:
-                self.applier.event(obj, "InvalidSpec", st["message"], "Warning")
-            if status_changed(old, st):
-                self._write_statuses([(obj, st)])
+            with self.status_lock:  # never promoted to Running afterwards by the refresh
+                self.awaiting.pop((ns, name), None)
+                old = self._old_status(obj)
+                st = status.with_transitions(old, status.invalid(e.field, e.message, (obj.get("metadata") or {}).get("generation")), now)
+                if old.get("message") != st["message"]:
+                    self.applier.event(obj, "InvalidSpec", st["message"], "Warning")
+                if status_changed(old, st):
+                    self._write_statuses([(obj, st)])

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -33,13 +34,25 @@ _DROP_METADATA = ("managedFields",)
 TERMINAL = ("Succeeded", "Failed")
 
 
-def _trim(body: kopf.Body) -> dict[str, Any]:
-    raw = {k: copy.deepcopy(dict(body.get(k) or {})) for k in ("metadata", "spec", "status") if k in body}
+def _trim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = (), drop_container: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A deep copy of ``body``'s metadata, spec and status less ``_DROP_METADATA`` (and the given
+    spec and container fields), filtered *before* the copy: a pod's managedFields alone are most
+    of its size, and this runs on Kopf's event loop for every watch event."""
+    raw: dict[str, Any] = {}
+    for k in ("metadata", "spec", "status"):
+        if k not in body:
+            continue
+        part = dict(body.get(k) or {})
+        drop = _DROP_METADATA if k == "metadata" else drop_spec if k == "spec" else ()
+        for d in drop:
+            part.pop(d, None)
+        if k == "spec" and drop_container and isinstance(part.get("containers"), list):
+            part["containers"] = [{f: v for f, v in c.items() if f not in drop_container} if isinstance(c, Mapping) else c
+                                  for c in part["containers"]]
+        raw[k] = copy.deepcopy(part)
     for k in ("apiVersion", "kind"):
         if k in body:
             raw[k] = body[k]
-    for k in _DROP_METADATA:
-        raw.get("metadata", {}).pop(k, None)
     return raw
 
 
@@ -51,16 +64,9 @@ _CONTAINER_DROP = ("env", "ports", "volumeMounts", "securityContext", "command",
                    "terminationMessagePolicy", "imagePullPolicy", "readinessProbe", "livenessProbe", "startupProbe")
 
 
-def _trim_pod(body: kopf.Body) -> dict[str, Any]:
+def _trim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
     """A PE pod as the epochs read it: :func:`_trim` less what only the operator's own writes use."""
-    raw = _trim(body)
-    spec = raw.get("spec") or {}
-    for k in _POD_SPEC_DROP:
-        spec.pop(k, None)
-    for c in spec.get("containers") or []:
-        for k in _CONTAINER_DROP:
-            c.pop(k, None)
-    return raw
+    return _trim(body, _POD_SPEC_DROP, _CONTAINER_DROP)
 
 
 def requests(pod: dict[str, Any]) -> tuple[float, float]:
@@ -82,37 +88,37 @@ def requests(pod: dict[str, Any]) -> tuple[float, float]:
 
 
 @kopf.index("", "v1", "nodes")
-def kubesoda_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+async def kubesoda_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
     return {name: _trim(body)}
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "streamtemplates")
-def kubesoda_templates(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_templates(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): _trim(body)}
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "streamjobs")
-def kubesoda_jobs(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_jobs(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): _trim(body)}
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "schedulingpolicies")
-def kubesoda_policies(name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_policies(name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {name: _trim(body)}
 
 
 @kopf.index("", "v1", "pods", labels={crd.LABEL_JOB: kopf.PRESENT})
-def kubesoda_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): _trim_pod(body)}
 
 
 @kopf.index("", "v1", "services", labels={crd.LABEL_JOB: kopf.PRESENT})
-def kubesoda_services(namespace: str, name: str, **_: Any) -> dict[Any, Any]:
+async def kubesoda_services(namespace: str, name: str, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): True}
 
 
 @kopf.index("", "v1", "pods", labels={crd.LABEL_JOB: kopf.ABSENT})
-def foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Other workloads' pods bound to a node and not finished: node -> (pod, cores, bytes)."""
     node = (body.get("spec") or {}).get("nodeName")
     if not node or (body.get("status") or {}).get("phase") in TERMINAL:
@@ -177,6 +183,21 @@ class Reader:
     async def _policy(self) -> dict[str, Any] | None:
         store = self.indices["kubesoda_policies"].get("default")
         return next(iter(store), None) if store is not None else None
+
+    async def _phases(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+        ix = self.indices["kubesoda_pods"]
+        out: dict[tuple[str, str], str | None] = {}
+        for k in keys:
+            store = ix.get(k)
+            body = next(iter(store), None) if store is not None else None
+            if body is not None:
+                out[k] = (body.get("status") or {}).get("phase")
+        return out
+
+    def pod_phases(self, keys: list[tuple[str, str]], timeout: float = 30.0) -> dict[tuple[str, str], str | None]:
+        """The phase of each of kubesoda's pods named in ``keys`` (namespace, name) that the index
+        holds: the Running refresh's view, without copying the rest of the state."""
+        return asyncio.run_coroutine_threadsafe(self._phases(keys), self.loop).result(timeout)
 
     def policy(self, timeout: float = 30.0) -> dict[str, Any] | None:
         """SchedulingPolicy ``default`` (the loop's timing reads it every tick)."""

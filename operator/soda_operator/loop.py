@@ -1,10 +1,12 @@
-"""When the epochs run: the macro loop, the micro loop and the Running refresh, on one thread.
+"""When the epochs run: the macro loop and the micro loop on one thread, the Running refresh on another.
 
 - a macro epoch every ``macroEpochSeconds``, and soon after a handler flags a relevant change,
   debounced (a ``kubectl apply`` of many jobs arrives over several seconds; planning on half of
   them would place the rest around them) but never delayed more than ``max_debounce_s``;
 - a micro epoch every ``microEpochSeconds`` or when a handler flags a node change;
-- between epochs, a 1 s refresh that turns Admitted jobs Running as soon as their pods run.
+- every second, on a thread of its own, a refresh that turns Admitted jobs Running as soon as
+  their pods run, also while an epoch is still creating the pods of later jobs (a first macro
+  epoch at 2,000 nodes creates thousands of pods over minutes; :meth:`.epochs.Loops.refresh_running`).
 
 An epoch that raises is logged, counted and retried a micro epoch later, never in a tight loop.
 Once ``stop`` is set the epoch in progress writes nothing more (the applier's fence).
@@ -28,9 +30,35 @@ log = logging.getLogger("kubesoda.loop")
 
 def run(loops: Loops, stop: threading.Event, debounce_s: float = 1.0, max_debounce_s: float = 10.0, refresh_s: float = 1.0) -> None:
     loops.applier.fence = stop.is_set
+    done = threading.Event()  # ``stop`` may be Kopf's DaemonStopped, which only the daemon's owner sets
+    refresher = threading.Thread(target=refresh, args=(loops, stop, done, refresh_s), name="kubesoda-refresh", daemon=True)
+    refresher.start()
+    try:
+        epochs(loops, stop, debounce_s, max_debounce_s)
+    finally:
+        done.set()  # the refresh ends with the epochs
+        refresher.join(timeout=30)
+
+
+def refresh(loops: Loops, stop: threading.Event, done: threading.Event, refresh_s: float = 1.0) -> None:
+    """Every ``refresh_s`` while jobs wait for their pods: promote those whose pods all run."""
+    while not done.wait(refresh_s) and not stop.is_set():
+        if not loops.awaiting:
+            continue
+        try:
+            n = loops.refresh_running()
+            if n:
+                log.info("%d job(s) Running", n)
+        except Fenced:
+            return
+        except Exception:  # the API server is away: the next tick tries again
+            log.exception("Running refresh failed")
+            done.wait(2.0)
+
+
+def epochs(loops: Loops, stop: threading.Event, debounce_s: float = 1.0, max_debounce_s: float = 10.0) -> None:
     next_macro = 0.0
     next_micro = 0.0
-    next_refresh = 0.0
     while not stop.is_set():
         try:
             macro_s, micro_s = state.epochs(loops.reader.policy() if loops.reader is not None else state.get_policy(loops.custom))
@@ -55,9 +83,6 @@ def run(loops: Loops, stop: threading.Event, debounce_s: float = 1.0, max_deboun
                 next_micro = time.monotonic() + micro_s
                 loops.micro_epoch()
                 next_micro = time.monotonic() + micro_s
-            elif loops.awaiting and now >= next_refresh:
-                loops.refresh_running()
-                next_refresh = time.monotonic() + refresh_s
         except Fenced:
             log.info("stopped mid-epoch: no more writes from this replica")
             return
@@ -65,7 +90,7 @@ def run(loops: Loops, stop: threading.Event, debounce_s: float = 1.0, max_deboun
             metrics.EPOCH_FAILURES.inc()
             log.exception("epoch failed")
             stop.wait(2.0)
-        wait = max(0.05, min(next_macro, next_micro, next_refresh if loops.awaiting else next_micro) - time.monotonic())
+        wait = max(0.05, min(next_macro, next_micro) - time.monotonic())
         # wake early when a handler flags work
         for _ in range(int(wait / 0.1) + 1):
             if stop.is_set() or loops.macro_due.is_set() or loops.micro_due.is_set():

@@ -96,13 +96,14 @@ def limit_malloc_arenas(n: int = MALLOC_ARENAS) -> bool:
 
 
 def api_client(workers: int) -> client.ApiClient:
-    """An ApiClient for the current kubeconfig whose connection pool fits ``workers`` requests."""
+    """An ApiClient for the current kubeconfig whose connection pool fits ``workers`` requests twice
+    (an epoch's applies and the Running refresh's status writes run side by side)."""
     cfg = client.Configuration()
     try:
         config.load_kube_config(client_configuration=cfg)
     except config.ConfigException:  # in a pod (the chart): its ServiceAccount, KUBERNETES_SERVICE_HOST/PORT
         config.load_incluster_config(client_configuration=cfg)
-    cfg.connection_pool_maxsize = max(4, workers)
+    cfg.connection_pool_maxsize = 2 * max(2, workers)
     return client.ApiClient(cfg)
 
 

@@ -183,7 +183,7 @@ def hosts_for(nodes: list[dict[str, Any]], bound: list[tuple[str, str, float, fl
 
 
 @kopf.index("", "v1", "pods", labels={LABEL: kopf.PRESENT})
-def yield_pods(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def yield_pods(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, (body.get("metadata") or {}).get("labels", {}).get(LABEL, "")): copy.deepcopy(dict(body))}
 
 
