@@ -15,6 +15,10 @@ the Scenario the optimizer benchmarks use) with kubectl, and measures:
 - API requests (the API server's ``apiserver_request_total``, by verb) over the whole run and over
   a quiet window of three micro epochs once everything runs;
 - the operator's peak RSS (VmHWM), extender included (it runs inside `kubesoda run`);
+- CPU seconds of each process until every job runs (the control plane's, from the pid files of
+  hack/cluster-up.sh, and the operator's): on 2 cores, where the time goes;
+- the promotion lag: per job, its Running condition's transition minus its last pod's start
+  (KWOK's ``status.startTime``), both to the second;
 - a whole rack lost (its 25 nodes cordoned; the operator treats a cordoned node like a lost one):
   seconds until no kubesoda pod is left there and every admitted job is Running again.
 
@@ -126,6 +130,46 @@ def not_running(jobs: list[dict], phases: list[str | None], most: int = 5) -> li
     return out
 
 
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """User + system CPU seconds of each named process so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14 and 15 of stat)
+    return out
+
+
+def control_plane_pids() -> dict[str, int]:
+    """The local control plane's processes (hack/cluster-up.sh's pid files), when it is the local one."""
+    pids = Path(os.environ.get("KUBESODA_STATE", "/nonexistent")) / "pids"
+    return {f.name: int(f.read_text().strip()) for f in sorted(pids.glob("*")) if f.read_text().strip().isdigit()} if pids.is_dir() else {}
+
+
+def promotion_lag(jobs: list[dict], pods: list[dict]) -> dict[str, float | int]:
+    """Seconds from a job's last pod starting (KWOK's status.startTime) to its Running condition:
+    how far the operator's promotion trails its pods, over the jobs Running (median, p90, max)."""
+    def ts(s: str) -> float:
+        return time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ"))
+
+    start = {p["metadata"]["name"]: (p.get("status") or {}).get("startTime") for p in pods}
+    lags = []
+    for j in jobs:
+        st = j.get("status") or {}
+        run = next((c for c in st.get("conditions") or [] if c.get("type") == "Running" and c.get("status") == "True"), None)
+        names = [i["pod"] for pe in st.get("pes") or [] for i in pe.get("instances") or []]
+        if run is None or not run.get("lastTransitionTime") or not names or any(not start.get(n) for n in names):
+            continue
+        lags.append(ts(run["lastTransitionTime"]) - max(ts(start[n]) for n in names))
+    if not lags:
+        return {"jobs": 0}
+    lags.sort()
+    return {"jobs": len(lags), "median_s": lags[len(lags) // 2], "p90_s": lags[int(len(lags) * 0.9)], "max_s": lags[-1]}
+
+
 def manifests() -> Path:
     templates, jobs = workloads.lsd(scale=10)
     objs = crd.scenario_to_objects(Scenario(templates=tuple(templates), jobs=tuple(jobs)))
@@ -185,11 +229,15 @@ def main() -> None:
     try:
         time.sleep(5)
         r0 = requests_by_verb()
+        procs = {**control_plane_pids(), "kubesoda (operator + extender)": op.pid}
+        c0 = cpu_seconds(procs)
         t0 = time.perf_counter()
         kubectl("apply", "-f", str(f), timeout=600)
         row["apply_s"] = round(time.perf_counter() - t0, 1)
         jobs, phases = wait_all_running(t0, 1200, row, op.pid, r0)
         r1 = requests_by_verb()
+        c1 = cpu_seconds(procs)
+        row["cpu_s_until_running"] = dict(sorted(((k, round(v - c0.get(k, 0.0), 1)) for k, v in c1.items()), key=lambda kv: -kv[1]))
         row["requests_until_running"], row["requests_until_running_by_resource"] = split(diff(r0, r1))
         row["jobs"] = len(jobs)
         row["jobs_running"] = sum(p == "Running" for p in phases)
@@ -197,6 +245,7 @@ def main() -> None:
         pods = running_pods()
         row["pods_running"] = len(pods)
         with_pods = {p["metadata"]["labels"].get("kubesoda.io/job") for p in pods}
+        row["promotion_lag"] = promotion_lag(jobs, pods)
         row["running_jobs_without_pods"] = sum(1 for j, p in zip(jobs, phases) if p == "Running" and j["metadata"]["name"] not in with_pods)
         row["not_running"] = not_running(jobs, phases)
         # a quiet window: three micro epochs with nothing to change
@@ -261,6 +310,8 @@ def main() -> None:
         f"| the most until all Running, by resource | {row.get('requests_until_running_by_resource')} | |",
         f"| API requests, quiet 30 s | {row.get('requests_quiet_30s')} | O(changes) |",
         f"| the most in the quiet 30 s, by resource | {row.get('requests_quiet_30s_by_resource')} | |",
+        f"| CPU seconds until all Running, by process | {row.get('cpu_s_until_running')} | |",
+        f"| promotion lag (a job's Running after its last pod started) | {row.get('promotion_lag')} | |",
         f"| operator + extender peak RSS | {row.get('operator_peak_rss_mib')} MiB | < 1024 MiB |",
         f"| rack lost ({(row.get('rack_lost') or {}).get('nodes')} nodes, {(row.get('rack_lost') or {}).get('pods_there')} pods): recovered | "
         f"{(row.get('rack_lost') or {}).get('recovered_s')} s | |",
