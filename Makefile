@@ -78,6 +78,6 @@ bench-realcpu: venv
 	KUBESODA_REAL_NODES=1 KUBESODA_REAL_NODE_RESERVED_CPU=800m KUBESODA_STATE=$(CURDIR)/.local/cluster-realcpu KUBESODA_PORT_BASE=27400 \
 	  hack/with-cluster.sh $(BIN)/python benchmarks/bench_realcpu.py
 
-# 2000 KWOK nodes x 10x LSD end to end (about 15 minutes; docs/benchmarks/scale.md)
+# 2000 KWOK nodes x 10x LSD end to end (10-13 minutes here; docs/benchmarks/scale-last-run.md, history in scale.md)
 bench-scale: venv
 	KUBESODA_TOPOLOGY=hack/topologies/large.yaml KUBESODA_NODES_TIMEOUT=600 hack/with-cluster.sh $(BIN)/python benchmarks/bench_scale.py

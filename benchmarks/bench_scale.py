@@ -22,7 +22,8 @@ the Scenario the optimizer benchmarks use) with kubectl, and measures:
 - a whole rack lost (its 25 nodes cordoned; the operator treats a cordoned node like a lost one):
   seconds until no kubesoda pod is left there and every admitted job is Running again.
 
-Writes docs/benchmarks/scale.json and docs/benchmarks/scale.md.
+Writes docs/benchmarks/scale.json, scale.png and the run's table, docs/benchmarks/scale-last-run.md
+(docs/benchmarks/scale.md is the history of runs, written by hand from these).
 """
 
 from __future__ import annotations
@@ -293,9 +294,16 @@ def main() -> None:
     print(json.dumps(row, indent=2))
     out = ROOT / "docs" / "benchmarks"
     (out / "scale.json").write_text(json.dumps({"command": "make bench-scale", "rows": [row]}, indent=2) + "\n")
+    (out / "scale-last-run.md").write_text(table(row))
+    plot(row, out / "scale.png")
+
+
+def table(row: dict) -> str:
+    """The run's table (docs/benchmarks/scale-last-run.md)."""
     fm = row.get("first_macro_epoch") or {}
     lines = [
-        "# 2000 nodes x 10x LSD, end to end (`make bench-scale`)", "",
+        "# 2000 nodes x 10x LSD, end to end: the last run of `make bench-scale`", "",
+        "(written by benchmarks/bench_scale.py; [scale.md](scale.md) keeps the runs side by side)", "",
         "| measure | value | goal |", "| --- | --- | --- |",
         f"| nodes, jobs | {row['nodes']}, {row.get('jobs')} | |",
         f"| first job Admitted | {row.get('first_admitted_s')} s | |",
@@ -316,8 +324,7 @@ def main() -> None:
         f"| rack lost ({(row.get('rack_lost') or {}).get('nodes')} nodes, {(row.get('rack_lost') or {}).get('pods_there')} pods): recovered | "
         f"{(row.get('rack_lost') or {}).get('recovered_s')} s | |",
     ]
-    (out / "scale.md").write_text("\n".join(lines) + "\n")
-    plot(row, out / "scale.png")
+    return "\n".join(lines) + "\n"
 
 
 def plot(row: dict, path: Path) -> None:
