@@ -26,8 +26,8 @@ pause: the upstream ``build/pause/linux/pause.c`` from the kubernetes module in 
 (hack/build-binaries.sh puts it there), compiled with ``cc -static``; containerd's sandbox image.
 
 Loading: ``ctr -n k8s.io images import`` against each ``$KUBESODA_STATE/realnode-*/containerd.sock``.
-Needs root (debootstrap, chroot-free but files owned by root) and debootstrap
-(``hack/install-node-deps.sh --image``).
+Needs root (debootstrap, chroot-free but files owned by root) and debootstrap, which it installs
+itself when it is missing (``hack/install-node-deps.sh --image``: apt-get).
 """
 
 from __future__ import annotations
@@ -77,7 +77,10 @@ def base_layer() -> Path:
     if layer.exists():
         return layer
     if not shutil.which("debootstrap"):
-        sys.exit("debootstrap is missing: run hack/install-node-deps.sh --image")
+        # a fresh machine: install it as the real nodes' packages are installed (apt, as root)
+        log("debootstrap is missing: hack/install-node-deps.sh --image")
+        if subprocess.run([str(HERE / "install-node-deps.sh"), "--image"]).returncode != 0 or not shutil.which("debootstrap"):
+            sys.exit("debootstrap is missing and hack/install-node-deps.sh --image could not install it (see above)")
     IMAGES.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="rootfs-", dir=IMAGES))
     rootfs = work / "rootfs"
