@@ -8,7 +8,8 @@
   their pods run, also while an epoch is still creating the pods of later jobs (a first macro
   epoch at 2,000 nodes creates thousands of pods over minutes; :meth:`.epochs.Loops.refresh_running`).
 
-An epoch that raises is logged, counted and retried a micro epoch later, never in a tight loop.
+An epoch that raises is logged, counted and retried a micro epoch later, never in a tight loop; a
+refresh that raises is logged, counted (``kubesoda_refresh_failures_total``) and retried 2 s later.
 Once ``stop`` is set the epoch in progress writes nothing more (the applier's fence).
 """
 
@@ -52,6 +53,7 @@ def refresh(loops: Loops, stop: threading.Event, done: threading.Event, refresh_
         except Fenced:
             return
         except Exception:  # the API server is away: the next tick tries again
+            metrics.REFRESH_FAILURES.inc()
             log.exception("Running refresh failed")
             done.wait(2.0)
 
