@@ -52,9 +52,10 @@ TOLERANCE = 0.15  # the CPU used against the limit: the cgroup quota is exact (w
 # SHA-256 loop in that cgroup cost the same per iteration at both quotas (0.363 vs 0.369 us): the
 # PE's CPU per tuple drifts about 10% from phase to phase. Bias: every run on a real node but one saw
 # the throttled transform spend more CPU per tuple than at 600m (rate ratios 0.387, 0.420 in CI; 0.428,
-# 0.456-0.477 locally; 0.523 once), by hand too in one quiet round (3.00 vs 2.68 ms); a guess, not
-# measured: a quota of 30 ms per 100 ms period leaves the PE's threads off-CPU, their caches taken by
-# the host's other processes, 70 ms in every 100, which a bare loop on an idle host does not feel. So
+# 0.456-0.477 locally; 0.523 once), by hand too in one quiet round (3.00 vs 2.68 ms). Why is not
+# established; not the SHA work itself: a bare SHA-256 loop in the same cgroup costs the same per
+# iteration at both quotas on an idle host and beside two busy processes walking 8 MiB each (0.341-
+# 0.351 us), so it lies in the PE's threads (reader, worker, sender) under a quota. So
 # the shrunk phases are averaged over CYCLES, each against the alone phases on both sides, and the
 # rate ratio may be up to 30% below the CPU ratio and up to 15% above it: a rate that ignores the CPU
 # (a ratio of 1.0, 100% above) or a pipeline stalled by the resize still fails.
