@@ -13,7 +13,8 @@ from soda_operator.loop import refresh
 
 
 class Away:
-    """Loops with one job awaiting its pods; ``outcomes`` are raised or returned in turn."""
+    """Loops with one job awaiting its pods; ``outcomes`` are raised or returned in turn, then the
+    job is no longer awaited (so a refresh running on after the last outcome calls nothing more)."""
 
     def __init__(self, *outcomes: object):
         self.awaiting = {("ns", "job"): object()}
@@ -25,6 +26,7 @@ class Away:
         self.calls += 1
         out = self.outcomes.pop(0)
         if not self.outcomes:
+            self.awaiting = {}
             self.emptied.set()
         if isinstance(out, BaseException):
             raise out
@@ -35,12 +37,14 @@ def failures() -> float:
     return metrics.REGISTRY.get_sample_value("kubesoda_refresh_failures_total") or 0.0
 
 
-def run_refresh(loops: Away) -> None:
-    stop, done = threading.Event(), threading.Event()
-    t = threading.Thread(target=refresh, args=(loops, stop, done, 0.01), daemon=True)
+def run_refresh(loops: Away, *, ends_itself: bool = False) -> None:
+    """Run the refresh thread until it has used every outcome (or, ``ends_itself``, until it returns)."""
+    done = threading.Event()
+    t = threading.Thread(target=refresh, args=(loops, threading.Event(), done, 0.01), daemon=True)
     t.start()
-    assert loops.emptied.wait(10), "the refresh stopped calling refresh_running"
-    done.set()
+    if not ends_itself:
+        assert loops.emptied.wait(10), "the refresh stopped calling refresh_running"
+        done.set()
     t.join(10)
     assert not t.is_alive()
 
@@ -50,14 +54,11 @@ def test_a_failing_refresh_is_counted_and_retried():
     loops = Away(ConnectionRefusedError(111, "Connection refused"), 0, 1)
     run_refresh(loops)
     assert failures() - before == 1
-    assert loops.calls >= 3  # after the failure it went on: the job was promoted by the third call
+    assert loops.calls == 3  # after the failure it went on until the job was promoted
 
 
 def test_a_fenced_refresh_ends_without_counting_a_failure():
     before = failures()
     loops = Away(Fenced(), 1)
-    stop, done = threading.Event(), threading.Event()
-    t = threading.Thread(target=refresh, args=(loops, stop, done, 0.01), daemon=True)
-    t.start()
-    t.join(10)
-    assert not t.is_alive() and loops.calls == 1 and failures() == before
+    run_refresh(loops, ends_itself=True)
+    assert loops.calls == 1 and failures() == before
