@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+import networkx as nx
 from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
+from soda_optimizer import bounds, screen
 from soda_optimizer.model import (
     DEFAULT_PE_MEMORY,
     PE,
@@ -67,6 +69,7 @@ class ObjectError:
     field: str
     message: str
     source: str | None = None  # file (and document index) when known
+    reason: str = "InvalidSpec"  # or "Quarantined": the pipeline guard set the job aside
 
     def __str__(self) -> str:
         where = f"{self.source}: " if self.source else ""
@@ -75,10 +78,11 @@ class ObjectError:
 
 
 class TranslationError(ValueError):
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, reason: str = "InvalidSpec"):
         super().__init__(message)
         self.field = field
         self.message = message
+        self.reason = reason
 
 
 def key(obj: Mapping[str, Any]) -> str:
@@ -91,28 +95,40 @@ def _ns(obj: Mapping[str, Any], default: str = "default") -> str:
     return (obj.get("metadata") or {}).get("namespace") or default
 
 
+def _shown(q: Any) -> str:
+    t = str(q)
+    return t if len(t) <= 40 else f"{t[:37]}..."
+
+
 def cores(q: Any, field: str) -> float:
+    """A CPU quantity (500m, 2, 1.5) in cores: finite, not negative, at most ``bounds.MAX_CORES``."""
     try:
-        return float(parse_quantity(str(q)))
-    except (ValueError, TypeError) as e:
-        raise TranslationError(field, f"'{q}' is not a CPU quantity") from e
+        v = float(parse_quantity(str(q)))
+    except (ValueError, TypeError, ArithmeticError) as e:
+        raise TranslationError(field, f"'{_shown(q)}' is not a CPU quantity") from e
+    if not (math.isfinite(v) and 0 <= v <= bounds.MAX_CORES):
+        raise TranslationError(field, f"'{_shown(q)}' is out of range: a CPU quantity from 0 to {bounds.MAX_CORES:g} cores")
+    return v
 
 
 def memory(q: Any, field: str) -> float:
     """A memory quantity (64Mi, 1G, 1048576) in bytes."""
     try:
         v = float(parse_quantity(str(q)))
-    except (ValueError, TypeError) as e:
-        raise TranslationError(field, f"'{q}' is not a memory quantity") from e
+    except (ValueError, TypeError, ArithmeticError) as e:
+        raise TranslationError(field, f"'{_shown(q)}' is not a memory quantity") from e
     if not (math.isfinite(v) and v >= 0):
-        raise TranslationError(field, f"'{q}' is not a memory quantity")
+        raise TranslationError(field, f"'{_shown(q)}' is not a memory quantity")
     return v
 
 
 def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationError:
     err = e.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"])
+    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"]).lstrip(".")
     msg = str(err["msg"]).removeprefix("Value error, ")
+    got = err.get("input")
+    if isinstance(got, (int, float, str)) and not isinstance(got, bool) and err.get("type") != "value_error":
+        msg += f" (got {_shown(got)})"
     return TranslationError(f"{prefix}.{loc}" if loc else prefix, msg)
 
 
@@ -131,9 +147,10 @@ def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABE
     try:
         mpc = float(labels.get(MIPS_LABEL, REFERENCE_MIPS_PER_CORE))
     except ValueError as e:
-        raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{labels.get(MIPS_LABEL)}' is not a number") from e
-    if not (math.isfinite(mpc) and mpc > 0):
-        raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{labels.get(MIPS_LABEL)}' is not a positive finite number")
+        raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{_shown(labels.get(MIPS_LABEL))}' is not a number") from e
+    if not (math.isfinite(mpc) and 0 < mpc <= bounds.MAX_MIPS_PER_CORE):
+        raise TranslationError(f"metadata.labels[{MIPS_LABEL}]",
+                               f"'{_shown(labels.get(MIPS_LABEL))}' is out of range: a number above 0, at most {bounds.MAX_MIPS_PER_CORE:g}")
     c = max(cores(alloc, "status.allocatable.cpu") - held_cores - reserved_cores, 0.0)
     mem_q = (st.get("allocatable") or st.get("capacity") or {}).get("memory")
     mem = float("inf") if mem_q is None else max(memory(mem_q, "status.allocatable.memory") - held_memory, 1.0)
@@ -163,6 +180,29 @@ def _vf(d: Mapping[str, Any] | None, default: str) -> ValueFunction:
     return ValueFunction(kind=d.get("kind", "linear"), slope=d.get("slope", 1.0), cap=d.get("cap"), points=pts)
 
 
+def _each(items: Any, field: str, fn: Callable[[Mapping[str, Any]], T]) -> tuple[T, ...]:
+    """``fn`` of each item of the list at ``spec.<field>``; a bad item's error names its index
+    (``spec.sinks[0].value.slope``, not the path inside the sub-model alone)."""
+    out = []
+    for i, it in enumerate(items or ()):
+        try:
+            out.append(fn(it))
+        except ValidationError as e:
+            raise _pydantic_error(e, f"spec.{field}[{i}]") from e
+        except TranslationError as e:
+            raise TranslationError(f"spec.{field}[{i}].{e.field}", e.message) from e
+    return tuple(out)
+
+
+def _valued(make: Callable[..., T], value: Mapping[str, Any] | None, default: str, **kw: Any) -> T:
+    """A Stream/Sink with its value function, whose errors name ``value.<field>``."""
+    try:
+        vf = _vf(value, default)
+    except ValidationError as e:
+        raise _pydantic_error(e, "value") from e
+    return make(value=vf, **kw)
+
+
 def template_from_object(obj: Mapping[str, Any]) -> Template:
     sp = obj.get("spec") or {}
     name = f"{_ns(obj)}/{(obj.get('metadata') or {}).get('name')}"
@@ -181,11 +221,15 @@ def template_from_object(obj: Mapping[str, Any]) -> Template:
             if p.get(src) is not None:
                 kw[dst] = p[src]
         try:
+            rfn = ResourceFunction(a=rf.get("a", 1.0), b=rf.get("b", 1.0), combine=rf.get("combine", "sum"))
+        except ValidationError as e:
+            raise _pydantic_error(e, f"spec.pes[{i}].resourceFunction") from e
+        try:
             pes.append(
                 PE(
                     name=p.get("name", ""),
                     kind=p.get("kind", "transform"),
-                    rf=ResourceFunction(a=rf.get("a", 1.0), b=rf.get("b", 1.0), combine=rf.get("combine", "sum")),
+                    rf=rfn,
                     single_threaded=p.get("singleThreaded", False),
                     all_or_nothing=p.get("allOrNothing", False),
                     licenses=tuple(p.get("licenses") or ()),
@@ -199,20 +243,15 @@ def template_from_object(obj: Mapping[str, Any]) -> Template:
             )
         except ValidationError as e:
             raise _pydantic_error(e, f"spec.pes[{i}]") from e
+    streams = _each(sp.get("streams"), "streams", lambda s: _valued(
+        Stream, s.get("value"), "zero", src=s.get("from", ""), dst=s.get("to", ""), weight=s.get("weight", 0.0),
+        selectivity=s.get("selectivity", 1.0), bytes_per_tuple=s.get("bytesPerTuple", 1.0)))
+    sinks = _each(sp.get("sinks"), "sinks", lambda s: _valued(Sink, s.get("value"), "linear", pe=s.get("pe", ""), weight=s.get("weight", 1.0)))
+    primal = _each(sp.get("primalInputs"), "primalInputs", lambda x: PrimalInput(pe=x.get("pe", ""), rate=x.get("rate", -1)))
+    exports = _each(sp.get("exports"), "exports", lambda x: Export(name=x.get("name", ""), pe=x.get("pe", ""), selectivity=x.get("selectivity", 1.0)))
     try:
-        return Template(
-            name=name,
-            pes=tuple(pes),
-            streams=tuple(
-                Stream(src=s.get("from", ""), dst=s.get("to", ""), weight=s.get("weight", 0.0), value=_vf(s.get("value"), "zero"),
-                       selectivity=s.get("selectivity", 1.0), bytes_per_tuple=s.get("bytesPerTuple", 1.0))
-                for s in sp.get("streams") or []
-            ),
-            sinks=tuple(Sink(pe=s.get("pe", ""), weight=s.get("weight", 1.0), value=_vf(s.get("value"), "linear")) for s in sp.get("sinks") or []),
-            primal_inputs=tuple(PrimalInput(pe=x.get("pe", ""), rate=x.get("rate", -1)) for x in sp.get("primalInputs") or []),
-            exports=tuple(Export(name=x.get("name", ""), pe=x.get("pe", ""), selectivity=x.get("selectivity", 1.0)) for x in sp.get("exports") or []),
-            allow_cycles=sp.get("allowCycles", False),
-        )
+        return Template(name=name, pes=tuple(pes), streams=streams, sinks=sinks, primal_inputs=primal, exports=exports,
+                        allow_cycles=sp.get("allowCycles", False))
     except ValidationError as e:
         raise _pydantic_error(e, "spec") from e
 
@@ -221,10 +260,15 @@ def _job_ref(ref: str, ns: str) -> str:
     return ref if "/" in ref else f"{ns}/{ref}"
 
 
+_JOB_FIELDS = {"weight_overrides": "weightOverrides", "chosen_template": "chosenTemplate"}
+
+
 def job_from_object(obj: Mapping[str, Any]) -> Job:
     sp, st = obj.get("spec") or {}, obj.get("status") or {}
     ns = _ns(obj)
     chosen = st.get("chosenTemplate") if st.get("phase") in ("Admitted", "Running", "Degraded") else None
+    imports = _each(sp.get("imports"), "imports", lambda i: Import(job=_job_ref(i.get("job", ""), ns), export=i.get("export", ""),
+                                                                    pe=i.get("pe", ""), weight=i.get("weight", 0.0)))
     try:
         return Job(
             name=key({"metadata": {"namespace": ns, "name": (obj.get("metadata") or {}).get("name")}}),
@@ -235,15 +279,17 @@ def job_from_object(obj: Mapping[str, Any]) -> Job:
             templates=tuple(f"{ns}/{t}" for t in sp.get("templates") or ()),
             chosen_template=f"{ns}/{chosen}" if chosen else None,
             weight_overrides=dict(sp.get("weightOverrides") or {}),
-            imports=tuple(
-                Import(job=_job_ref(i.get("job", ""), ns), export=i.get("export", ""), pe=i.get("pe", ""), weight=i.get("weight", 0.0))
-                for i in sp.get("imports") or ()
-            ),
+            imports=imports,
             colocate=tuple(tuple(x) for x in sp.get("colocate") or ()),  # type: ignore[misc]
             exlocate=tuple(tuple(x) for x in sp.get("exlocate") or ()),  # type: ignore[misc]
         )
     except ValidationError as e:
-        raise _pydantic_error(e, "spec") from e
+        err = _pydantic_error(e, "spec")
+        head, _, rest = err.field.removeprefix("spec.").partition(".")
+        if head in _JOB_FIELDS:
+            fld = "status.chosenTemplate" if head == "chosen_template" else f"spec.{_JOB_FIELDS[head]}" + (f"[{rest}]" if rest else "")
+            raise TranslationError(fld, err.message) from e
+        raise err from e
 
 
 POLICY_FIELDS = {
@@ -348,84 +394,10 @@ def previous_from(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str,
     return PreviousState(candidates=cands, fractions=fr)
 
 
-def scenario_from_objects(
-    nodes: Iterable[Mapping[str, Any]],
-    templates: Iterable[Mapping[str, Any]],
-    jobs: Iterable[Mapping[str, Any]],
-    policy: Mapping[str, Any] | None = None,
-    pods: Iterable[Mapping[str, Any]] = (),
-    source: Mapping[str, str] | None = None,
-    foreign: Mapping[str, Iterable[tuple[str, float, float]]] | None = None,
-    validate: bool = False,
-    now: datetime | None = None,
-) -> tuple[Scenario, list[ObjectError]]:
-    """Build a Scenario from whatever is valid; one ObjectError per dropped object.
-
-    ``source`` maps an object key ("Kind/namespace/name") to where it came from (a file).
-    ``foreign`` maps a node name to the (pod, CPU cores, memory bytes) requests of the other
-    workloads' pods bound to it: the node offers kubesoda what they leave. ``validate`` checks each
-    object against its schema first (:mod:`.schema`; objects from files, which no API server saw).
-    ``now``: the epoch's time (the merit manager's job ages and time windows).
-    """
-    src = source or {}
-    errors: list[ObjectError] = []
-
-    def translate(kind: str, obj: Mapping[str, Any], fn: Callable[[], T]) -> T:
-        """``fn()``, with the object checked against its schema first when ``validate``; any
-        malformed shape the translation trips over becomes a TranslationError (never a crash)."""
-        if validate:
-            from . import schema
-
-            why = schema.problem(obj)
-            if why is not None:
-                fld, _, msg = why.partition(": ")
-                raise TranslationError(fld, msg)
-        try:
-            return fn()
-        except TranslationError:
-            raise
-        except RecursionError as e:
-            raise TranslationError("spec", "nested too deeply") from e
-        except (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as e:
-            raise TranslationError("spec" if kind != "Node" else "", f"malformed {kind}: {type(e).__name__}: {e}") from e
-
-    def err(kind: str, obj: Mapping[str, Any], e: TranslationError | Exception) -> None:
-        fld = e.field if isinstance(e, TranslationError) else ""
-        msg = e.message if isinstance(e, TranslationError) else str(e)
-        errors.append(ObjectError(kind, key(obj), fld, msg, src.get(f"{kind}/{key(obj)}")))
-
-    pol, rack_label = Policy(), DEFAULT_RACK_LABEL
-    if policy:
-        try:
-            pol, rack_label = translate("SchedulingPolicy", policy, lambda: policy_from_object(policy))
-        except TranslationError as e:
-            err("SchedulingPolicy", policy, e)
-    node_objs = []
-    for n in nodes:
-        try:
-            def node(n: Mapping[str, Any] = n) -> Node:
-                theirs = list((foreign or {}).get((n.get("metadata") or {}).get("name", ""), ()))
-                return node_from_object(n, rack_label, sum(c for _, c, _ in theirs), pol.node_reserved_cores, sum(m for _, _, m in theirs))
-
-            node_objs.append(translate("Node", n, node))
-        except TranslationError as e:
-            err("Node", n, e)
-    tmpl = {}
-    bad_tmpl: dict[str, str] = {}  # namespace/name -> why it was dropped
-    for t in templates:
-        try:
-            tt = translate("StreamTemplate", t, lambda t=t: template_from_object(t))  # type: ignore[misc]
-            tmpl[tt.name] = tt
-        except TranslationError as e:
-            err("StreamTemplate", t, e)
-            bad_tmpl[f"{_ns(t)}/{(t.get('metadata') or {}).get('name')}"] = f"{e.field}: {e.message}" if e.field else e.message
-    job_objs: dict[str, tuple[Job, Mapping[str, Any]]] = {}
-    for j in jobs:
-        try:
-            jj = translate("StreamJob", j, lambda j=j: job_from_object(j))  # type: ignore[misc]
-            job_objs[jj.name] = (jj, j)
-        except TranslationError as e:
-            err("StreamJob", j, e)
+def _drop_unresolved(job_objs: dict[str, tuple[Job, Mapping[str, Any]]], tmpl: Mapping[str, Template], bad_tmpl: Mapping[str, str],
+                     err: Callable[[Mapping[str, Any], TranslationError], None]) -> None:
+    """Drop jobs with dangling references (repeatedly: a dropped exporter drops its importers) and
+    jobs that import each other in a cycle, each with its error."""
     # drop jobs with dangling references, repeatedly (a dropped exporter drops its importers)
     changed = True
     while changed:
@@ -459,11 +431,10 @@ def scenario_from_objects(
                             if x not in pes:
                                 problem = TranslationError(f"spec.{fld}[{i}]", f"no PE '{x}' in this job's templates")
             if problem is not None:
-                err("StreamJob", obj, problem)
+                err(obj, problem)
                 del job_objs[name]
                 changed = True
     # import cycles
-    import networkx as nx
 
     g = nx.DiGraph()
     g.add_nodes_from(job_objs)
@@ -471,9 +442,160 @@ def scenario_from_objects(
     for cyc in list(nx.simple_cycles(g)):
         for n in cyc:
             if n in job_objs:
-                err("StreamJob", job_objs[n][1], TranslationError("spec.imports", f"jobs import each other in a cycle: {' -> '.join(cyc)}"))
+                err(job_objs[n][1], TranslationError("spec.imports", f"jobs import each other in a cycle: {' -> '.join(cyc)}"))
                 del job_objs[n]
+
+
+def fingerprints(jobs: Iterable[Mapping[str, Any]], templates: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """job (namespace/name) -> a digest of its spec and its templates' specs: what the tenant
+    wrote. The pipeline guard suspects the jobs whose digest changed since the last good plan and
+    releases a quarantined job when its digest changes."""
+    import hashlib
+    import json
+
+    def digest(x: Any) -> str:
+        return hashlib.sha256(json.dumps(x, sort_keys=True, default=str).encode()).hexdigest()
+
+    tmpl = {f"{_ns(t)}/{(t.get('metadata') or {}).get('name')}": digest(t.get("spec")) for t in templates}
+    out = {}
+    for j in jobs:
+        sp = j.get("spec") or {}
+        refs = sp.get("templates") if isinstance(sp.get("templates"), list) else []
+        out[f"{_ns(j)}/{(j.get('metadata') or {}).get('name')}"] = digest([sp, [tmpl.get(f"{_ns(j)}/{t}") for t in refs]])
+    return out
+
+
+def _held_by_dropped(pods: Iterable[Mapping[str, Any]], kept: set[str]) -> dict[str, tuple[float, float]]:
+    """node -> (CPU cores, memory bytes) requested by the bound, live PE pods of jobs not in ``kept``
+    (invalid or quarantined jobs: their pods run on as they are)."""
+    from .indexes import TERMINAL, requests
+
+    extra: dict[str, tuple[float, float]] = {}
+    for p in pods:
+        md, sp = p.get("metadata") or {}, p.get("spec") or {}
+        job = (md.get("labels") or {}).get(LABEL_JOB)
+        if job is None or f"{md.get('namespace')}/{job}" in kept or not sp.get("nodeName") or md.get("deletionTimestamp"):
+            continue
+        if (p.get("status") or {}).get("phase") in TERMINAL:
+            continue
+        try:
+            c, m = requests(dict(p))
+        except (ValueError, TypeError, ArithmeticError):
+            continue
+        a, b = extra.get(sp["nodeName"], (0.0, 0.0))
+        extra[sp["nodeName"]] = (a + c, b + m)
+    return extra
+
+
+def scenario_from_objects(
+    nodes: Iterable[Mapping[str, Any]],
+    templates: Iterable[Mapping[str, Any]],
+    jobs: Iterable[Mapping[str, Any]],
+    policy: Mapping[str, Any] | None = None,
+    pods: Iterable[Mapping[str, Any]] = (),
+    source: Mapping[str, str] | None = None,
+    foreign: Mapping[str, Iterable[tuple[str, float, float]]] | None = None,
+    validate: bool = False,
+    now: datetime | None = None,
+    quarantined: Mapping[str, str] | None = None,
+) -> tuple[Scenario, list[ObjectError]]:
+    """Build a Scenario from whatever is valid; one ObjectError per dropped object.
+
+    ``source`` maps an object key ("Kind/namespace/name") to where it came from (a file).
+    ``foreign`` maps a node name to the (pod, CPU cores, memory bytes) requests of the other
+    workloads' pods bound to it: the node offers kubesoda what they leave. ``validate`` checks each
+    object against its schema first (:mod:`.schema`; objects from files, which no API server saw).
+    ``now``: the epoch's time (the merit manager's job ages and time windows). ``quarantined``
+    maps a job (namespace/name) to why the pipeline guard set it aside (:mod:`soda_optimizer.guard`):
+    it is dropped like an invalid job. So is a job :func:`soda_optimizer.screen.screen` names (its
+    importance or rates overflow at its largest allocation). The bound pods of every dropped job
+    keep running as they are and hold their requests (``foreign``), so nobody else is planned
+    onto the CPU they use.
+    """
+    src = source or {}
+    errors: list[ObjectError] = []
+
+    def translate(kind: str, obj: Mapping[str, Any], fn: Callable[[], T]) -> T:
+        """``fn()``, with the object checked against its schema first when ``validate``; any
+        malformed shape the translation trips over becomes a TranslationError (never a crash)."""
+        if validate:
+            from . import schema
+
+            why = schema.problem(obj)
+            if why is not None:
+                fld, _, msg = why.partition(": ")
+                raise TranslationError(fld, msg)
+        try:
+            return fn()
+        except TranslationError:
+            raise
+        except RecursionError as e:
+            raise TranslationError("spec", "nested too deeply") from e
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as e:
+            raise TranslationError("spec" if kind != "Node" else "", f"malformed {kind}: {type(e).__name__}: {e}") from e
+
+    def err(kind: str, obj: Mapping[str, Any], e: TranslationError | Exception) -> None:
+        fld = e.field if isinstance(e, TranslationError) else ""
+        msg = e.message if isinstance(e, TranslationError) else str(e)
+        why = e.reason if isinstance(e, TranslationError) else "InvalidSpec"
+        errors.append(ObjectError(kind, key(obj), fld, msg, src.get(f"{kind}/{key(obj)}"), why))
+
+    pol, rack_label = Policy(), DEFAULT_RACK_LABEL
+    if policy:
+        try:
+            pol, rack_label = translate("SchedulingPolicy", policy, lambda: policy_from_object(policy))
+        except TranslationError as e:
+            err("SchedulingPolicy", policy, e)
+    node_objs = []
+    raw_nodes: dict[str, Mapping[str, Any]] = {}
+
+    def node(n: Mapping[str, Any], extra: tuple[float, float] = (0.0, 0.0)) -> Node:
+        theirs = list((foreign or {}).get((n.get("metadata") or {}).get("name", ""), ()))
+        return node_from_object(n, rack_label, sum(c for _, c, _ in theirs) + extra[0], pol.node_reserved_cores,
+                                sum(m for _, _, m in theirs) + extra[1])
+
+    for n in nodes:
+        try:
+            node_objs.append(translate("Node", n, lambda n=n: node(n)))  # type: ignore[misc]
+            raw_nodes[node_objs[-1].name] = n
+        except TranslationError as e:
+            err("Node", n, e)
+    tmpl = {}
+    bad_tmpl: dict[str, str] = {}  # namespace/name -> why it was dropped
+    for t in templates:
+        try:
+            tt = translate("StreamTemplate", t, lambda t=t: template_from_object(t))  # type: ignore[misc]
+            tmpl[tt.name] = tt
+        except TranslationError as e:
+            err("StreamTemplate", t, e)
+            bad_tmpl[f"{_ns(t)}/{(t.get('metadata') or {}).get('name')}"] = f"{e.field}: {e.message}" if e.field else e.message
+    job_objs: dict[str, tuple[Job, Mapping[str, Any]]] = {}
+    for j in jobs:
+        try:
+            jj = translate("StreamJob", j, lambda j=j: job_from_object(j))  # type: ignore[misc]
+            job_objs[jj.name] = (jj, j)
+        except TranslationError as e:
+            err("StreamJob", j, e)
+    for name, why in (quarantined or {}).items():
+        if name in job_objs:
+            err("StreamJob", job_objs.pop(name)[1], TranslationError("", f"planning failed with this job ({why}); it is set aside, "
+                                                                           "its running pods kept as they are, until it or its templates change",
+                                                                     "Quarantined"))
+    _drop_unresolved(job_objs, tmpl, bad_tmpl, lambda o, e: err("StreamJob", o, e))
+    # numbers that overflow only in combination (a chain of selectivities, weight x slope x rate)
+    if job_objs:
+        used = {t for jj, _ in job_objs.values() for t in jj.templates}
+        probe = Scenario(nodes=tuple(node_objs), templates=tuple(t for n, t in tmpl.items() if n in used),
+                         jobs=tuple(jj for jj, _ in job_objs.values()), policy=pol)
+        bad = screen.screen(probe)
+        for p in bad:
+            err("StreamJob", job_objs.pop(p.job)[1], TranslationError(p.field, p.message))
+        if bad:
+            _drop_unresolved(job_objs, tmpl, bad_tmpl, lambda o, e: err("StreamJob", o, e))
+    held = _held_by_dropped(pods, set(job_objs))
     used = {t for jj, _ in job_objs.values() for t in jj.templates}
+    if held:  # the dropped jobs' bound pods hold their CPU and memory
+        node_objs = [node(raw_nodes[n.name], held[n.name]) if n.name in held else n for n in node_objs]
     prev = previous_from([o for _, o in job_objs.values()], pods)
     scen = Scenario(
         nodes=tuple(node_objs),

@@ -22,12 +22,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
 
-from soda_optimizer import pipeline
+from soda_optimizer import guard, pipeline
 from soda_optimizer.managers import budget as budget_managers
 from soda_optimizer.model import Budgets, Scenario
 from soda_optimizer.plan import Plan
@@ -60,6 +61,11 @@ class Loops:
         self.last: Plan | None = None  # the last feasible macro plan
         self.seen: set[str] = set()  # jobs of the last macro epoch, feasible or not
         self.seen_usable: set[str] = set()  # usable nodes at the last epoch
+        # the pipeline guard (soda_optimizer.guard): what each job's spec was at the last good plan
+        # (the jobs that changed since are the suspects when planning fails) and the jobs set aside,
+        # job -> (its spec's digest, why): released when the digest changes
+        self.good_prints: dict[str, str] = {}
+        self.quarantine: dict[str, tuple[str, str]] = {}
         self.reported: set[tuple[str, str, str]] = set()  # invalid Nodes/templates/policies already given an Event
         self.macro_due = threading.Event()
         self.micro_due = threading.Event()
@@ -103,11 +109,11 @@ class Loops:
             t0 = time.perf_counter()
             snap = self.snapshot()
             t_snap = time.perf_counter() - t0
-            scen, errors = snap.scenario()
+            scen, errors, plan = self._guarded_plan(snap)
             self._report_invalid(snap, errors)
             self._object_statuses(snap, errors)
-            scen = self.learning.macro(scen, snap.templates, snap.policy)
-            plan = pipeline.run(scen)
+            if plan is None:
+                return None
             self._observe(plan)
             # the jobs this epoch decided about: the micro loop asks for a macro epoch only when
             # this set changes, never because the last one could not place everything
@@ -129,6 +135,47 @@ class Loops:
                      sum(d.admitted for d in plan.jobs), len(plan.jobs), plan.importance, time.perf_counter() - t0, t_snap,
                      ", ".join(f"{k} {v:.2f}s" for k, v in secs.items()), self.apply_s)
             return plan
+
+    def _guarded_plan(self, snap: Snapshot) -> tuple[Scenario, list[crd.ObjectError], Plan | None]:
+        """The macro plan of ``snap`` under the pipeline guard (:mod:`soda_optimizer.guard`): when
+        planning raises or yields a number that is not finite, the jobs that changed since the
+        last good plan are the suspects; those that make it fail are quarantined (status Invalid,
+        reason Quarantined, an Event, ``kubesoda_quarantined_jobs``) until their spec or their
+        templates change, their running pods kept as they are and holding their CPU, and everyone
+        else is planned as without them. The plan is None when planning fails even without every
+        suspect (the last good plan stays)."""
+        prints = crd.fingerprints(snap.jobs, snap.templates)
+        self.quarantine = {j: q for j, q in self.quarantine.items() if prints.get(j) == q[0]}
+        learned: list[Scenario] = []
+
+        def plan_fn(s: Scenario) -> Plan:
+            learned[:] = [self.learning.macro(s, snap.templates, snap.policy)]
+            return pipeline.run(learned[0])
+
+        for _ in range(3):  # a quarantine changes the capacity the others see: plan once more
+            scen, errors = snap.scenario(quarantined={j: why for j, (_, why) in self.quarantine.items()})
+            suspects = None if self.last is None else [j.name for j in scen.jobs if prints.get(j.name) != self.good_prints.get(j.name)]
+            try:
+                out = guard.run(scen, plan_fn, suspects)
+            except guard.Unplannable as e:
+                metrics.EPOCH_FAILURES.inc()
+                log.error("macro epoch failed, keeping the last plan: %s", e)
+                return scen, errors, None
+            metrics.GUARD_RUNS.inc(out.runs - 1)
+            if not out.quarantined:
+                break
+            for j, why in out.quarantined.items():
+                log.warning("quarantined StreamJob %s: planning failed with it: %s", j, why)
+                self.quarantine[j] = (prints.get(j, ""), why[:500])
+        else:
+            log.error("macro epoch: the pipeline guard did not settle, keeping the last plan")
+            return scen, errors, None
+        metrics.QUARANTINED.set(len(self.quarantine))
+        metrics.INVALID_OBJECTS.clear()
+        for (kind, reason), n in Counter((e.kind, e.reason) for e in errors).items():
+            metrics.INVALID_OBJECTS.labels(kind, reason).set(n)
+        self.good_prints = {j.name: prints.get(j.name, "") for j in scen.jobs}
+        return learned[0], errors, out.plan
 
     def _charge_budgets(self, snap: Snapshot, scen: Scenario, plan: Plan) -> None:
         """The budget managers' bookkeeping (SODA 6.2.1): after an overloaded macro epoch (a job
@@ -161,7 +208,7 @@ class Loops:
         with self.lock:
             t0 = time.perf_counter()
             snap = self.snapshot()
-            scen, _ = snap.scenario()
+            scen, _ = snap.scenario(quarantined={j: why for j, (_, why) in self.quarantine.items()})
             if {j.name for j in scen.jobs} != self.seen:
                 self.macro_due.set()  # jobs came or went: that is the macro model's decision
             usable = {n.name for n in scen.usable_nodes()}
@@ -169,7 +216,16 @@ class Loops:
                 self.macro_due.set()  # a PE lost all its candidates (asked once per change of the usable nodes)
             self.seen_usable = usable
             scen = self.learning.micro(scen)
-            plan = pipeline.rerun(scen, self.last)
+            try:
+                plan = pipeline.rerun(scen, self.last)
+                why = guard.unsound(plan)
+            except Exception as e:  # noqa: BLE001 - the macro epoch's guard finds the job it came from
+                why = f"{type(e).__name__}: {e}"
+            if why:
+                metrics.EPOCH_FAILURES.inc()
+                log.error("micro epoch failed (%s): nothing applied, a macro epoch will look for the job it comes from", why)
+                self.macro_due.set()
+                return None
             self._observe(plan)
             self.observer.observe(scen, plan, snap.pods, snap.policy)
             self.learning.observe(scen, plan, snap.templates, snap.pods, snap.policy, self.observer.last)
@@ -331,8 +387,8 @@ class Loops:
             with self.status_lock:  # never promoted to Running afterwards by the refresh
                 self.awaiting.pop((ns, name), None)
                 old = self._old_status(obj)
-                st = status.with_transitions(old, status.invalid(e.field, e.message, (obj.get("metadata") or {}).get("generation")), now)
+                st = status.with_transitions(old, status.invalid(e.field, e.message, (obj.get("metadata") or {}).get("generation"), e.reason), now)
                 if old.get("message") != st["message"]:
-                    self.applier.event(obj, "InvalidSpec", st["message"], "Warning")
+                    self.applier.event(obj, e.reason, st["message"], "Warning")
                 if status_changed(old, st):
                     self._write_statuses([(obj, st)])

@@ -30,10 +30,12 @@ class Snapshot:
     # node -> (pod, CPU cores, memory bytes) requested by the other workloads' pods bound to it
     foreign: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
 
-    def scenario(self, source: dict[str, str] | None = None) -> tuple[Any, list[crd.ObjectError]]:
-        """The Scenario of this snapshot (:func:`.crd.scenario_from_objects`)."""
+    def scenario(self, source: dict[str, str] | None = None, quarantined: dict[str, str] | None = None
+                 ) -> tuple[Any, list[crd.ObjectError]]:
+        """The Scenario of this snapshot (:func:`.crd.scenario_from_objects`), without the jobs the
+        pipeline guard set aside (``quarantined``: job -> why)."""
         return crd.scenario_from_objects(self.nodes, self.templates, self.jobs, self.policy, self.pods, source, self.foreign,
-                                         now=datetime.now(UTC))
+                                         now=datetime.now(UTC), quarantined=quarantined)
 
 
 def foreign_requests(pods: list[dict[str, Any]]) -> dict[str, list[tuple[str, float, float]]]:

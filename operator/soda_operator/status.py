@@ -125,8 +125,10 @@ def running(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
     return _finish(dict(status, phase="Running"), generation)
 
 
-def invalid(field: str, message: str, generation: int | None) -> dict[str, Any]:
-    return _finish({"phase": "Invalid", "reason": "InvalidSpec", "message": f"{field}: {message}" if field else message}, generation)
+def invalid(field: str, message: str, generation: int | None, reason: str = "InvalidSpec") -> dict[str, Any]:
+    """Phase Invalid: the spec was refused (``InvalidSpec``) or planning failed with this job and the
+    pipeline guard set it aside (``Quarantined``)."""
+    return _finish({"phase": "Invalid", "reason": reason, "message": f"{field}: {message}" if field else message}, generation)
 
 
 def with_transitions(old: Mapping[str, Any] | None, new: dict[str, Any], now: str) -> dict[str, Any]:

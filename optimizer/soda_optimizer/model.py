@@ -35,12 +35,24 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from . import bounds
+
 if TYPE_CHECKING:
     from .graph import GluedGraph
 
 NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Pos = Annotated[float, Field(gt=0)]  # may be infinite (an absent maximum)
 PosFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+# the numbers a tenant writes, finite and bounded (:mod:`.bounds`)
+Weight = Annotated[float, Field(ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False)]
+Slope = Annotated[float, Field(ge=0, le=bounds.MAX_SLOPE, allow_inf_nan=False)]
+Rate = Annotated[float, Field(ge=0, le=bounds.MAX_RATE, allow_inf_nan=False)]
+Value = Annotated[float, Field(ge=0, le=bounds.MAX_VALUE, allow_inf_nan=False)]
+Selectivity = Annotated[float, Field(ge=0, le=bounds.MAX_SELECTIVITY, allow_inf_nan=False)]
+RF = Annotated[float, Field(gt=0, le=bounds.MAX_RF, allow_inf_nan=False)]
+BytesPerTuple = Annotated[float, Field(gt=0, le=bounds.MAX_BYTES_PER_TUPLE, allow_inf_nan=False)]
 
 
 def pe_id(job: str, pe: str) -> str:
@@ -77,9 +89,9 @@ class ValueFunction(_Frozen):
     """
 
     kind: Literal["zero", "linear", "capped", "piecewise"] = "linear"
-    slope: NonNeg = 1.0
-    cap: NonNeg | None = None
-    points: tuple[tuple[NonNeg, NonNeg], ...] = ()
+    slope: Slope = 1.0
+    cap: Rate | None = None
+    points: tuple[tuple[Rate, Value], ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> ValueFunction:
@@ -104,8 +116,8 @@ class ResourceFunction(_Frozen):
     tuple at saturation.
     """
 
-    a: Pos = 1.0
-    b: Pos = 1.0
+    a: RF = 1.0
+    b: RF = 1.0
     combine: Literal["sum", "min", "max"] = "sum"
 
 
@@ -135,11 +147,11 @@ class PE(_Frozen):
     max_instances: int | None = Field(default=None, ge=1)
     licenses: tuple[str, ...] = ()  # floating licenses (constraint 13)
     integrity: int = 0  # i_p (constraints 14, 15)
-    risk: NonNeg = 0.0  # r_{p,n} = risk * node.risk (constraint 16)
+    risk: Annotated[float, Field(ge=0, le=bounds.MAX_RISK, allow_inf_nan=False)] = 0.0  # r_{p,n} = risk * node.risk (constraint 16)
     color: str | None = None  # Chinese wall (constraints 17, 18)
     node_selector: dict[str, str] = Field(default_factory=dict)  # resource matching A_{p,n}
     isolated: bool = False  # exlocated from every other PE (constraint 28)
-    fairness: NonNeg = 0.0  # phi_p (constraint 19)
+    fairness: Annotated[float, Field(ge=0, le=bounds.MAX_FAIRNESS, allow_inf_nan=False)] = 0.0  # phi_p (constraint 19)
     min_candidates: int = Field(default=1, ge=1)  # m~_p (constraint 25)
     max_candidates: int | None = Field(default=None, ge=1)  # M~_p (constraint 26)
     max_change: int | None = Field(default=None, ge=0)  # Delta-bar_p (constraint 23)
@@ -169,10 +181,10 @@ class Stream(_Frozen):
 
     src: str
     dst: str
-    weight: NonNeg = 0.0
+    weight: Weight = 0.0
     value: ValueFunction = ValueFunction(kind="zero")
-    selectivity: NonNeg = 1.0  # share of the producer's output rate carried by this stream
-    bytes_per_tuple: Pos = 1.0  # traffic t(p1,p2) = rate * bytes_per_tuple
+    selectivity: Selectivity = 1.0  # share of the producer's output rate carried by this stream
+    bytes_per_tuple: BytesPerTuple = 1.0  # traffic t(p1,p2) = rate * bytes_per_tuple
 
     @property
     def id(self) -> str:
@@ -183,7 +195,7 @@ class PrimalInput(_Frozen):
     """An external (primal) stream feeding a source PE."""
 
     pe: str
-    rate: NonNeg
+    rate: Rate
 
 
 class Export(_Frozen):
@@ -191,14 +203,14 @@ class Export(_Frozen):
 
     name: str = Field(min_length=1)
     pe: str
-    selectivity: NonNeg = 1.0
+    selectivity: Selectivity = 1.0
 
 
 class Sink(_Frozen):
     """A terminal output of a PE (a stream leaving the system) that carries value."""
 
     pe: str
-    weight: NonNeg = 1.0
+    weight: Weight = 1.0
     value: ValueFunction = ValueFunction(kind="linear")
 
 
@@ -256,7 +268,7 @@ class Import(_Frozen):
     job: str  # the exporting job's name
     export: str  # the export's name in that job's template
     pe: str  # the consuming PE of this job
-    weight: NonNeg = 0.0
+    weight: Weight = 0.0
     value: ValueFunction = ValueFunction(kind="zero")
 
 
@@ -270,7 +282,7 @@ class Job(_Frozen):
     created: str = ""  # creation time (RFC 3339, sorts as text): the tie-break of the admission rule
     templates: tuple[str, ...] = Field(min_length=1)
     chosen_template: str | None = None  # fixed once the job runs
-    weight_overrides: dict[str, NonNeg] = Field(default_factory=dict)  # stream id or "sink:pe" -> weight
+    weight_overrides: dict[str, Weight] = Field(default_factory=dict)  # stream id or "sink:pe" -> weight
     imports: tuple[Import, ...] = ()
     colocate: tuple[tuple[str, str], ...] = ()
     exlocate: tuple[tuple[str, str], ...] = ()

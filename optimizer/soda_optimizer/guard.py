@@ -1,0 +1,115 @@
+"""The pipeline guard: when planning still fails, the jobs that make it fail are found and set
+aside, and everyone else is planned as without them (no paper section: SODA plans one trusted
+workload; kubesoda plans every namespace's at once, so one tenant's object must cost only itself).
+
+Bounds (:mod:`.bounds`) and the screen (:mod:`.screen`) stop the failures we foresee. The guard is
+for the ones we do not: a stage that raises, or a plan with a number that is not finite. It runs
+the planning function; on failure it plans again without every *suspect* (the jobs that changed
+since the last good plan; all jobs when there is none), and when that succeeds it gives the
+suspects back half by half, keeping each half whose return still plans (adaptive group testing:
+about ``2 k log2(n/k)`` extra runs for k culprits among n suspects). A culprit is a suspect that
+fails the plan even when every other suspect is absent or already shown harmless. When even the
+plan without any suspect fails, the fault is not in a suspect: :class:`Unplannable` is raised and
+the caller keeps its last good plan.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .model import Scenario
+from .plan import Plan
+
+PlanFn = Callable[[Scenario], Plan]
+
+
+class Unplannable(RuntimeError):
+    """Planning fails even without every suspect job."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    plan: Plan
+    quarantined: dict[str, str]  # job -> why (the error it caused)
+    runs: int  # planning runs made (1 when nothing failed)
+
+
+def unsound(plan: Plan) -> str | None:
+    """Why ``plan`` cannot be applied (a number that is not finite), or None."""
+    if not math.isfinite(plan.importance):
+        return f"the plan's importance is {plan.importance}"
+    for d in plan.jobs:
+        if not (math.isfinite(d.importance) and math.isfinite(d.mips)):
+            return f"job {d.job}: importance {d.importance}, mips {d.mips}"
+    for p in plan.pes:
+        if not (math.isfinite(p.goal_mips) and all(math.isfinite(f) and f >= 0 for f in p.fractions.values())):
+            return f"PE {p.pe}: goal {p.goal_mips}, fractions {p.fractions}"
+    return None
+
+
+def without(scenario: Scenario, jobs: Iterable[str]) -> Scenario:
+    """``scenario`` without ``jobs``, the jobs that import from them (transitively) and the
+    templates no remaining job uses."""
+    gone = set(jobs)
+    changed = True
+    while changed:
+        changed = False
+        for j in scenario.jobs:
+            if j.name not in gone and any(i.job in gone for i in j.imports):
+                gone.add(j.name)
+                changed = True
+    keep = tuple(j for j in scenario.jobs if j.name not in gone)
+    used = {t for j in keep for t in j.templates}
+    return scenario.model_copy(update={"jobs": keep, "templates": tuple(t for t in scenario.templates if t.name in used)})
+
+
+def run(scenario: Scenario, plan_fn: PlanFn, suspects: Iterable[str] | None = None) -> Outcome:
+    """``plan_fn(scenario)``, or the plan without the suspects that make it fail (see the module)."""
+    runs = 0
+
+    def attempt(s: Scenario) -> tuple[Plan | None, str]:
+        nonlocal runs
+        runs += 1
+        try:
+            plan = plan_fn(s)
+        except Exception as e:  # noqa: BLE001 - any stage's fault is what the guard is for
+            return None, f"{type(e).__name__}: {e}"
+        why = unsound(plan)
+        return (None, why) if why else (plan, "")
+
+    plan, why = attempt(scenario)
+    if plan is not None:
+        return Outcome(plan, {}, runs)
+    names = [j.name for j in scenario.jobs]
+    sus = [n for n in names if suspects is None or n in set(suspects)] or names
+    out: list[str] = list(sus)  # set aside for now
+    best, _ = attempt(without(scenario, out))
+    if best is None:
+        raise Unplannable(f"planning fails even without the {len(sus)} job(s) that changed: {why}")
+    culprits: dict[str, str] = {}
+
+    def settle(group: list[str]) -> None:
+        """Give ``group`` (all currently set aside) back, keeping it if the plan survives."""
+        nonlocal best
+        rest = [n for n in out if n not in set(group)]
+        p, err = attempt(without(scenario, rest))
+        if p is not None:
+            out[:] = rest
+            best = p
+            return
+        if len(group) == 1:
+            culprits[group[0]] = err
+            return
+        half = len(group) // 2
+        settle(group[:half])
+        settle(group[half:])
+
+    half = len(sus) // 2  # all of them together is the failure we started from
+    for group in (sus[:half], sus[half:]) if len(sus) > 1 else ():
+        settle(group)
+    if len(sus) == 1:
+        culprits[sus[0]] = why
+    assert best is not None
+    return Outcome(best, culprits, runs)
