@@ -1,16 +1,19 @@
-"""Screen: the jobs whose importance, rates or traffic leave the finite range at their largest
-allocation (a Scenario -> problems step before any policy; no paper section: SODA assumes sane
-numbers, section 3's importance is a sum that one overflowing term turns into inf for everyone).
+"""Screen: the jobs whose importance, rates or traffic can leave the finite range (a check before
+any policy; no paper section: SODA assumes sane numbers, and section 3's importance is a sum that
+one overflowing term turns into inf or NaN for every job planned with it).
 
 Each number is bounded where it enters (:mod:`.bounds`, the model's validation); what the bounds
-cannot see is a product: a chain of selectivities, a large ``a`` times a large primal rate, a
-weight times a slope times a rate. For each template a job may run, every PE gets its largest
-allocation (its ``max_mips``, capped by what one rack holds, :func:`.graph.glue`), rates propagate
-(:class:`.importance.Evaluator`, imports included), and the job is named with the first stream or
-sink whose rate, traffic or value is not finite or is past its bound (:data:`.bounds.MAX_STREAM_RATE`,
-:data:`.bounds.MAX_TRAFFIC`, :data:`.bounds.MAX_JOB_IMPORTANCE` for the job's sum). Every value
-function is non-decreasing and every resource function too, so the largest allocation bounds
-every allocation a stage may try.
+cannot see is a product: a chain of selectivities, a large ``b`` times a large primal rate, a
+weight times a slope times a rate. The screen bounds every rate for *every* allocation at once,
+from the resource functions of section 3: a source emits ``min(a m, primal) <= primal``, any other
+PE ``min(a r_i m, b r_i) <= b r_i``, whatever its mips ``m``; value functions are non-decreasing, so
+``weight x value(bound)`` bounds each term of the importance. Rates propagate in topological order
+through each template a job may run (imports included: an importer receives at most its
+exporter's bound x the export's selectivity; templates with cycles by the same 200 rounds of fixed
+point the evaluator makes). A job is named with the first stream or sink whose bound is not finite
+or passes :data:`.bounds.MAX_STREAM_RATE` / :data:`.bounds.MAX_TRAFFIC`, or whose importance bound
+passes :data:`.bounds.MAX_JOB_IMPORTANCE`. Linear in the size of the workload (no glued graph, no
+evaluator): 0.07-0.16 s for the 10x LSD workload's 1,040 jobs here.
 """
 
 from __future__ import annotations
@@ -18,71 +21,113 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
 
 from . import bounds
-from .importance import Evaluator, value
-from .model import Scenario, split_pe_id
+from .importance import value
+from .model import Job, Scenario, Template, ValueFunction
+
+FIXED_POINT_ROUNDS = 200  # as importance.Evaluator
 
 
 @dataclass(frozen=True)
 class Problem:
     job: str
-    field: str  # where in the job (or its template) the number comes from, in the CRD's terms
+    field: str  # where in the job the number comes from, in the CRD's terms
     message: str
 
 
-def _largest(ev: Evaluator) -> np.ndarray:
-    alloc = np.empty(len(ev.pes))
-    for i, p in enumerate(ev.pes):
-        m = ev.glued.spec(p).max_mips
-        alloc[i] = m if math.isfinite(m) else 1.0  # no usable node caps it: nothing will run anyway
-    return alloc
+def _value(vf: ValueFunction, rate: float) -> float:
+    return 0.0 if vf.kind == "zero" else float(value(vf, np.array([rate]))[0])
+
+
+def _rates(t: Template, imported: dict[str, float]) -> dict[str, float]:
+    """An upper bound of every PE's output rate in ``t`` for every allocation."""
+    ins: dict[str, list[tuple[str, float]]] = {p.name: [] for p in t.pes}
+    for s in t.streams:
+        ins[s.dst].append((s.src, s.selectivity))
+    primal: dict[str, float] = {}
+    for pi in t.primal_inputs:
+        primal[pi.pe] = primal.get(pi.pe, 0.0) + pi.rate
+    spec = {p.name: p for p in t.pes}
+    if t.allow_cycles:
+        order, rounds = [p.name for p in t.pes], FIXED_POINT_ROUNDS
+    else:
+        g = nx.DiGraph()
+        g.add_nodes_from(ins)
+        g.add_edges_from((s.src, s.dst) for s in t.streams)
+        order, rounds = list(nx.topological_sort(g)), 1
+    out = dict.fromkeys(ins, 0.0)
+    for _ in range(rounds):
+        before = dict(out)
+        for p in order:
+            feeds = [out[src] * sel for src, sel in ins[p]]
+            if p in imported:
+                feeds.append(imported[p])
+            if not feeds:  # a source: min(a m, primal)
+                out[p] = primal.get(p, 0.0)
+                continue
+            c = spec[p].rf.combine
+            r_i = (sum(feeds) if c == "sum" else min(feeds) if c == "min" else max(feeds)) + primal.get(p, 0.0)
+            out[p] = spec[p].rf.b * r_i
+        if rounds > 1 and all(abs(out[p] - before[p]) <= 1e-9 for p in out):
+            break
+    return out
 
 
 def screen(scenario: Scenario) -> list[Problem]:
-    """One :class:`Problem` per job whose numbers overflow, in job order (empty for sane input)."""
+    """One :class:`Problem` per job whose numbers can overflow, in job order (empty for sane input)."""
+    jobs = {j.name: j for j in scenario.jobs}
+    g = nx.DiGraph()
+    g.add_nodes_from(jobs)
+    g.add_edges_from((i.job, j.name) for j in scenario.jobs for i in j.imports if i.job in jobs)
+    exported: dict[tuple[str, str], float] = {}  # (job, export) -> bound of its rate over the job's templates
     problems: dict[str, Problem] = {}
-    depth = max((len(j.candidate_templates) for j in scenario.jobs), default=0)
-    for k in range(depth):
-        # pass k: each job runs its k-th template (its last when it has fewer), imports glued
-        choice = {j.name: j.candidate_templates[min(k, len(j.candidate_templates) - 1)] for j in scenario.jobs}
-        ev = Evaluator(scenario.glued(choice))
-        if not ev.pes:
-            continue
-        with np.errstate(all="ignore"):
-            alloc = _largest(ev)
-            rates = ev.outputs(alloc[None, :])[0]
-            total: dict[str, float] = {}
-            fields = {j.name: f"spec.templates[{j.templates.index(choice[j.name])}]" for j in scenario.jobs}
-
-            def flag(job: str, fld: str, msg: str) -> None:
-                problems.setdefault(job, Problem(job, fields[job], msg))
-
-            for (u, v), (s, sel, w, vf, bpt) in zip(ev.edge_keys, ev._edges):
-                job, pe = split_pe_id(v)
-                r = float(rates[s] * sel)
-                where = f"template {choice[job].split('/', 1)[-1]}: stream {split_pe_id(u)[1]}->{pe}"
-                if not (math.isfinite(r) and r <= bounds.MAX_STREAM_RATE):
-                    flag(job, "spec.templates", f"{where} would carry {r:.3g} tuples/s at its largest allocation "
-                                                f"(limit {bounds.MAX_STREAM_RATE:g}): selectivities or resource functions too large")
-                    continue
-                if not (r * bpt <= bounds.MAX_TRAFFIC):
-                    flag(job, "spec.templates", f"{where} would carry {r * bpt:.3g} bytes/s (limit {bounds.MAX_TRAFFIC:g}): bytesPerTuple too large")
-                if w > 0 and vf.kind != "zero":
-                    total[job] = total.get(job, 0.0) + float(w * value(vf, np.array([r]))[0])
-            for i, w, vf in ev._sinks:
-                job, pe = split_pe_id(ev.pes[i])
-                r = float(rates[i])
-                if not math.isfinite(r):
-                    flag(job, "spec.templates", f"template {choice[job].split('/', 1)[-1]}: sink {pe} would receive {r} tuples/s")
-                    continue
-                if w > 0:
-                    total[job] = total.get(job, 0.0) + float(w * value(vf, np.array([r]))[0])
-        for job, imp in total.items():
-            if not (math.isfinite(imp) and imp <= bounds.MAX_JOB_IMPORTANCE):
-                problems.setdefault(job, Problem(job, fields[job],
-                                                 f"template {choice[job].split('/', 1)[-1]}: importance {imp:.3g} at its largest allocation is over the "
-                                                 f"limit {bounds.MAX_JOB_IMPORTANCE:g} (weights, value functions or rates too large)"))
+    for name in nx.topological_sort(g):
+        job = jobs[name]
+        for t_name in job.candidate_templates:
+            t = scenario.template(t_name)
+            why = _check(job, t, exported)
+            if why is not None and name not in problems:
+                problems[name] = Problem(name, f"spec.templates[{job.templates.index(t_name)}]", f"template {t_name.split('/', 1)[-1]}: {why}")
     order = {j.name: i for i, j in enumerate(scenario.jobs)}
     return sorted(problems.values(), key=lambda p: order[p.job])
+
+
+def _check(job: Job, t: Template, exported: dict[tuple[str, str], float]) -> str | None:
+    """Why ``job`` running ``t`` can overflow, or None; records the bounds of its exports."""
+    imported: dict[str, float] = {}
+    extra = 0.0  # the imports' own terms of the importance
+    for imp in job.imports:
+        r = exported.get((imp.job, imp.export), 0.0)
+        imported[imp.pe] = imported.get(imp.pe, 0.0) + r
+        if imp.weight > 0:
+            extra += imp.weight * _value(imp.value, r)
+    with np.errstate(all="ignore"):
+        out = _rates(t, imported)
+        total = extra
+        for s in t.streams:
+            r = out[s.src] * s.selectivity
+            if not r <= bounds.MAX_STREAM_RATE:
+                return (f"stream {s.src}->{s.dst} may carry {r:.3g} tuples/s (limit {bounds.MAX_STREAM_RATE:g}): "
+                        "primal rates, selectivities or resource functions too large")
+            if not r * s.bytes_per_tuple <= bounds.MAX_TRAFFIC:
+                return f"stream {s.src}->{s.dst} may carry {r * s.bytes_per_tuple:.3g} bytes/s (limit {bounds.MAX_TRAFFIC:g}): bytesPerTuple too large"
+            w = job.weight_overrides.get(s.id, s.weight)
+            if w > 0:
+                total += w * _value(s.value, r)
+        for sk in t.sinks:
+            r = out[sk.pe]
+            if not r <= bounds.MAX_STREAM_RATE:
+                return f"sink {sk.pe} may receive {r:.3g} tuples/s (limit {bounds.MAX_STREAM_RATE:g})"
+            w = job.weight_overrides.get(f"sink:{sk.pe}", sk.weight)
+            if w > 0:
+                total += w * _value(sk.value, r)
+        for e in t.exports:
+            k = (job.name, e.name)
+            exported[k] = max(exported.get(k, 0.0), out[e.pe] * e.selectivity)
+    if not (math.isfinite(total) and total <= bounds.MAX_JOB_IMPORTANCE):
+        return (f"importance may reach {total:.3g}, over the limit {bounds.MAX_JOB_IMPORTANCE:g} "
+                "(weights, value functions or rates too large)")
+    return None
