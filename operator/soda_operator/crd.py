@@ -122,9 +122,17 @@ def memory(q: Any, field: str) -> float:
     return v
 
 
+# the model's field names as the CRDs spell them (error paths name what the user wrote)
+_CRD_NAMES = {"bytes_per_tuple": "bytesPerTuple", "primal_inputs": "primalInputs", "src": "from", "dst": "to", "min_mips": "minCpu",
+              "max_mips": "maxCpu", "memory_bytes": "memory", "rf": "resourceFunction", "single_threaded": "singleThreaded",
+              "all_or_nothing": "allOrNothing", "max_instances": "maxInstances", "node_selector": "nodeSelector",
+              "min_candidates": "minCandidates", "max_candidates": "maxCandidates", "max_change": "maxChange",
+              "allow_cycles": "allowCycles", "mips_per_core": f"labels[{MIPS_LABEL}]"}
+
+
 def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationError:
     err = e.errors()[0]
-    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"]).lstrip(".")
+    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{_CRD_NAMES.get(str(x), x)}" for x in err["loc"]).lstrip(".")
     msg = str(err["msg"]).removeprefix("Value error, ")
     got = err.get("input")
     if isinstance(got, (int, float, str)) and not isinstance(got, bool) and err.get("type") != "value_error":
