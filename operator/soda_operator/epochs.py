@@ -20,6 +20,7 @@ instances), :mod:`.status` (a job's phase), :mod:`.apply` (writes), :mod:`.loop`
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -40,6 +41,10 @@ from .observe import Observer
 from .state import Snapshot
 
 log = logging.getLogger("kubesoda.epochs")
+# A failpoint for the live tests of the pipeline guard (e2e/test_hostile.py): while set, planning
+# raises whenever a job lists a template of this name, as an unforeseen bug in a stage would. Unset
+# (always, outside those tests) it costs nothing.
+FAILPOINT_ENV = "KUBESODA_FAILPOINT_PLAN_TEMPLATE"
 
 
 class Loops:
@@ -66,6 +71,7 @@ class Loops:
         # job -> (its spec's digest, why): released when the digest changes
         self.good_prints: dict[str, str] = {}
         self.quarantine: dict[str, tuple[str, str]] = {}
+        self.failpoint = os.environ.get(FAILPOINT_ENV) or None
         self.reported: set[tuple[str, str, str]] = set()  # invalid Nodes/templates/policies already given an Event
         self.macro_due = threading.Event()
         self.micro_due = threading.Event()
@@ -149,6 +155,8 @@ class Loops:
         learned: list[Scenario] = []
 
         def plan_fn(s: Scenario) -> Plan:
+            if self.failpoint and any(t.split("/", 1)[-1] == self.failpoint for j in s.jobs for t in j.templates):
+                raise RuntimeError(f"failpoint {FAILPOINT_ENV}: a job lists template {self.failpoint}")
             learned[:] = [self.learning.macro(s, snap.templates, snap.policy)]
             return pipeline.run(learned[0])
 
