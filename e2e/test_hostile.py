@@ -148,6 +148,32 @@ def test_hostile_tenant_costs_the_healthy_job_nothing(operator, kube, kubectl, n
     assert phase_of(kube, tenant, "tenant-job").get("phase") == "Running"
 
 
+def test_the_api_server_refuses_every_number_past_its_bound(kubectl, tenant):
+    """Each bounded number of a StreamTemplate or StreamJob (the table tests/test_bounds.py holds
+    equal to the CRDs), set just past its bound, is refused by the real API server naming its field
+    (server-side dry run: nothing is stored); at the bound it is accepted."""
+    import copy
+    import json
+    import math
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_bounds import BASE_J, BASE_T, JOB, TEMPLATE, _set
+
+    for path, (bound, field) in (TEMPLATE | JOB).items():
+        base = BASE_T if path in TEMPLATE else BASE_J
+        for value, refused in ((bound, False), (math.nextafter(bound, math.inf) if bound < 1e300 else bound, True)):
+            obj = copy.deepcopy(base)
+            obj["metadata"]["namespace"] = tenant
+            _set(obj, path, value)
+            out = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False)
+            if refused:
+                crd_field = field.split("[sink:b]")[0]
+                assert out.returncode != 0 and "less than or equal to" in out.stderr and crd_field.split("[")[0] in out.stderr, (path, out.stderr)
+            else:
+                assert out.returncode == 0, (path, out.stderr)
+
+
 def test_a_job_that_makes_planning_fail_is_quarantined_alone(operator, kube, kubectl, namespace, tenant, wait_for):
     kubectl("apply", "-n", namespace, "-f", str(ROOT / "examples" / "small-pipeline"))
     wait_for(lambda: running_as_planned(kube, namespace, "clicks"), timeout=90, what="clicks Running as planned")

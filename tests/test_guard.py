@@ -6,7 +6,9 @@ guard must set aside exactly those and return the plan the pipeline makes withou
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -92,3 +94,26 @@ def test_screen_names_the_job_whose_numbers_overflow_in_combination():
 def test_screen_passes_the_papers_workloads(workload):
     s = workloads.scenario(getattr(workloads, workload)(1), workloads.nodes(20))
     assert screen.screen(s) == []
+
+
+def test_kubesoda_plan_leaves_out_the_job_that_makes_planning_fail(monkeypatch, capsys):
+    """`kubesoda plan` runs the operator's guard: a fault injected into the real pipeline whenever
+    default/video is planned costs only default/video (exit 2, its error), clicks is planned."""
+    from soda_operator import cli
+
+    real = pipeline.run
+
+    def run(s, deadline_s=None):
+        if any(j.name == "default/video" for j in s.jobs):
+            raise ValueError("attempt to get argmax of an empty sequence")
+        return real(s, deadline_s)
+
+    monkeypatch.setattr(cli.pipeline, "run", run)
+    ex = Path(__file__).resolve().parents[1] / "examples"
+    rc = cli.main(["plan", "-f", str(ex / "nodes" / "small-8.yaml"), "-f", str(ex / "alternatives"), "-f", str(ex / "small-pipeline"),
+                   "--deadline-scale", "0.2", "--json"])
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert rc == 2
+    assert [d["job"] for d in doc["jobs"]] == ["default/clicks"] and doc["jobs"][0]["admitted"]
+    assert "StreamJob default/video: planning failed with this job (ValueError: attempt to get argmax" in err

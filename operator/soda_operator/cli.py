@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from soda_optimizer import pipeline
+from soda_optimizer import guard, pipeline
 from soda_optimizer.model import Scenario
 from soda_optimizer.plan import Plan
 
@@ -139,14 +139,23 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
     th = threading.Thread(target=_progress, args=(stop, t0), daemon=True)
     th.start()
     try:
-        plan = pipeline.run(scen)
-        args.planned_scenario = scen  # kubesoda plan --serve shows it
+        # the operator's pipeline guard: a job that makes planning fail is left out with an error,
+        # the others are planned as without it (soda_optimizer.guard)
+        out = guard.run(scen, pipeline.run)
+    except guard.Unplannable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     finally:
         stop.set()
         th.join()
         if time.monotonic() - t0 >= 1.0:
             print(f"\r[kubesoda plan] done in {time.monotonic() - t0:.1f}s   ", file=sys.stderr)
-    return plan, errors
+    for job, why in out.quarantined.items():
+        errors.append(crd.ObjectError("StreamJob", job, "", f"planning failed with this job ({why}); it was left out", m.source.get(f"StreamJob/{job}"),
+                                      "Quarantined"))
+        print(f"error: {errors[-1]}", file=sys.stderr)
+    args.planned_scenario = guard.without(scen, out.quarantined)  # kubesoda plan --serve shows it
+    return out.plan, errors
 
 
 def _ranking(me: dict[str, Any], others: list[dict[str, Any]]) -> str:
