@@ -85,7 +85,7 @@ def test_screen_names_the_job_whose_numbers_overflow_in_combination():
     for sel, a, what in ((1e6, 1e6, "tuples/s"), (1.0, 1.0, "importance")):
         t = _chain(sel, a=a, weight=1e9 if what == "importance" else 1.0, rate=1e12)
         s = Scenario(nodes=good.nodes, templates=(*good.templates, t), jobs=(*good.jobs, Job(name="evil/chain", templates=("evil/chain",))))
-        got = screen.screen(s)
+        got = screen.screen(s.jobs, {t.name: t for t in s.templates})
         assert [p.job for p in got] == ["evil/chain"], got
         assert got[0].field == "spec.templates[0]" and what in got[0].message
 
@@ -93,7 +93,7 @@ def test_screen_names_the_job_whose_numbers_overflow_in_combination():
 @pytest.mark.parametrize("workload", ["lsd", "dac"])
 def test_screen_passes_the_papers_workloads(workload):
     s = workloads.scenario(getattr(workloads, workload)(1), workloads.nodes(20))
-    assert screen.screen(s) == []
+    assert screen.screen(s.jobs, {t.name: t for t in s.templates}) == []
 
 
 def test_kubesoda_plan_leaves_out_the_job_that_makes_planning_fail(monkeypatch, capsys):

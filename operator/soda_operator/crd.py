@@ -592,10 +592,7 @@ def scenario_from_objects(
     _drop_unresolved(job_objs, tmpl, bad_tmpl, lambda o, e: err("StreamJob", o, e))
     # numbers that overflow only in combination (a chain of selectivities, weight x slope x rate)
     if job_objs:
-        used = {t for jj, _ in job_objs.values() for t in jj.templates}
-        probe = Scenario(nodes=tuple(node_objs), templates=tuple(t for n, t in tmpl.items() if n in used),
-                         jobs=tuple(jj for jj, _ in job_objs.values()), policy=pol)
-        bad = screen.screen(probe)
+        bad = screen.screen([jj for jj, _ in job_objs.values()], tmpl)
         for p in bad:
             err("StreamJob", job_objs.pop(p.job)[1], TranslationError(p.field, p.message))
         if bad:

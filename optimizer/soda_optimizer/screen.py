@@ -19,6 +19,7 @@ evaluator): 0.07-0.16 s for the 10x LSD workload's 1,040 jobs here.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -26,7 +27,7 @@ import numpy as np
 
 from . import bounds
 from .importance import value
-from .model import Job, Scenario, Template, ValueFunction
+from .model import Job, Template, ValueFunction
 
 FIXED_POINT_ROUNDS = 200  # as importance.Evaluator
 
@@ -76,22 +77,23 @@ def _rates(t: Template, imported: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def screen(scenario: Scenario) -> list[Problem]:
-    """One :class:`Problem` per job whose numbers can overflow, in job order (empty for sane input)."""
-    jobs = {j.name: j for j in scenario.jobs}
+def screen(jobs: Sequence[Job], templates: Mapping[str, Template]) -> list[Problem]:
+    """One :class:`Problem` per job whose numbers can overflow, in job order (empty for sane
+    input). ``templates`` by name holds every template the jobs list; imports name jobs among
+    ``jobs`` (a Scenario's, or what translation has before it builds one)."""
+    by_name = {j.name: j for j in jobs}
     g = nx.DiGraph()
-    g.add_nodes_from(jobs)
-    g.add_edges_from((i.job, j.name) for j in scenario.jobs for i in j.imports if i.job in jobs)
+    g.add_nodes_from(by_name)
+    g.add_edges_from((i.job, j.name) for j in jobs for i in j.imports if i.job in by_name)
     exported: dict[tuple[str, str], float] = {}  # (job, export) -> bound of its rate over the job's templates
     problems: dict[str, Problem] = {}
     for name in nx.topological_sort(g):
-        job = jobs[name]
+        job = by_name[name]
         for t_name in job.candidate_templates:
-            t = scenario.template(t_name)
-            why = _check(job, t, exported)
+            why = _check(job, templates[t_name], exported)
             if why is not None and name not in problems:
                 problems[name] = Problem(name, f"spec.templates[{job.templates.index(t_name)}]", f"template {t_name.split('/', 1)[-1]}: {why}")
-    order = {j.name: i for i, j in enumerate(scenario.jobs)}
+    order = {j.name: i for i, j in enumerate(jobs)}
     return sorted(problems.values(), key=lambda p: order[p.job])
 
 
