@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import threading
 import time
@@ -56,10 +57,28 @@ def render(plan: Plan) -> str:
     return "\n".join(out)
 
 
+def non_finite(doc: Any, path: str = "") -> list[str]:
+    """The fields of ``doc`` (JSON-like) holding NaN or an infinity, as "path (value)"; each is
+    replaced by None in place, so that ``json.dumps(doc, allow_nan=False)`` cannot fail."""
+    out: list[str] = []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        at = f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}" if path else str(k)
+        if isinstance(v, float) and not math.isfinite(v):
+            out.append(f"{at} ({v})")
+            doc[k] = None
+        elif isinstance(v, dict | list):
+            out += non_finite(v, at)
+    return out
+
+
 def plan_json(plan: Plan, errors: list[crd.ObjectError]) -> dict[str, Any]:
+    """The ``--json`` document (docs/plan-json.md). A number of the plan that is not finite (the
+    arithmetic of numbers at the edge of a float's range) is null, with an error naming it."""
     doc = plan.model_dump(mode="json")
     doc["apiVersion"] = "kubesoda.io/plan/v1alpha1"
-    doc["errors"] = [str(e) for e in errors]
+    doc["errors"] = [str(e) for e in errors] + [
+        f"the plan's {f} is not a finite number: a number in the manifests is too large to plan with" for f in non_finite(doc)]
     return doc
 
 
@@ -68,15 +87,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if isinstance(got, int):
         return got
     plan, errors = got
+    doc = plan_json(plan, errors)
+    unplannable = doc["errors"][len(errors):]  # non-finite numbers of the plan
+    for line in unplannable:
+        print(f"error: {line}", file=sys.stderr)
     if args.json:
-        print(json.dumps(plan_json(plan, errors), indent=2, sort_keys=True))
+        print(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))
     else:
         print(render(plan))
     if getattr(args, "serve", False):
         from .web import server as web
 
         return web.serve_offline(args.planned_scenario, plan, args.host, args.port)
-    if errors:
+    if errors or unplannable:
         return 2
     refused = any(d.reason == "infeasible-required" for d in plan.jobs)
     return 0 if plan.feasible and not refused else 1
@@ -106,7 +129,8 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
     try:
         m = manifests.load(args.file)
     except manifests.ManifestError as e:
-        print(f"error: {e}", file=sys.stderr)
+        for line in e.lines:
+            print(f"error: {line}", file=sys.stderr)
         return 2
     nodes = m.nodes[: args.at_nodes] if args.at_nodes is not None else m.nodes
     try:
@@ -195,7 +219,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"error: no StreamJob {want}" + (" in the given manifests" if args.file else " in the cluster"), file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({**me, "standing": _ranking(me, rows), "pes": pes}, indent=2))
+        doc = {**me, "standing": _ranking(me, rows), "pes": pes}
+        bad = non_finite(doc)
+        for f in bad:
+            print(f"error: the plan's {f} is not a finite number: a number in the manifests is too large to plan with", file=sys.stderr)
+        print(json.dumps(doc, indent=2, allow_nan=False))
+        return 2 if bad else 0
     else:
         print(explain_text(me, rows, pes))
     return 0
