@@ -98,7 +98,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if getattr(args, "serve", False):
         from .web import server as web
 
-        return web.serve_offline(args.planned_scenario, plan, args.host, args.port)
+        return web.serve_offline(args.planned_scenario, plan, args.host, args.port, args.web_allowed_host or ())
     if errors or unplannable:
         return 2
     refused = any(d.reason == "infeasible-required" for d in plan.jobs)
@@ -264,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--serve", action="store_true", help="then show the plan in the web view until interrupted (docs/web.md)")
     p.add_argument("--port", type=int, default=8090, help="web view port (with --serve)")
     p.add_argument("--host", default="127.0.0.1", help="web view address (with --serve)")
+    _allowed_host_flag(p, "(with --serve)")
     p.set_defaults(func=cmd_plan)
     x = sub.add_parser("explain", help="why a job is (not) admitted, and where it stands in the ranking (live, or from files with -f)")
     x.add_argument("job", help="NAMESPACE/NAME (or NAME with -n)")
@@ -303,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                    "(docs/pe-metrics.md); without it, statuses carry projections only")
     r.add_argument("--web-port", type=int, default=0, help="serve the read-only web view of the plan on this port (0: off; docs/web.md)")
     r.add_argument("--web-host", default="127.0.0.1", help="address of the web view")
+    _allowed_host_flag(r, "")
     r.set_defaults(func=lambda a: _lazy("soda_operator.runner", a))
     e = sub.add_parser("extender", help="run only the scheduler extender")
     e.add_argument("--port", type=int, default=8888)
@@ -320,6 +322,20 @@ def main(argv: list[str] | None = None) -> int:
     d.set_defaults(func=lambda a: _lazy("soda_operator.dataplane.simulate", a))
     args = ap.parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _allowed_host_flag(p: argparse.ArgumentParser, also: str) -> None:
+    p.add_argument("--web-allowed-host", action="append", default=[], metavar="HOST[:PORT]", type=_host,
+                   help="a Host header the web view answers besides the loopback names and the address it listens on "
+                        f"(repeatable; without a port, any port){' ' + also if also else ''}; any other gets 421 (docs/web.md)")
+
+
+def _host(v: str) -> str:
+    from .web.server import split_host
+
+    if split_host(v) is None:
+        raise argparse.ArgumentTypeError(f"--web-allowed-host must be a host name or address with an optional :port, not {v!r}")
+    return v
 
 
 def _extender_flags(p: argparse.ArgumentParser, prefix: str = "") -> None:
