@@ -79,7 +79,7 @@ def alias_nodes(root: yaml.Node, budget: int, used: int = 0) -> int:
     """``used`` plus the nodes that the aliases of the document ``root`` add when written out (an
     alias is a node reached a second time), or :class:`AliasError` past ``budget`` or for an alias
     inside its own anchor. Costs one visit per node as written, whatever the aliases expand to."""
-    seen, sizes = {id(root)}, {}
+    seen, sizes = {id(root)}, dict[int, int]()
     path = {id(root)}  # the nodes from the root to the one being walked
     todo: list[tuple[yaml.Node, Iterator[yaml.Node]]] = [(root, iter(_children(root)))]
     added = used

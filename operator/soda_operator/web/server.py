@@ -124,7 +124,7 @@ STATE_KEY: web.AppKey[ViewState] = web.AppKey("state", ViewState)
 COND_KEY: web.AppKey[asyncio.Condition] = web.AppKey("cond", asyncio.Condition)
 LISTENER_KEY: web.AppKey[Any] = web.AppKey("listener", object)
 
-HOSTS_KEY: web.AppKey[frozenset[str]] = web.AppKey("hosts", frozenset)
+HOSTS_KEY = web.AppKey("hosts", frozenset[str])
 
 _HEADERS = {"Cache-Control": "no-store"}
 _CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
@@ -170,13 +170,20 @@ def host_allowed(value: str | None, allowed: frozenset[str]) -> bool:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+_last_refusal_log = 0.0
+
+
 @web.middleware
 async def _check_host(request: web.Request, handler: Handler) -> web.StreamResponse:
     """421 Misdirected Request for a ``Host`` this view does not answer (DNS rebinding), before any
-    route (404s and 405s included) runs."""
-    if not host_allowed(request.headers.get("Host"), request.app[HOSTS_KEY]):
-        log.warning("web view: refused a request for Host %r (allowed: %s; see --web-allowed-host)",
-                    request.headers.get("Host"), ", ".join(sorted(request.app[HOSTS_KEY])))
+    route (404s and 405s included) runs; logged at most once a minute."""
+    global _last_refusal_log
+    allowed: frozenset[str] = request.app[HOSTS_KEY]
+    if not host_allowed(request.headers.get("Host"), allowed):
+        if time.monotonic() - _last_refusal_log > 60:
+            _last_refusal_log = time.monotonic()
+            log.warning("web view: refused a request for Host %r (allowed: %s; see --web-allowed-host)",
+                        request.headers.get("Host"), ", ".join(sorted(allowed)))
         return web.Response(status=421, text="421 Misdirected Request: this host name is not served here (see --web-allowed-host)\n",
                             headers=_HEADERS)
     return await handler(request)
