@@ -316,7 +316,10 @@ def test_allowed_hosts():
         assert server.allowed_hosts(wildcard) == {"localhost", "127.0.0.1", "::1"}  # the address it is bound to is no name
     assert server.allowed_hosts("10.1.2.3") == {"localhost", "127.0.0.1", "::1", "10.1.2.3"}
     assert "fd00::5" in server.allowed_hosts("fd00::5") and "fd00::5" in server.allowed_hosts("[fd00::5]")
-    assert server.allowed_hosts("0.0.0.0", ["Kubesoda-Web.Example.", "[fd00::1]:8090"]) >= {"kubesoda-web.example", "fd00::1:8090"}
+    assert server.allowed_hosts("0.0.0.0", ["Kubesoda-Web.Example.", "[fd00::1]:8090"]) >= {"kubesoda-web.example", "[fd00::1]:8090"}
+    assert server.host_allowed("[FD00::1]:8090", server.allowed_hosts("127.0.0.1", ["[fd00::1]:8090"]))
+    assert not server.host_allowed("[fd00::1]:8091", server.allowed_hosts("127.0.0.1", ["[fd00::1]:8090"]))
+    assert not server.host_allowed("[fd00::1]:8090", server.allowed_hosts("127.0.0.1", ["[fd00::1:8090]"]))
     with pytest.raises(ValueError, match="not a host name"):
         server.allowed_hosts("127.0.0.1", ["http://x/"])
     allowed = server.allowed_hosts("127.0.0.1", ["a.example:81"])

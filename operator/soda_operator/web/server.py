@@ -158,13 +158,17 @@ def allowed_hosts(bound: str = "127.0.0.1", extra: Iterable[str] = ()) -> frozen
         got = split_host(h)
         if got is None:
             raise ValueError(f"--web-allowed-host {h!r}: not a host name or address, with an optional :port")
-        out.add(f"{got[0]}:{got[1]}" if got[1] else got[0])
+        out.add(_with_port(*got) if got[1] else got[0])
     return frozenset(out)
+
+
+def _with_port(name: str, port: str | None) -> str:
+    return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
 
 
 def host_allowed(value: str | None, allowed: frozenset[str]) -> bool:
     got = split_host(value) if value else None
-    return got is not None and (got[0] in allowed or f"{got[0]}:{got[1]}" in allowed)
+    return got is not None and (got[0] in allowed or _with_port(*got) in allowed)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
