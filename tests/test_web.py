@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -206,7 +207,8 @@ def _free_port() -> int:
 def test_kubesoda_plan_serve(tmp_path):
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "plan", "-f", str(ROOT / "examples" / "nodes" / "small-8.yaml"),
-                             "-f", str(ROOT / "examples" / "small-pipeline"), "--deadline-scale", "0.1", "--serve", "--port", str(port)],
+                             "-f", str(ROOT / "examples" / "small-pipeline"), "--deadline-scale", "0.1", "--serve", "--port", str(port),
+                             "--web-allowed-host", "view.example"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -221,6 +223,106 @@ def test_kubesoda_plan_serve(tmp_path):
         assert doc is not None, proc.stderr.read() if proc.poll() is not None else "no answer"
         assert doc["source"] == "offline" and doc["jobs"][0]["name"] == "default/clicks" and doc["jobs"][0]["admitted"]
         assert len(doc["instances"]) >= 4 and all(i["pod"].startswith("clicks-") for i in doc["instances"])
+        # the Host check of the real server, with --web-allowed-host
+        for host, status in (("evil.example", 421), (f"evil.example:{port}", 421), (f"view.example:{port}", 200), (f"localhost:{port}", 200)):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/state", headers={"Host": host})
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    got, headers = r.status, r.headers
+            except urllib.error.HTTPError as e:
+                got, headers = e.code, e.headers
+            assert got == status, (host, got)
+            assert headers["X-Content-Type-Options"] == "nosniff" and "frame-ancestors 'none'" in headers["Content-Security-Policy"]
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# --------------------------------------------------------------------------- Host and headers
+
+ROUTES = [("GET", "/"), ("GET", "/api/state"), ("GET", "/api/events"), ("GET", "/static/app.js"), ("GET", "/static/app.css"),
+          ("GET", "/static/plotly.min.js"), ("GET", "/favicon.ico"), ("GET", "/nope"), ("GET", "/static/nope.txt"),
+          ("POST", "/api/state"), ("HEAD", "/api/state")]
+
+
+def _secure(resp) -> None:
+    assert resp.headers.get("Content-Security-Policy") == server._CSP, (resp.status, dict(resp.headers))
+    assert "frame-ancestors 'none'" in resp.headers["Content-Security-Policy"]
+    assert resp.headers.get("X-Content-Type-Options") == "nosniff", (resp.status, dict(resp.headers))
+
+
+class _Broken(server.ViewState):
+    def doc(self) -> dict:
+        raise RuntimeError("a bug")
+
+
+def test_a_foreign_host_is_refused_on_every_route_and_every_response_is_secured(planned):
+    """DNS rebinding: a page of evil.example whose name now points at 127.0.0.1 sends
+    ``Host: evil.example``; every route answers 421 without the view, before any handler runs.
+    Loopback names (any port, any case, a final dot) get the view. Every response, the 421s, 404s,
+    405, 500 and the event stream included, carries the CSP and nosniff."""
+    scen, plan = planned
+    state = server.ViewState("offline", pod_name=None)
+    state.publish(scen, plan, epoch="offline")
+
+    async def go() -> None:
+        async with TestClient(TestServer(server.make_app(state))) as client:
+            for host in ("evil.example", f"evil.example:{client.port}", "127.0.0.1.evil.example", "localhost.evil.example",
+                         "10.0.0.1", "[::2]:80", "local host", "", "127.0.0.1@evil.example"):
+                for method, path in ROUTES:
+                    resp = await client.request(method, path, headers={"Host": host})
+                    body = await resp.read()
+                    assert resp.status == 421, (host, method, path, resp.status)
+                    assert b"ns/pipe" not in body and b"<html" not in body.lower()
+                    _secure(resp)
+            statuses = {}
+            for host in ("localhost", f"localhost:{client.port}", "LOCALHOST:1", "localhost.", "127.0.0.1", f"127.0.0.1:{client.port}",
+                         "[::1]", "[::1]:8090"):
+                for method, path in ROUTES:
+                    if path == "/api/events":
+                        continue
+                    resp = await client.request(method, path, headers={"Host": host})
+                    await resp.read()
+                    statuses[(method, path)] = resp.status
+                    assert resp.status != 421, (host, method, path)
+                    _secure(resp)
+                got = await (await client.get("/api/state", headers={"Host": host})).json()
+                assert got["version"] == 1 and {j["name"] for j in got["jobs"]} == {"ns/pipe", "ns/big"}
+            assert statuses[("GET", "/")] == 200 and statuses[("GET", "/nope")] == 404 and statuses[("POST", "/api/state")] == 405
+            assert statuses[("GET", "/static/nope.txt")] == 404 and statuses[("GET", "/favicon.ico")] == 204
+            # the event stream: its headers are sent from inside its handler
+            resp = await client.get("/api/events", headers={"Host": "localhost"})
+            assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
+            _secure(resp)
+            assert (await _read_event(resp))["version"] == 1
+            resp.close()
+        async with TestClient(TestServer(server.make_app(_Broken("offline")))) as client:  # aiohttp's own 500
+            resp = await client.get("/api/state")
+            assert resp.status == 500
+            _secure(resp)
+        hosts = server.allowed_hosts("127.0.0.1", ["view.example", "proxy.example:8443"])
+        async with TestClient(TestServer(server.make_app(state, hosts))) as client:
+            for host, ok in (("view.example", True), ("view.example:1", True), ("VIEW.example.", True), ("proxy.example:8443", True),
+                             ("proxy.example", False), ("proxy.example:80", False), ("evil.example", False)):
+                resp = await client.get("/api/state", headers={"Host": host})
+                assert (resp.status == 200) == ok and (resp.status == 421) != ok, (host, resp.status)
+
+    asyncio.run(go())
+
+
+def test_allowed_hosts():
+    assert server.allowed_hosts() == {"localhost", "127.0.0.1", "::1"}
+    for wildcard in ("0.0.0.0", "::", ""):
+        assert server.allowed_hosts(wildcard) == {"localhost", "127.0.0.1", "::1"}  # the address it is bound to is no name
+    assert server.allowed_hosts("10.1.2.3") == {"localhost", "127.0.0.1", "::1", "10.1.2.3"}
+    assert "fd00::5" in server.allowed_hosts("fd00::5") and "fd00::5" in server.allowed_hosts("[fd00::5]")
+    assert server.allowed_hosts("0.0.0.0", ["Kubesoda-Web.Example.", "[fd00::1]:8090"]) >= {"kubesoda-web.example", "[fd00::1]:8090"}
+    assert server.host_allowed("[FD00::1]:8090", server.allowed_hosts("127.0.0.1", ["[fd00::1]:8090"]))
+    assert not server.host_allowed("[fd00::1]:8091", server.allowed_hosts("127.0.0.1", ["[fd00::1]:8090"]))
+    assert not server.host_allowed("[fd00::1]:8090", server.allowed_hosts("127.0.0.1", ["[fd00::1:8090]"]))
+    with pytest.raises(ValueError, match="not a host name"):
+        server.allowed_hosts("127.0.0.1", ["http://x/"])
+    allowed = server.allowed_hosts("127.0.0.1", ["a.example:81"])
+    assert server.host_allowed("[::1]:3", allowed) and server.host_allowed("a.example:81", allowed)
+    assert not server.host_allowed("a.example:82", allowed) and not server.host_allowed(None, allowed)
+    assert not server.host_allowed("::1", allowed)  # an IPv6 address in Host is bracketed

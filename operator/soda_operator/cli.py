@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import threading
 import time
@@ -56,10 +57,28 @@ def render(plan: Plan) -> str:
     return "\n".join(out)
 
 
+def non_finite(doc: Any, path: str = "") -> list[str]:
+    """The fields of ``doc`` (JSON-like) holding NaN or an infinity, as "path (value)"; each is
+    replaced by None in place, so that ``json.dumps(doc, allow_nan=False)`` cannot fail."""
+    out: list[str] = []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        at = f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}" if path else str(k)
+        if isinstance(v, float) and not math.isfinite(v):
+            out.append(f"{at} ({v})")
+            doc[k] = None
+        elif isinstance(v, dict | list):
+            out += non_finite(v, at)
+    return out
+
+
 def plan_json(plan: Plan, errors: list[crd.ObjectError]) -> dict[str, Any]:
+    """The ``--json`` document (docs/plan-json.md). A number of the plan that is not finite (the
+    arithmetic of numbers at the edge of a float's range) is null, with an error naming it."""
     doc = plan.model_dump(mode="json")
     doc["apiVersion"] = "kubesoda.io/plan/v1alpha1"
-    doc["errors"] = [str(e) for e in errors]
+    doc["errors"] = [str(e) for e in errors] + [
+        f"the plan's {f} is not a finite number: a number in the manifests is too large to plan with" for f in non_finite(doc)]
     return doc
 
 
@@ -68,15 +87,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if isinstance(got, int):
         return got
     plan, errors = got
+    doc = plan_json(plan, errors)
+    unplannable = doc["errors"][len(errors):]  # non-finite numbers of the plan
+    for line in unplannable:
+        print(f"error: {line}", file=sys.stderr)
     if args.json:
-        print(json.dumps(plan_json(plan, errors), indent=2, sort_keys=True))
+        print(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))
     else:
         print(render(plan))
     if getattr(args, "serve", False):
         from .web import server as web
 
-        return web.serve_offline(args.planned_scenario, plan, args.host, args.port)
-    if errors:
+        return web.serve_offline(args.planned_scenario, plan, args.host, args.port, args.web_allowed_host or ())
+    if errors or unplannable:
         return 2
     refused = any(d.reason == "infeasible-required" for d in plan.jobs)
     return 0 if plan.feasible and not refused else 1
@@ -106,7 +129,8 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
     try:
         m = manifests.load(args.file)
     except manifests.ManifestError as e:
-        print(f"error: {e}", file=sys.stderr)
+        for line in e.lines:
+            print(f"error: {line}", file=sys.stderr)
         return 2
     nodes = m.nodes[: args.at_nodes] if args.at_nodes is not None else m.nodes
     try:
@@ -204,7 +228,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"error: no StreamJob {want}" + (" in the given manifests" if args.file else " in the cluster"), file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({**me, "standing": _ranking(me, rows), "pes": pes}, indent=2))
+        doc = {**me, "standing": _ranking(me, rows), "pes": pes}
+        bad = non_finite(doc)
+        for f in bad:
+            print(f"error: the plan's {f} is not a finite number: a number in the manifests is too large to plan with", file=sys.stderr)
+        print(json.dumps(doc, indent=2, allow_nan=False))
+        return 2 if bad else 0
     else:
         print(explain_text(me, rows, pes))
     return 0
@@ -244,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--serve", action="store_true", help="then show the plan in the web view until interrupted (docs/web.md)")
     p.add_argument("--port", type=int, default=8090, help="web view port (with --serve)")
     p.add_argument("--host", default="127.0.0.1", help="web view address (with --serve)")
+    _allowed_host_flag(p, "(with --serve)")
     p.set_defaults(func=cmd_plan)
     x = sub.add_parser("explain", help="why a job is (not) admitted, and where it stands in the ranking (live, or from files with -f)")
     x.add_argument("job", help="NAMESPACE/NAME (or NAME with -n)")
@@ -283,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                    "(docs/pe-metrics.md); without it, statuses carry projections only")
     r.add_argument("--web-port", type=int, default=0, help="serve the read-only web view of the plan on this port (0: off; docs/web.md)")
     r.add_argument("--web-host", default="127.0.0.1", help="address of the web view")
+    _allowed_host_flag(r, "")
     r.set_defaults(func=lambda a: _lazy("soda_operator.runner", a))
     e = sub.add_parser("extender", help="run only the scheduler extender")
     e.add_argument("--port", type=int, default=8888)
@@ -300,6 +331,20 @@ def main(argv: list[str] | None = None) -> int:
     d.set_defaults(func=lambda a: _lazy("soda_operator.dataplane.simulate", a))
     args = ap.parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _allowed_host_flag(p: argparse.ArgumentParser, also: str) -> None:
+    p.add_argument("--web-allowed-host", action="append", default=[], metavar="HOST[:PORT]", type=_host,
+                   help="a Host header the web view answers besides the loopback names and the address it listens on "
+                        f"(repeatable; without a port, any port){' ' + also if also else ''}; any other gets 421 (docs/web.md)")
+
+
+def _host(v: str) -> str:
+    from .web.server import split_host
+
+    if split_host(v) is None:
+        raise argparse.ArgumentTypeError(f"--web-allowed-host must be a host name or address with an optional :port, not {v!r}")
+    return v
 
 
 def _extender_flags(p: argparse.ArgumentParser, prefix: str = "") -> None:

@@ -137,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "web_port", 0):
         from .web import server as web
 
-        view = web.serve_live(loops, getattr(args, "web_host", "127.0.0.1"), args.web_port)
+        view = web.serve_live(loops, getattr(args, "web_host", "127.0.0.1"), args.web_port, getattr(args, "web_allowed_host", None) or ())
         log.info("web view on %s", view.url)
     srv = None
     if getattr(args, "extender_port", 0):

@@ -14,6 +14,7 @@ Nodes and Pods (no CRD) are checked for the few fields kubesoda reads.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -130,5 +131,23 @@ def problem(obj: Mapping[str, Any]) -> str | None:
         return "nested too deeply to be a Kubernetes object"
     if err is None:
         return None
-    msg = err.message if len(err.message) <= 200 else err.message[:200] + "..."
-    return f"{_path(err.absolute_path)}: {msg}"
+    return f"{_path(err.absolute_path)}: {short(err.message, err.instance)}"
+
+
+def _trim(text: str, keep: int) -> str:
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
+
+
+def short(message: str, instance: Any, keep: int = 60) -> str:
+    """``message`` with the offending value in it trimmed to ``keep`` characters, the reason whole:
+    jsonschema writes the value first (``[1, 2, ...] is too long``, ``'xxx...' is too long``), and
+    a value may be a megabyte. What is left is at most a few hundred characters: anything else long
+    in it (an unexpected key) is trimmed in the middle, where the reason is not."""
+    r = repr(instance)
+    if len(r) > keep and r in message:
+        message = message.replace(r, _trim(r, keep))
+    if len(message) > 4 * keep:
+        message = re.sub(f"'[^']{{{keep},}}'", lambda m: _trim(m.group(0), keep) + "'", message)
+    if len(message) > 8 * keep:
+        message = f"{message[:3 * keep]} ... {message[-3 * keep:]}"
+    return message

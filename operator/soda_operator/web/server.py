@@ -7,6 +7,12 @@ Routes:
 - ``/api/events``: Server-Sent Events, one ``state`` event with the whole view each time it changes
   (and a comment every 15 s to keep proxies from closing the stream).
 
+Every request must name an allowed host in its ``Host`` header (:func:`allowed_hosts`: the loopback
+names, the address the server is bound to unless it is a wildcard, and ``--web-allowed-host``);
+any other gets 421 before a handler runs, so a page of another site that rebinds its DNS name to
+127.0.0.1 cannot read ``/api/state``. Every response, errors and the event stream included, carries
+the Content-Security-Policy and ``X-Content-Type-Options: nosniff``.
+
 :class:`ViewState` is the one place the operator (or ``kubesoda plan --serve``) hands its latest
 Scenario and Plan to; it keeps the bounded history of the last epochs. :class:`Server` runs the app
 on its own event loop in a daemon thread, next to Kopf's.
@@ -19,9 +25,10 @@ import collections
 import importlib.util
 import json
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,14 +124,84 @@ STATE_KEY: web.AppKey[ViewState] = web.AppKey("state", ViewState)
 COND_KEY: web.AppKey[asyncio.Condition] = web.AppKey("cond", asyncio.Condition)
 LISTENER_KEY: web.AppKey[Any] = web.AppKey("listener", object)
 
-_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+HOSTS_KEY = web.AppKey("hosts", frozenset[str])
+
+_HEADERS = {"Cache-Control": "no-store"}
 _CSP = ("default-src 'self'; script-src 'self' 'unsafe-eval'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; frame-ancestors 'none'")
+SECURITY_HEADERS = {"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"}
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+WILDCARDS = ("", "0.0.0.0", "::", "*")
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[^:\[\]/@\s]+))(?::(?P<port>[0-9]{1,5}))?")
+
+
+def split_host(value: str) -> tuple[str, str | None] | None:
+    """A ``Host`` header (or a ``--web-allowed-host``) as (lower-case name without brackets or a
+    final dot, port or None); None when it is not a host[:port]."""
+    m = _HOST.fullmatch(value.strip().lower())
+    if m is None:
+        return None
+    name = (m.group("v6") or m.group("name")).removesuffix(".")
+    return (name, m.group("port")) if name else None
+
+
+def allowed_hosts(bound: str = "127.0.0.1", extra: Iterable[str] = ()) -> frozenset[str]:
+    """The ``Host`` values the view answers: the loopback names, the address it is bound to
+    (``--web-host``/``--host``) unless a wildcard, and ``extra`` (``--web-allowed-host``), each
+    with any port ("name"), or with only the one it gives ("name:port")."""
+    out = set(LOOPBACK)
+    if bound.strip().lower() not in WILDCARDS:
+        got = split_host(f"[{bound}]" if ":" in bound and not bound.startswith("[") else bound)
+        if got:
+            out.add(got[0])
+    for h in extra:
+        got = split_host(h)
+        if got is None:
+            raise ValueError(f"--web-allowed-host {h!r}: not a host name or address, with an optional :port")
+        out.add(_with_port(*got) if got[1] else got[0])
+    return frozenset(out)
+
+
+def _with_port(name: str, port: str | None) -> str:
+    return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+
+
+def host_allowed(value: str | None, allowed: frozenset[str]) -> bool:
+    got = split_host(value) if value else None
+    return got is not None and (got[0] in allowed or _with_port(*got) in allowed)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+_last_refusal_log = 0.0
+
+
+@web.middleware
+async def _check_host(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """421 Misdirected Request for a ``Host`` this view does not answer (DNS rebinding), before any
+    route (404s and 405s included) runs; logged at most once a minute."""
+    global _last_refusal_log
+    allowed: frozenset[str] = request.app[HOSTS_KEY]
+    if not host_allowed(request.headers.get("Host"), allowed):
+        if time.monotonic() - _last_refusal_log > 60:
+            _last_refusal_log = time.monotonic()
+            log.warning("web view: refused a request for Host %r (allowed: %s; see --web-allowed-host)",
+                        request.headers.get("Host"), ", ".join(sorted(allowed)))
+        return web.Response(status=421, text="421 Misdirected Request: this host name is not served here (see --web-allowed-host)\n",
+                            headers=_HEADERS)
+    return await handler(request)
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """On every response as its headers go out: the event stream's are sent from inside its
+    handler, and aiohttp's own 404, 405 and 500 are made outside the handlers, where a middleware's
+    return path would not see them."""
+    response.headers.update(SECURITY_HEADERS)
 
 
 async def _index(request: web.Request) -> web.StreamResponse:
-    return web.FileResponse(STATIC / "index.html", headers={**_HEADERS, "Content-Security-Policy": _CSP,
-                                                            "Content-Type": "text/html; charset=utf-8"})
+    return web.FileResponse(STATIC / "index.html", headers={**_HEADERS, "Content-Type": "text/html; charset=utf-8"})
 
 
 async def _asset(request: web.Request) -> web.StreamResponse:
@@ -169,9 +246,12 @@ async def _events(request: web.Request) -> web.StreamResponse:
     return resp
 
 
-def make_app(state: ViewState) -> web.Application:
-    app = web.Application()
+def make_app(state: ViewState, hosts: frozenset[str] | None = None) -> web.Application:
+    """The view's app; ``hosts`` from :func:`allowed_hosts` (default: the loopback names)."""
+    app = web.Application(middlewares=[_check_host])
     app[STATE_KEY] = state
+    app[HOSTS_KEY] = allowed_hosts() if hosts is None else hosts
+    app.on_response_prepare.append(_security_headers)
 
     async def on_startup(app: web.Application) -> None:
         cond = asyncio.Condition()
@@ -205,20 +285,21 @@ class Server(ThreadedApp):
     """The view on its own event loop in a daemon thread (``kubesoda run`` shares the process with
     Kopf's loop)."""
 
-    def __init__(self, state: ViewState, host: str = "127.0.0.1", port: int = 8090) -> None:
+    def __init__(self, state: ViewState, host: str = "127.0.0.1", port: int = 8090, allowed: Iterable[str] = ()) -> None:
         self.state = state
-        super().__init__(make_app(state), host, port, "web", shutdown_timeout=1.0)
+        self.hosts = allowed_hosts(host, allowed)
+        super().__init__(make_app(state, self.hosts), host, port, "web", shutdown_timeout=1.0)
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/"
 
 
-def serve(state: ViewState, host: str = "127.0.0.1", port: int = 8090) -> Server:
-    return Server(state, host, port).start()
+def serve(state: ViewState, host: str = "127.0.0.1", port: int = 8090, allowed: Iterable[str] = ()) -> Server:
+    return Server(state, host, port, allowed).start()
 
 
-def serve_live(loops: Any, host: str = "127.0.0.1", port: int = 8090) -> Server:
+def serve_live(loops: Any, host: str = "127.0.0.1", port: int = 8090, allowed: Iterable[str] = ()) -> Server:
     """``kubesoda run --web-port``: the view of every plan the operator's epochs apply
     (``Loops.on_apply``), with the observed importance its Observer keeps."""
     state = ViewState("live")
@@ -229,19 +310,22 @@ def serve_live(loops: Any, host: str = "127.0.0.1", port: int = 8090) -> Server:
         state.publish(scen, plan, epoch="macro" if plan is loops.last else "micro", changes=changes, observed=observed or None)
 
     loops.on_apply = on_apply
-    return serve(state, host, port)
+    return serve(state, host, port, allowed)
 
 
-def serve_offline(scenario: Scenario, plan: Plan, host: str = "127.0.0.1", port: int = 8090) -> int:
+def serve_offline(scenario: Scenario, plan: Plan, host: str = "127.0.0.1", port: int = 8090, allowed: Iterable[str] = ()) -> int:
     """``kubesoda plan -f ... --serve``: one plan from files, until interrupted."""
     import sys
 
     state = ViewState("offline")
     state.publish(scenario, plan, epoch="offline")
     try:
-        srv = serve(state, host, port)
+        srv = serve(state, host, port, allowed)
     except OSError as e:
         print(f"error: the web view cannot listen on {host}:{port}: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"\nweb view of this plan on {srv.url} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
