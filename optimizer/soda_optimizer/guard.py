@@ -87,7 +87,7 @@ def run(scenario: Scenario, plan_fn: PlanFn, suspects: Iterable[str] | None = No
     out: list[str] = list(sus)  # set aside for now
     best, _ = attempt(without(scenario, out))
     if best is None:
-        raise Unplannable(f"planning fails even without the {len(sus)} job(s) that changed: {why}")
+        raise Unplannable(f"planning fails even without the {len(sus)} suspect job(s): {why}")
     culprits: dict[str, str] = {}
 
     def settle(group: list[str]) -> None:
