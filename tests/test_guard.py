@@ -43,6 +43,10 @@ def faulty(culprits: set[str], kind: str, pair: bool = False):
 @given(st.sets(st.sampled_from(JOBS), min_size=0, max_size=3), st.sampled_from(["raise", "nan"]), st.booleans())
 def test_guard_sets_aside_exactly_the_culprits(culprits, kind, all_suspect):
     suspects = None if all_suspect else sorted(culprits | {JOBS[0]})
+    if suspects is not None and len(suspects) > 1 and set(suspects) == culprits:
+        with pytest.raises(guard.Unplannable, match="each of the"):  # every suspect fails alone: not a job's fault
+            guard.run(SCEN, faulty(culprits, kind), suspects)
+        return
     out = guard.run(SCEN, faulty(culprits, kind), suspects)
     assert set(out.quarantined) == culprits
     assert decisions(out.plan) == decisions(pipeline.run(guard.without(SCEN, culprits)))
@@ -62,6 +66,14 @@ def test_guard_a_fault_of_two_jobs_together_costs_one_of_them():
 def test_guard_a_fault_outside_the_suspects_is_unplannable():
     with pytest.raises(guard.Unplannable, match="argmax"):
         guard.run(SCEN, faulty({JOBS[2]}, "raise"), suspects=[JOBS[0], JOBS[1]])
+    with pytest.raises(guard.Unplannable, match="no job changed"):
+        guard.run(SCEN, faulty({JOBS[2]}, "raise"), suspects=[])
+
+
+def test_guard_a_fault_that_comes_with_any_job_quarantines_nobody():
+    """A stage that fails whenever any job is planned (a bad node, say): no job is to blame."""
+    with pytest.raises(guard.Unplannable, match="each of the 6 suspect jobs"):
+        guard.run(SCEN, faulty(set(JOBS), "raise"))
 
 
 def test_without_drops_the_importers_too():

@@ -9,8 +9,10 @@ since the last good plan; all jobs when there is none), and when that succeeds i
 suspects back half by half, keeping each half whose return still plans (adaptive group testing:
 about ``2 k log2(n/k)`` extra runs for k culprits among n suspects). A culprit is a suspect that
 fails the plan even when every other suspect is absent or already shown harmless. When even the
-plan without any suspect fails, the fault is not in a suspect: :class:`Unplannable` is raised and
-the caller keeps its last good plan.
+plan without any suspect fails, when no job is suspect, or when every one of several suspects fails
+alone (a fault that comes with any job: a node, the policy, a stage), the fault is not in a job:
+:class:`Unplannable` is raised and the caller keeps its last good plan rather than quarantine
+everyone.
 """
 
 from __future__ import annotations
@@ -83,7 +85,9 @@ def run(scenario: Scenario, plan_fn: PlanFn, suspects: Iterable[str] | None = No
     if plan is not None:
         return Outcome(plan, {}, runs)
     names = [j.name for j in scenario.jobs]
-    sus = [n for n in names if suspects is None or n in set(suspects)] or names
+    sus = names if suspects is None else [n for n in names if n in set(suspects)]
+    if not sus:
+        raise Unplannable(f"planning fails and no job changed since the last good plan (the fault is elsewhere: a node, the policy): {why}")
     out: list[str] = list(sus)  # set aside for now
     best, _ = attempt(without(scenario, out))
     if best is None:
@@ -111,5 +115,9 @@ def run(scenario: Scenario, plan_fn: PlanFn, suspects: Iterable[str] | None = No
         settle(group)
     if len(sus) == 1:
         culprits[sus[0]] = why
+    if len(sus) > 1 and len(culprits) == len(sus):
+        # every suspect fails alone: the fault comes with any job (a node, the policy, a stage),
+        # not from one of them; quarantining them all would cost everyone their place
+        raise Unplannable(f"planning fails with each of the {len(sus)} suspect jobs alone, so the fault is not in one of them: {why}")
     assert best is not None
     return Outcome(best, culprits, runs)
