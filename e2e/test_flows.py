@@ -197,7 +197,7 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
         sims.append(threading.Thread(target=task_sim.run, args=(kube.core, ns, {}, 1.0, 0.0, stop), daemon=True))  # the local pool
         for s in sims:
             s.start()
-        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"), extra=("--secrets-namespace", ns))
         main_batch = client.BatchV1Api(kube.api_client)
         kubectl("apply", "-f", "-", input=manifests(ns, m1, m2, here))
         kubectl("apply", "-n", ns, "-f", "-", input=request_job("user-1"))
@@ -214,7 +214,7 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
         assert req.spec.suspend is True
         # ---- an operator restart while jobs are backlogged: the new one continues from the Jobs and the status
         op.stop()
-        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"), extra=("--secrets-namespace", ns))
         # ---- released in a later epoch: created in m1 (same name), gone from this cluster, completed there
         wait_for(lambda: backlogged <= {j.metadata.name for j in jobs_in(mb[0], ns, "kubesoda.io/flow=f") if complete(j)},
                  timeout=4 * EPOCH, interval=0.5, what="the backlogged Jobs released into m1 and complete there")

@@ -12,12 +12,14 @@ planning raises whenever a job lists the template it names, as an unforeseen bug
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from live import ROOT, job, pe_pods, running_as_planned, start_operator
 
 FAILPOINT = "boom"
@@ -196,3 +198,39 @@ def test_a_job_that_makes_planning_fail_is_quarantined_alone(operator, kube, kub
     kubectl("patch", "streamjob", "tenant-job", "-n", tenant, "--type=merge", "-p", '{"spec": {"templates": ["small"]}}')
     wait_for(lambda: running_as_planned(kube, tenant, "tenant-job"), timeout=90, what="tenant-job Running again")
     assert picture(kube, namespace, "clicks") == before
+
+
+def test_a_kubeconfig_secret_runs_nothing_in_the_operator(operator, kube, tenant, wait_for, tmp_path):
+    """A FlowPool whose member-cluster kubeconfig has an exec entry (write on that Secret suffices):
+    refused, naming the entry and the flag, and the command never runs; a Secret outside the
+    operator's namespace (``default`` for a `kubesoda run` outside the cluster) is never read."""
+    marker = tmp_path / "ran"
+    kc = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+          "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+          "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "touch", "args": [str(marker)]}}}],
+          "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}
+    data = {"kubeconfig": base64.b64encode(yaml.safe_dump(kc).encode()).decode()}
+    name = f"{tenant}-exec"
+    kube.core.create_namespaced_secret("default", {"metadata": {"name": name}, "data": data})
+    kube.core.create_namespaced_secret(tenant, {"metadata": {"name": "elsewhere"}, "data": data})
+    pools = {name: {"kubeconfigSecret": {"name": name}}, f"{tenant}-elsewhere": {"kubeconfigSecret": {"namespace": tenant, "name": "elsewhere"}}}
+    try:
+        for pool, cluster in pools.items():
+            kube.custom.create_cluster_custom_object("kubesoda.io", "v1alpha1", "flowpools",
+                                                     {"apiVersion": "kubesoda.io/v1alpha1", "kind": "FlowPool", "metadata": {"name": pool},
+                                                      "spec": {"cluster": cluster, "capacity": [1]}})
+
+        def condition(pool: str) -> dict[str, Any] | None:
+            st = kube.custom.get_cluster_custom_object("kubesoda.io", "v1alpha1", "flowpools", pool).get("status") or {}
+            return next((c for c in st.get("conditions") or [] if c["type"] == "Reachable" and c["status"] == "False"), None)
+
+        c = wait_for(lambda: condition(name), timeout=30, what="the exec FlowPool refused")
+        assert c["reason"] == "KubeconfigRefused" and "users[0].user.exec" in c["message"] and "--allow-unsafe-kubeconfigs" in c["message"], c
+        c = wait_for(lambda: condition(f"{tenant}-elsewhere"), timeout=30, what="the other namespace's Secret refused")
+        assert c["reason"] == "KubeconfigRefused" and "read only from the operator's namespace default" in c["message"], c
+        time.sleep(3)  # a few more ticks of the pool timer
+        assert not marker.exists(), "the kubeconfig's exec command ran inside the operator"
+    finally:
+        for pool in pools:
+            kube.custom.delete_cluster_custom_object("kubesoda.io", "v1alpha1", "flowpools", pool)
+        kube.core.delete_namespaced_secret(name, "default")

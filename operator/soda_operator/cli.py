@@ -311,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--metrics-host", default="127.0.0.1")
     r.add_argument("--prometheus-url", help="read observed rates and CPU of the PE instances from this Prometheus every micro epoch "
                    "(docs/pe-metrics.md); without it, statuses carry projections only")
+    r.add_argument("--secrets-namespace", help="the only namespace whose Secrets the operator reads (FlowPools' member-cluster "
+                   "kubeconfigs); default: POD_NAMESPACE, the in-cluster ServiceAccount's namespace, else default (docs/security.md)")
+    r.add_argument("--allow-unsafe-kubeconfigs", action="store_true",
+                   help="let member-cluster kubeconfigs run exec commands and auth providers and read files (default: inline credentials only)")
     r.add_argument("--web-port", type=int, default=0, help="serve the read-only web view of the plan on this port (0: off; docs/web.md)")
     r.add_argument("--web-host", default="127.0.0.1", help="address of the web view")
     _allowed_host_flag(r, "")

@@ -55,13 +55,12 @@ from datetime import datetime
 from typing import Any
 
 import kopf
-import yaml
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from soda_optimizer import flows as fl
 
-from . import conditions, crd
+from . import conditions, crd, kubeconfigs
 from .batch_dispatch import _time
 
 log = logging.getLogger("kubesoda.flows")
@@ -236,7 +235,8 @@ def pool_of(body: Mapping[str, Any]) -> PoolSpec:
     """A FlowPool object as a :class:`PoolSpec` (load map default: throughput = load up to 1, flat after)."""
     md, spec = body.get("metadata") or {}, body.get("spec") or {}
     ref = ((spec.get("cluster") or {}).get("kubeconfigSecret")) or None
-    kc = (str(ref.get("namespace") or "default"), str(ref["name"]), str(ref.get("key") or "kubeconfig")) if ref and ref.get("name") else None
+    # namespace "": the operator's own, the only one it reads Secrets in (kubeconfigs.operator_namespace)
+    kc = (str(ref.get("namespace") or ""), str(ref["name"]), str(ref.get("key") or "kubeconfig")) if ref and ref.get("name") else None
     pts = tuple(sorted((_f(p.get("load"), 0.0), _f(p.get("throughput"), 0.0)) for p in spec.get("loadMap") or []))
     if pts and pts[0] != (0.0, 0.0):
         pts = ((0.0, 0.0), *pts)
@@ -702,27 +702,38 @@ def flow_local_jobs(namespace: str, body: kopf.Body, **_: Any) -> dict[Any, Any]
 
 
 class Members:
-    """API clients of the member clusters, from their kubeconfig Secrets (re-read every ``ttl`` seconds)."""
+    """API clients of the member clusters, from their kubeconfig Secrets (re-read every ``ttl``
+    seconds). Secrets are read only in ``namespace`` (the operator's) and kubeconfigs hold only
+    inline credentials unless ``allow_unsafe`` (:mod:`.kubeconfigs`)."""
 
-    def __init__(self, core: client.CoreV1Api, ttl: float = 30.0):
+    def __init__(self, core: client.CoreV1Api, ttl: float = 30.0, namespace: str | None = None, allow_unsafe: bool = False):
         self.core = core
         self.ttl = ttl
+        self.namespace = kubeconfigs.operator_namespace(namespace)
+        self.allow_unsafe = allow_unsafe
         self.cache: dict[tuple[str, str, str], tuple[float, str, client.ApiClient]] = {}
         self.namespaces: set[tuple[str, str]] = set()
 
     def api(self, ref: tuple[str, str, str]) -> client.ApiClient:
+        ns = ref[0] or self.namespace
+        if ns != self.namespace:
+            raise kubeconfigs.Refused(f"Secret {ns}/{ref[1]}: kubeconfig Secrets are read only from the operator's namespace "
+                                      f"{self.namespace} (spec.cluster.kubeconfigSecret.namespace)")
         hit = self.cache.get(ref)
         if hit and time.monotonic() - hit[0] < self.ttl:
             return hit[2]
-        sec = self.core.read_namespaced_secret(ref[1], ref[0])
+        sec = self.core.read_namespaced_secret(ref[1], ns)
         raw = (sec.data or {}).get(ref[2])
         if not raw:
-            raise ValueError(f"Secret {ref[0]}/{ref[1]} has no key {ref[2]}")
+            raise ValueError(f"Secret {ns}/{ref[1]} has no key {ref[2]}")
         rv = sec.metadata.resource_version or ""
         if hit and hit[1] == rv:
             self.cache[ref] = (time.monotonic(), rv, hit[2])
             return hit[2]
-        api = config.new_client_from_config_dict(yaml.safe_load(base64.b64decode(raw)))
+        try:
+            api = kubeconfigs.api_client(base64.b64decode(raw), self.allow_unsafe)
+        except kubeconfigs.Refused as e:
+            raise kubeconfigs.Refused(f"Secret {ns}/{ref[1]} key {ref[2]}: {e}") from e
         self.cache[ref] = (time.monotonic(), rv, api)
         return api
 
@@ -981,12 +992,17 @@ async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: kopf.
     """A FlowPool's status: its capacity now, the plan's load and throughput for it, the member cluster reachable."""
     pool = pool_of(body)
     out: dict[str, Any] = {}
+    refused = False
     members: Members = memo.setdefault("flow_members", Members(memo.loops.core))
     if pool.kubeconfig is not None:
         try:
             await asyncio.to_thread(members.api, pool.kubeconfig)
             out["reachable"] = True
             out["message"] = ""
+        except kubeconfigs.Refused as e:  # the Secret's place or content: says what and the flag
+            out["reachable"] = False
+            out["message"] = str(e)[:600]
+            refused = True
         except Exception as e:  # noqa: BLE001
             out["reachable"] = False
             out["message"] = str(getattr(e, "reason", None) or e)[:300]
@@ -1003,7 +1019,8 @@ async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: kopf.
                 out["capacity"] = ps.capacity
                 out["plannedLoad"] = round(ps.load, 4)
                 out["plannedThroughput"] = round(ps.throughput, 4)
-    out["conditions"] = [conditions.condition("Reachable", bool(out["reachable"]), "Reachable" if out["reachable"] else "Unreachable",
+    why = "Reachable" if out["reachable"] else "KubeconfigRefused" if refused else "Unreachable"
+    out["conditions"] = [conditions.condition("Reachable", bool(out["reachable"]), why,
                                               out.get("message") or ("a member cluster" if pool.kubeconfig is not None else "this cluster"),
                                               (body.get("metadata") or {}).get("generation"), status.get("conditions"))]
     _set_status(patch, status, out)

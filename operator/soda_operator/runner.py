@@ -12,7 +12,7 @@ import random
 import kopf
 from kubernetes import client, config
 
-from . import batch_dispatch, crd, extender, flow_routing, handlers, metrics, yield_groups  # noqa: F401  (yield_groups, batch_dispatch, flow_routing: their Kopf handlers)
+from . import batch_dispatch, crd, extender, flow_routing, handlers, metrics, yield_groups  # noqa: F401  (yield_groups, batch_dispatch: their Kopf handlers)
 from .epochs import Loops
 from .observe import Observer
 
@@ -144,6 +144,12 @@ def main(args: argparse.Namespace) -> int:
         srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port, extender.tls_from_args(args),
                              max_body=getattr(args, "max_body_bytes", extender.MAX_BODY))
         log.info("extender on %s", srv.url)
+    memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
+    # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
+    memo["flow_members"] = flow_routing.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
+                                                allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))
+    log.info("kubeconfig Secrets read from namespace %s%s", memo["flow_members"].namespace,
+             " (exec, auth providers and file paths allowed)" if memo["flow_members"].allow_unsafe else "")
     try:
         kopf.run(
             clusterwide=True,
@@ -151,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
             peering_name=peering or None,
             priority=priority or 0,
             liveness_endpoint=getattr(args, "liveness", None),
-            memo=handlers.memo(loops, grace, getattr(args, "snapshots", "index")),
+            memo=memo,
         )
     finally:
         if srv is not None:
