@@ -145,8 +145,10 @@ def test_hostile_tenant_costs_the_healthy_job_nothing(operator, kube, kubectl, n
     unchanged(kube, namespace, "clicks", before, operator)
     forged = kube.core.read_namespaced_pod("forged", tenant)
     assert not forged.spec.node_name, "a forged planned node placed the pod"
-    events = kube.core.list_namespaced_event(tenant, field_selector="involvedObject.name=forged").items
-    assert events and all(len(e.message or "") < 4096 for e in events), [len(e.message or "") for e in events]
+    events = wait_for(lambda: kube.core.list_namespaced_event(tenant, field_selector="involvedObject.name=forged").items,
+                      timeout=30, what="an event for the forged pod")
+    assert any("not a node name" in (e.message or "") for e in events), [e.message for e in events]
+    assert all(len(e.message or "") < 4096 for e in events), [len(e.message or "") for e in events]
     assert phase_of(kube, tenant, "tenant-job").get("phase") == "Running"
 
 

@@ -70,7 +70,7 @@ def test_prioritize_scores_the_planned_node(url):
 
 def test_planned_node_gone_filters_everything_out_with_reasons(url):
     out = post(url, "filter", {"Pod": pod("gone"), "NodeNames": ["a", "b"]})
-    assert out["NodeNames"] == [] and set(out["FailedNodes"]) == {"a", "b"} and "gone" in out["FailedNodes"]["a"]
+    assert out["NodeNames"] == [] and out["FailedNodes"] == {"a": extender.NOT_PLANNED, "b": extender.NOT_PLANNED}
 
 
 @pytest.mark.parametrize("body, where", [

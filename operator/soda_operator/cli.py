@@ -358,8 +358,8 @@ def _extender_flags(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument(f"--{prefix}tls-key-file", dest="tls_key_file", help=f"its PEM private key (default ${env}KEY)")
     p.add_argument(f"--{prefix}tls-client-ca-file", dest="tls_client_ca_file",
                    help=f"require client certificates signed by this CA (default ${env}CLIENT_CA)")
-    p.add_argument(f"--{prefix}max-body-bytes", dest="max_body_bytes", type=int, default=32 * 1024 * 1024,
-                   help="requests with a larger body get 413 (default 32 MiB)")
+    p.add_argument(f"--{prefix}max-body-bytes", dest="max_body_bytes", type=int, default=2 * 1024 * 1024,
+                   help="requests with a larger body get 413 (default 2 MiB: docs/extender.md)")
 
 
 def _priority(v: str) -> int | None:

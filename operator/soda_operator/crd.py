@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-import networkx as nx
 from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
-from soda_optimizer import bounds, screen
+from soda_optimizer import bounds
 from soda_optimizer.model import (
     DEFAULT_PE_MEMORY,
     PE,
@@ -406,6 +405,7 @@ def _drop_unresolved(job_objs: dict[str, tuple[Job, Mapping[str, Any]]], tmpl: M
                      err: Callable[[Mapping[str, Any], TranslationError], None]) -> None:
     """Drop jobs with dangling references (repeatedly: a dropped exporter drops its importers) and
     jobs that import each other in a cycle, each with its error."""
+    import networkx as nx  # imported here: the extender's process never translates, and never pays for it
     # drop jobs with dangling references, repeatedly (a dropped exporter drops its importers)
     changed = True
     while changed:
@@ -592,6 +592,8 @@ def scenario_from_objects(
     _drop_unresolved(job_objs, tmpl, bad_tmpl, lambda o, e: err("StreamJob", o, e))
     # numbers that overflow only in combination (a chain of selectivities, weight x slope x rate)
     if job_objs:
+        from soda_optimizer import screen
+
         bad = screen.screen([jj for jj, _ in job_objs.values()], tmpl)
         for p in bad:
             err("StreamJob", job_objs.pop(p.job)[1], TranslationError(p.field, p.message))

@@ -33,25 +33,41 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import math
 import os
+import re
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import metrics
+from . import logs, metrics
 from .threaded import ThreadedApp
 
 log = logging.getLogger("kubesoda.extender")
 ANN_NODE = "kubesoda.io/node"
 LABEL_JOB = "kubesoda.io/job"
 MAX_SCORE = 10
-MAX_BODY = 32 * 1024 * 1024  # a Nodes list of 5000 full Node objects fits
+# 2 MiB: a Pod at etcd's 1.5 MB limit plus 5,000 node names, or 100,000 names of 16 characters
+# (kube-scheduler sends only names with nodeCacheCapable: true, as the chart configures it); the
+# extender's peak with the largest bodies stays far under the chart's 256Mi (docs/extender.md has
+# the measured figures). Full Node objects (nodeCacheCapable: false) fit about 250 nodes: raise
+# --max-body-bytes with the container's memory.
+MAX_BODY = 2 * 1024 * 1024
 READ_TIMEOUT_S = 10.0
+# bodies larger than this are validated, filtered and encoded off the event loop, one at a time, so
+# /healthz and small requests keep answering and at most one large body is in memory at once
+INLINE_BYTES = 64 * 1024
+# a Kubernetes node name: a DNS subdomain (RFC 1123), at most 253 characters
+NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# the reasons are fixed: an answer's size never depends on what a pod's author wrote
+NOT_PLANNED = "kubesoda planned this instance on another node (its kubesoda.io/node annotation)"
+BAD_ANNOTATION = "the pod's kubesoda.io/node annotation is not a node name: kubesoda did not write it"
 # cluster-up.sh exports these, so every `kubesoda run` against the local control plane serves TLS
 ENV_CERT, ENV_KEY, ENV_CLIENT_CA = "KUBESODA_EXTENDER_TLS_CERT", "KUBESODA_EXTENDER_TLS_KEY", "KUBESODA_EXTENDER_TLS_CLIENT_CA"
 
@@ -105,17 +121,25 @@ def planned_node(pod: Pod) -> str | None:
     return (md.annotations or {}).get(ANN_NODE)
 
 
+def is_node_name(name: str) -> bool:
+    return len(name) <= 253 and NODE_NAME.fullmatch(name) is not None
+
+
 def filter_(args: ExtenderArgs) -> dict[str, Any]:
     names = args.node_names()
     want = planned_node(args.Pod)
     failed: dict[str, str] = {}
+    error = ""
     if want is None:
         keep = names
+    elif not is_node_name(want):
+        # no node can ever pass: one error of fixed size (kube-scheduler's event for the pod quotes it)
+        keep, error = [], BAD_ANNOTATION
     else:
         keep = [n for n in names if n == want]
         if not keep:
-            failed = {n: f"kubesoda plans this instance on {want}" for n in names}
-    result: dict[str, Any] = {"NodeNames": keep, "FailedNodes": failed, "FailedAndUnresolvableNodes": {}, "Error": ""}
+            failed = dict.fromkeys(names, NOT_PLANNED)
+    result: dict[str, Any] = {"NodeNames": keep, "FailedNodes": failed, "FailedAndUnresolvableNodes": {}, "Error": error}
     if args.NodeNames is None and args.Nodes is not None:
         kept = set(keep)
         items = [n.model_dump(mode="json") for n in args.Nodes.items or [] if n.metadata.name in kept]
@@ -125,7 +149,7 @@ def filter_(args: ExtenderArgs) -> dict[str, Any]:
 
 
 def prioritize(args: ExtenderArgs) -> list[dict[str, Any]]:
-    want = planned_node(args.Pod)
+    want = planned_node(args.Pod)  # an annotation that is not a node name matches no node: every score 0
     return [{"Host": n, "Score": MAX_SCORE if n == want else 0} for n in args.node_names()]
 
 
@@ -165,8 +189,17 @@ class _Throttled:
 def make_app(max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S, client_certs: bool = False) -> web.Application:
     """The routes. With ``client_certs`` the verbs answer only clients that presented a certificate
     the TLS context verified (403 otherwise); /healthz and /metrics stay open to probes and scrapers."""
-    verbs = {"filter": filter_, "prioritize": prioritize}
+    verbs: dict[str, Callable[[ExtenderArgs], Any]] = {"filter": filter_, "prioritize": prioritize}
     bad = _Throttled()
+    large = asyncio.Semaphore(1)  # one large body in memory at a time
+
+    def answer(name: str, body: bytes) -> tuple[int, bytes, str]:
+        """(status, JSON body, what was wrong) of one request: validation, the verb, encoding."""
+        try:
+            args = ExtenderArgs.model_validate_json(body)
+        except ValidationError as e:
+            return 400, b"", _describe(e)
+        return 200, json.dumps(verbs[name](args), separators=(",", ":")).encode(), ""
 
     async def verb(request: web.Request) -> web.StreamResponse:
         name = request.match_info["verb"]
@@ -184,14 +217,17 @@ def make_app(max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S, cli
             return _error(413, f"body over the limit of {max_body} bytes")
         except TimeoutError:
             return _error(408, f"body not received within {read_timeout:g} s")
-        try:
-            args = ExtenderArgs.model_validate_json(body)
-        except ValidationError as e:
-            bad.log(name, request.remote, _describe(e))
-            return _error(400, _describe(e))
-        out = fn(args)
+        if len(body) <= INLINE_BYTES:
+            code, out, why = answer(name, body)
+        else:
+            async with large:
+                code, out, why = await asyncio.get_running_loop().run_in_executor(None, answer, name, body)
+        del body
+        if code != 200:
+            bad.log(name, request.remote, why)
+            return _error(code, why)
         metrics.EXTENDER_LATENCY.labels(name).observe(time.perf_counter() - t0)
-        return web.json_response(out)
+        return web.Response(body=out, content_type="application/json")
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -231,9 +267,11 @@ class Server(ThreadedApp):
     with Kopf's loop; ``kubesoda extender`` just waits on it)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8888, ssl_context: ssl.SSLContext | None = None,
-                 max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S) -> None:
+                 max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S, **limits: Any) -> None:
+        """``limits``: the connection limits of :class:`.threaded.ThreadedApp` (idle_timeout,
+        handshake_timeout, max_connections)."""
         super().__init__(make_app(max_body, read_timeout, client_certs=ssl_context is not None and ssl_context.verify_mode != ssl.CERT_NONE),
-                         host, port, "extender", ssl_context)
+                         host, port, "extender", ssl_context, **limits)
 
     @property
     def scheme(self) -> str:
@@ -256,7 +294,7 @@ def tls_from_args(args: argparse.Namespace) -> ssl.SSLContext | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}')
+    logs.setup()
     try:
         ctx = tls_from_args(args)
         srv = serve(getattr(args, "host", "127.0.0.1"), args.port, ctx, max_body=getattr(args, "max_body_bytes", MAX_BODY))

@@ -12,7 +12,7 @@ import random
 import kopf
 from kubernetes import client, config
 
-from . import batch_dispatch, crd, extender, flow_routing, handlers, metrics, yield_groups  # noqa: F401  (yield_groups, batch_dispatch: their Kopf handlers)
+from . import batch_dispatch, crd, extender, flow_routing, handlers, logs, metrics, yield_groups  # noqa: F401  (yield_groups, batch_dispatch: their Kopf handlers)
 from .epochs import Loops
 from .observe import Observer
 
@@ -109,7 +109,7 @@ def api_client(workers: int) -> client.ApiClient:
 
 def main(args: argparse.Namespace) -> int:
     global PEERING_LIFETIME_S
-    logging.basicConfig(level=logging.INFO, format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}')
+    logs.setup()
     if limit_malloc_arenas():
         log.info("malloc arenas capped at %d (MALLOC_ARENA_MAX overrides)", MALLOC_ARENAS)
     workers = getattr(args, "workers", 16)

@@ -17,11 +17,49 @@ log = logging.getLogger("kubesoda.threaded")
 S = TypeVar("S", bound="ThreadedApp")
 
 
+# Connection limits (a client that opens connections and sends nothing, trickles its headers, or
+# never finishes a TLS handshake must not hold the server): an idle connection, or one whose
+# request headers are not complete, is closed after IDLE_TIMEOUT_S (aiohttp's keep-alive timer,
+# armed from the moment a connection opens); a TLS handshake has HANDSHAKE_TIMEOUT_S; past
+# MAX_CONNECTIONS open connections a new one is closed at once.
+IDLE_TIMEOUT_S = 15.0
+HANDSHAKE_TIMEOUT_S = 5.0
+MAX_CONNECTIONS = 256
+
+
+class _Refuse(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
+
+
+class _LimitedSite(web.TCPSite):
+    """A TCPSite with a TLS handshake timeout and a cap on open connections."""
+
+    def __init__(self, *a: Any, handshake_timeout: float, max_connections: int, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.handshake_timeout, self.max_connections = handshake_timeout, max_connections
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)
+        server = self._runner.server
+        assert server is not None
+
+        def protocol() -> asyncio.BaseProtocol:
+            return _Refuse() if len(server.connections) >= self.max_connections else server()
+
+        extra: dict[str, Any] = {"ssl_handshake_timeout": self.handshake_timeout} if self._ssl_context else {}
+        self._server = await asyncio.get_running_loop().create_server(protocol, self._host, self._port, ssl=self._ssl_context,
+                                                                      backlog=self._backlog, **extra)
+        self._bound_port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self._port
+
+
 class ThreadedApp:
     def __init__(self, app: web.Application, host: str, port: int, name: str, ssl_context: ssl.SSLContext | None = None,
-                 **runner: Any) -> None:
+                 idle_timeout: float = IDLE_TIMEOUT_S, handshake_timeout: float = HANDSHAKE_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS, **runner: Any) -> None:
         self.app, self.host, self.port, self.ssl = app, host, port, ssl_context
-        self.runner_kw = {"access_log": None, "handle_signals": False, **runner}
+        self.handshake_timeout, self.max_connections = handshake_timeout, max_connections
+        self.runner_kw = {"access_log": None, "handle_signals": False, "keepalive_timeout": idle_timeout, **runner}
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -50,11 +88,11 @@ class ThreadedApp:
     async def _start(self) -> None:
         self._runner = web.AppRunner(self.app, **self.runner_kw)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl, backlog=1024)
+        site = _LimitedSite(self._runner, self.host, self.port, ssl_context=self.ssl, backlog=1024,
+                            handshake_timeout=self.handshake_timeout, max_connections=self.max_connections)
         await site.start()
-        server = getattr(site, "_server", None)
-        if self.port == 0 and server is not None and server.sockets:
-            self.port = server.sockets[0].getsockname()[1]
+        if self.port == 0:
+            self.port = site.port
 
     def stop(self) -> None:
         if not self.thread.is_alive():
