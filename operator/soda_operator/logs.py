@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -48,10 +49,19 @@ class Throttle(logging.Filter):
         return True
 
 
+class Formatter(JsonFormatter):
+    """ts, level, logger and msg only: the extras other libraries attach to their records (Kopf's
+    object references and settings) are theirs, not the log's, and need not serialise."""
+
+    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
+        for field in self._required_fields:
+            log_data[self._get_rename(field)] = record.__dict__.get(field)
+
+
 def setup(level: int = logging.INFO) -> None:
     """JSON lines on stderr for the whole process; aiohttp's per-request error records throttled."""
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter(FIELDS, style="{", rename_fields=RENAME, json_ensure_ascii=True))
+    handler.setFormatter(Formatter(FIELDS, style="{", rename_fields=RENAME, json_ensure_ascii=True, json_default=str))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
