@@ -70,14 +70,14 @@ def test_log_records_are_escaped_json_lines():
     try:
         logging.getLogger("kubesoda.extender").warning("bad key %s", 'x","level":"CRITICAL"}\n{"ts":"0","level":"CRITICAL","msg":"forged')
         # a library's record with extras that do not serialise (Kopf attaches its settings and queues)
-        logging.getLogger("kopf.objects").info("handler done", extra={"settings": threading.Lock(), "k8s_ref": {"name": "x"}})
+        logging.getLogger("a.library").info("handler done", extra={"settings": threading.Lock(), "k8s_ref": {"name": "x"}})
     finally:
         root.handlers[:] = saved
     lines = buf.getvalue().splitlines()
     assert len(lines) == 2, lines
     rec = json.loads(lines[0])
     assert rec["level"] == "WARNING" and rec["logger"] == "kubesoda.extender" and rec["msg"].startswith('bad key x","level":"CRITICAL"}\n')
-    assert json.loads(lines[1]) == {"ts": json.loads(lines[1])["ts"], "level": "INFO", "logger": "kopf.objects", "msg": "handler done"}
+    assert json.loads(lines[1]) == {"ts": json.loads(lines[1])["ts"], "level": "INFO", "logger": "a.library", "msg": "handler done"}
 
 
 def test_a_flood_of_bad_requests_logs_a_few_records(srv):
