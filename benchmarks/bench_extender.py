@@ -30,7 +30,7 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from soda_operator import extender  # noqa: E402
+from soda_operator.soda import extender  # noqa: E402
 
 CANDIDATES = int(os.environ.get("BENCH_CANDIDATES", "0"))
 BASELINE = os.environ.get("BENCH_BASELINE", "4606ca2")

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import workloads  # noqa: E402
-from soda_operator import crd  # noqa: E402
+from soda_operator.soda import crd  # noqa: E402
 from soda_optimizer.model import Scenario  # noqa: E402
 
 NS = workloads.NS

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from soda_operator.apply import Instance, pod_body
+from soda_operator.soda.apply import Instance, pod_body
 
 
 def _instance(ns: str, job: str, node: str, candidates: tuple[str, ...]) -> Instance:

@@ -17,7 +17,7 @@ here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here.parent))
 
 from benchmarks import workloads  # noqa: E402
-from soda_operator import crd  # noqa: E402
+from soda_operator.soda import crd  # noqa: E402
 from soda_optimizer.model import Scenario  # noqa: E402
 
 

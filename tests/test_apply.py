@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.client.rest import ApiException
 
-from soda_operator import apply
+from soda_operator.kube import api as kapi
+from soda_operator.soda import apply
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,36 +54,36 @@ def failing(codes: list[int]):
 
 
 def test_retry_rides_out_transient_errors(monkeypatch):
-    monkeypatch.setattr(apply.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kapi.time, "sleep", lambda s: None)
     fn, calls = failing([503, 429, 500])
-    assert apply.retry(fn, "x") == "ok" and len(calls) == 4
+    assert kapi.retry(fn, "x") == "ok" and len(calls) == 4
 
 
 def test_retry_retries_conflicts_only_when_asked(monkeypatch):
-    monkeypatch.setattr(apply.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kapi.time, "sleep", lambda s: None)
     fn, calls = failing([409])
     with pytest.raises(ApiException):
-        apply.retry(fn, "x")
+        kapi.retry(fn, "x")
     assert len(calls) == 1
     fn, calls = failing([409, 409])
-    assert apply.retry(fn, "x", codes=apply.TRANSIENT + (409,)) == "ok" and len(calls) == 3
+    assert kapi.retry(fn, "x", codes=kapi.TRANSIENT + (409,)) == "ok" and len(calls) == 3
 
 
 @pytest.mark.parametrize("code", [400, 403, 404, 422])
 def test_retry_never_retries_permanent_errors(monkeypatch, code):
-    monkeypatch.setattr(apply.time, "sleep", lambda s: None)
+    monkeypatch.setattr(kapi.time, "sleep", lambda s: None)
     fn, calls = failing([code])
     with pytest.raises(ApiException) as e:
-        apply.retry(fn, "x", codes=apply.TRANSIENT + (409,))
+        kapi.retry(fn, "x", codes=kapi.TRANSIENT + (409,))
     assert e.value.status == code and len(calls) == 1
 
 
 def test_retry_gives_up_after_its_attempts(monkeypatch):
     slept = []
-    monkeypatch.setattr(apply.time, "sleep", slept.append)
+    monkeypatch.setattr(kapi.time, "sleep", slept.append)
     fn, calls = failing([503] * 10)
     with pytest.raises(ApiException):
-        apply.retry(fn, "x", attempts=4)
+        kapi.retry(fn, "x", attempts=4)
     assert len(calls) == 4 and slept == [0.2, 0.4, 0.8]  # exponential backoff
 
 
@@ -98,8 +99,8 @@ def test_pe_outputs_name_each_consumer_service_and_importer():
     """KUBESODA_OUTPUTS (docs/pe-metrics.md): a template stream to its consumer's headless Service,
     an export to each admitted importer's PE, with the stream labels the observation reads."""
     from soda_operator import manifests
-    from soda_operator.crd import scenario_from_objects
-    from soda_operator.desired import outputs
+    from soda_operator.soda.crd import scenario_from_objects
+    from soda_operator.soda.desired import outputs
 
     m = manifests.load([str(ROOT / "examples" / "glued")])
     scen, errors = scenario_from_objects(m.nodes, m.templates, m.jobs, m.policy)
@@ -116,9 +117,10 @@ def test_pe_outputs_name_each_consumer_service_and_importer():
 def test_services_are_exactly_the_names_producers_resolve(example, source):
     """A headless Service for every host some admitted PE's KUBESODA_OUTPUTS names (a stream's
     consumer, an importer's PE) and for nothing else: a source has none."""
-    from soda_operator import desired, manifests
-    from soda_operator.crd import scenario_from_objects
-    from soda_operator.state import Snapshot
+    from soda_operator import manifests
+    from soda_operator.soda import desired
+    from soda_operator.soda.crd import scenario_from_objects
+    from soda_operator.soda.state import Snapshot
     from soda_optimizer import pipeline
 
     m = manifests.load([str(ROOT / "examples" / example), str(ROOT / "examples" / "nodes" / "small-8.yaml")])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from soda_operator import crd
+from soda_operator.soda import crd
 from soda_optimizer import bounds
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from soda_operator import cli
-from soda_operator.learning import profile_status, template_signatures
+from soda_operator.soda.learning import profile_status, template_signatures
 from soda_optimizer.learn import Learner, Sample
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks import workloads
-from soda_operator import crd
+from soda_operator.soda import crd
 from soda_optimizer.model import Scenario
 
 
@@ -132,7 +132,7 @@ def _pod(name, node, cpu=None, mem=None, init_cpu=None, phase="Running", labels=
 def test_other_pods_hold_node_capacity(c1, init, over, reserve):
     """A node offers kubesoda allocatable - (the other pods' requests, as the scheduler counts them:
     max(sum of containers, largest init container) + overhead) - the policy's reserve."""
-    from soda_operator import state
+    from soda_operator.soda import state
 
     pods = [_pod("p", "n1", f"{c1}m", "1Gi", init_cpu=f"{init}m", overhead=f"{over}m"),
             _pod("done", "n1", "3", phase="Succeeded"),  # finished: holds nothing

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client import REGISTRY
 
-from soda_operator import metrics  # noqa: F401  (registers the metrics)
+from soda_operator.kube import metrics  # noqa: F401  (registers the metrics)
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "charts" / "kubesoda" / "dashboards" / "kubesoda.json"
 SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum"), "summary": ("_count", "_sum", "")}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from soda_operator.dataplane.model import Instance, solve
-from soda_operator.learning import settings_from
+from soda_operator.soda.learning import settings_from
 from soda_optimizer import pipeline
 from soda_optimizer.learn import LearnConfig, Learner, Sample, Signature, sample_from_observation
 from soda_optimizer.learn.explore import apply_probes, select
@@ -182,8 +182,8 @@ TEMPLATE = {
 
 
 def test_operator_macro_probes_and_micro_keeps_the_probes() -> None:
-    from soda_operator import crd
-    from soda_operator.learning import Learning, template_signatures
+    from soda_operator.soda import crd
+    from soda_operator.soda.learning import Learning, template_signatures
 
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubesoda.io/mips-per-core": "1000"}},
             "status": {"allocatable": {"cpu": "8"}}}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from soda_operator import extender
+from soda_operator.soda import extender
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from soda_operator import extender, logs
+from soda_operator import logs
+from soda_operator.soda import extender
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,9 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soda_operator import crd, indexes, learning
-from soda_operator.apply import Instance, pod_body
+from soda_operator.kube import pods as kpods
+from soda_operator.soda import crd, indexes, learning
+from soda_operator.soda.apply import Instance, pod_body
 
 names = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True)
 
@@ -41,10 +42,10 @@ def pods(draw):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(pods(), min_size=1, max_size=5))
 def test_what_the_epochs_read_is_the_same_from_the_slim_pod(bodies):
-    whole = [indexes._trim(copy.deepcopy(b)) for b in bodies]
+    whole = [kpods.trim(copy.deepcopy(b)) for b in bodies]
     slim = [indexes._trim_pod(copy.deepcopy(b)) for b in bodies]
     assert crd.previous_from([], slim) == crd.previous_from([], whole)
-    assert [indexes.requests(p) for p in slim] == [indexes.requests(p) for p in whole]
+    assert [kpods.requests(p) for p in slim] == [kpods.requests(p) for p in whole]
     assert learning.pod_digests(slim) == learning.pod_digests(whole)
     mpc = {p["spec"]["nodeName"]: 1000.0 for p in whole}
     assert learning.allocated_mips(slim, mpc) == learning.allocated_mips(whole, mpc)

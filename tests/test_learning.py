@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from kubernetes import client
 
-from soda_operator import crd, learning, status
-from soda_operator.learning import Learning, profile_status, settings_from, template_signatures
+from soda_operator.soda import crd, learning, status
+from soda_operator.soda.learning import Learning, profile_status, settings_from, template_signatures
 from soda_optimizer.learn import Learner, Sample, Signature
 from soda_optimizer.learn.functions import (
     DECLARED,
@@ -336,7 +336,7 @@ def test_a_pe_reused_in_another_template_starts_from_the_learned_model():
 
 
 def test_profile_status_carries_a_fitted_condition():
-    from soda_operator.learning import profile_status
+    from soda_operator.soda.learning import profile_status
 
     good = _trained(SIG, 0.004, 2.0).get(SIG.key)
     few = _trained(SIG, 0.004, 2.0, n=4).get(SIG.key)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import threading
 
-from soda_operator import metrics
-from soda_operator.apply import Fenced
-from soda_operator.loop import refresh
+from soda_operator.kube import metrics
+from soda_operator.soda.apply import Fenced
+from soda_operator.soda.loop import refresh
 
 
 class Away:

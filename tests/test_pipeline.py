@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from soda_operator import crd, manifests
+from soda_operator import manifests
+from soda_operator.soda import crd
 from soda_optimizer import pipeline
 
 EX = Path(__file__).resolve().parent.parent / "examples"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from soda_operator import crd, manifests
+from soda_operator import manifests
+from soda_operator.soda import crd
 from soda_optimizer import pipeline, policy, steps
 from soda_optimizer.model import Policy
 

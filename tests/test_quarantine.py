@@ -21,7 +21,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from soda_operator import crd, manifests
+from soda_operator import manifests
+from soda_operator.soda import crd
 from soda_optimizer import guard, pipeline
 
 ROOT = Path(__file__).resolve().parents[1]

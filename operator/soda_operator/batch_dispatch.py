@@ -53,8 +53,10 @@ from kubernetes.utils import parse_quantity
 
 from soda_optimizer import dispatch as dp
 
-from . import conditions, crd
-from .indexes import TERMINAL, bound_requests, requests
+from .kube import conditions
+from .kube.pods import TERMINAL, bound_requests, requests
+from .memo import Memo
+from .soda import crd
 
 log = logging.getLogger("kubesoda.dispatch")
 
@@ -462,11 +464,11 @@ def apply(core: client.CoreV1Api, namespace: str, decision: Decision, pods: Mapp
 
 
 @kopf.timer(crd.GROUP, crd.VERSION, "batchdispatches", interval=TICK_S, initial_delay=1.0)
-async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, memo: kopf.Memo, patch: kopf.Patch,
+async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, memo: Memo, patch: kopf.Patch,
                         body: kopf.Body, dispatch_pods: kopf.Index, dispatch_jobs: kopf.Index, foreign_pods: kopf.Index, kubesoda_pods: kopf.Index,
                         kubesoda_nodes: kopf.Index, **_: Any) -> None:
     """One decision of a BatchDispatch when due (the timer ticks every TICK_S)."""
-    last = memo.setdefault("dispatch_last", {})
+    last = memo.dispatch.last
     key = (namespace, name)
     if time.monotonic() - last.get(key, -math.inf) < float(spec.get("intervalSeconds", 2)) - 1e-3:
         return
@@ -492,7 +494,7 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
         patch.status["conditions"] = [conditions.condition("Dispatching", False, "InvalidSpec", str(e), (body.get("metadata") or {}).get("generation"),
                                                            status.get("conditions"))]
         return
-    seen = memo.setdefault("dispatch_measured", {}).setdefault(key, set())
+    seen = memo.dispatch.measured.setdefault(key, set())
     measured = set(status.get("measured") or []) | seen
     speeds = speeds_from(status, spec, priors, {j.kind for j in jobs.values()} | {dp.model.DEFAULT_KIND})
     speeds, new = measure(speeds, jobs, tasks, measured)
@@ -535,7 +537,7 @@ async def dispatch_tick(namespace: str, name: str, spec: kopf.Spec, status: kopf
                                + ", ".join(f"{n} x{c}" for n, c in sorted(where.items()))))
     if done["deleted"]:
         events.append((me, "Warning", "Redispatch", f"{done['deleted']} task(s) on failed nodes deleted; their Jobs recreate them gated"))
-    warned = memo.setdefault("dispatch_warned", set())
+    warned = memo.dispatch.warned
     for js in decision.jobs:
         if js["meetsDeadline"] is False and (namespace, js["job"]) not in warned and not js["complete"]:
             warned.add((namespace, js["job"]))

@@ -16,7 +16,8 @@ from soda_optimizer import guard, pipeline
 from soda_optimizer.model import Scenario
 from soda_optimizer.plan import Plan
 
-from . import crd, manifests, state
+from . import manifests
+from .soda import crd, state
 
 
 def _progress(stop: threading.Event, t0: float) -> None:
@@ -112,7 +113,7 @@ def _functions(scen: Scenario, m: manifests.Manifests) -> tuple[Scenario, list[c
     default per kind. ResourceProfiles come from the files like any other object."""
     from soda_optimizer.learn.functions import apply_functions
 
-    from .learning import Learning
+    from .soda.learning import Learning
 
     lrn = Learning(None)
     skipped = lrn.read_profiles(m.profiles)

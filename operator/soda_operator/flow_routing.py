@@ -60,8 +60,11 @@ from kubernetes.client.exceptions import ApiException
 
 from soda_optimizer import flows as fl
 
-from . import conditions, crd, kubeconfigs
+from . import kubeconfigs
 from .batch_dispatch import _time
+from .kube import conditions
+from .memo import Memo
+from .soda import crd
 
 log = logging.getLogger("kubesoda.flows")
 
@@ -858,11 +861,11 @@ def _apply(batch: client.BatchV1Api, members: Members, flow: FlowSpec, pools: Ma
     return done
 
 
-async def _plan_group(memo: kopf.Memo, flows: list[FlowSpec], pools: Mapping[str, PoolSpec], k: int,
+async def _plan_group(memo: Memo, flows: list[FlowSpec], pools: Mapping[str, PoolSpec], k: int,
                       jobs: Mapping[str, Sequence[FlowJob]], now: float) -> dict[str, Any]:
     """The plan of one epoch length's flows at epoch ``k``, made once per epoch and per change of the objects."""
-    plans = memo.setdefault("flow_plans", {})
-    lock = memo.setdefault("flow_plan_lock", asyncio.Lock())
+    plans = memo.flows.plans
+    lock = memo.flows.plan_lock
     epoch_s = flows[0].epoch_s
     fp = (k, tuple(sorted((f.key, f.generation) for f in flows)), tuple(sorted((p.name, p.generation) for p in pools.values())))
     async with lock:
@@ -891,13 +894,15 @@ def _set_status(patch: kopf.Patch, status: Mapping[str, Any], out: Mapping[str, 
 
 
 @kopf.timer(crd.GROUP, crd.VERSION, "jobflows", interval=TICK_S, initial_delay=1.0)
-async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Status, memo: kopf.Memo, patch: kopf.Patch,
+async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Status, memo: Memo, patch: kopf.Patch,
                     flow_objects: kopf.Index, flow_pools: kopf.Index, flow_local_jobs: kopf.Index, **_: Any) -> None:
     """One tick of a JobFlow: plan once per epoch (jointly with the flows of the same epoch length), take in
     arrivals, apply the current epoch's policy, count, report."""
     core = memo.loops.core
     batch = client.BatchV1Api(core.api_client)
-    members: Members = memo.setdefault("flow_members", Members(core))
+    if memo.flows.members is None:
+        memo.flows.members = Members(core)
+    members = memo.flows.members
     me = flow_of(body)
     pools = {p.name: p for p in (pool_of(b) for n in flow_pools for b in flow_pools[n]) if valid_pool(p)}
     group = sorted((flow_of(b) for b in flow_objects.get("all", [])), key=lambda f: f.key)
@@ -924,7 +929,7 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
     result: fl.PlanResult | None = plan["result"] if plan else None
     entries = current_entries(result.plan, me.key) if result is not None else {}
     # counters: in memory, seeded from the status
-    state = memo.setdefault("flow_state", {})
+    state = memo.flows.counters
     st = state.get(me.key)
     if st is None or st.get("uid") != (body.get("metadata") or {}).get("uid"):
         gen = status.get("generated") or {}
@@ -941,7 +946,7 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
         acts = Actions(counts={})
     else:
         flow_jobs_now = [j for j in jobs[me.key] if j.id not in st["dropped"]]
-        recent = memo.setdefault("flow_recent", {}).setdefault(me.key, {})
+        recent = memo.flows.recent.setdefault(me.key, {})
         for key in [key for key, t in recent.items() if t < now]:
             del recent[key]
         acts = decide(me, pools, flow_jobs_now, requests, entries, k, now, new_ids, set(recent))
@@ -988,12 +993,14 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
 
 
 @kopf.timer(crd.GROUP, crd.VERSION, "flowpools", interval=2.0, initial_delay=1.0)
-async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: kopf.Memo, patch: kopf.Patch, **_: Any) -> None:
+async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: Memo, patch: kopf.Patch, **_: Any) -> None:
     """A FlowPool's status: its capacity now, the plan's load and throughput for it, the member cluster reachable."""
     pool = pool_of(body)
     out: dict[str, Any] = {}
     refused = False
-    members: Members = memo.setdefault("flow_members", Members(memo.loops.core))
+    if memo.flows.members is None:
+        memo.flows.members = Members(memo.loops.core)
+    members = memo.flows.members
     if pool.kubeconfig is not None:
         try:
             await asyncio.to_thread(members.api, pool.kubeconfig)
@@ -1008,7 +1015,7 @@ async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: kopf.
             out["message"] = str(getattr(e, "reason", None) or e)[:300]
     else:
         out["reachable"] = True
-    for epoch_s, plan in sorted((memo.get("flow_plans") or {}).items()):
+    for epoch_s, plan in sorted(memo.flows.plans.items()):
         res = plan.get("result")
         if res is None:
             continue

@@ -12,9 +12,14 @@ import random
 import kopf
 from kubernetes import client, config
 
-from . import batch_dispatch, crd, extender, flow_routing, handlers, logs, metrics, yield_groups  # noqa: F401  (yield_groups, batch_dispatch: their Kopf handlers)
-from .epochs import Loops
-from .observe import Observer
+from . import batch_dispatch, flow_routing, logs, yield_groups  # noqa: F401  (their Kopf handlers)
+from .kube import (
+    metrics,
+    pods,  # noqa: F401  (the other workloads' pod index every system reads)
+)
+from .soda import crd, extender, handlers
+from .soda.epochs import Loops
+from .soda.observe import Observer
 
 log = logging.getLogger("kubesoda.runner")
 
@@ -146,10 +151,10 @@ def main(args: argparse.Namespace) -> int:
         log.info("extender on %s", srv.url)
     memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
     # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
-    memo["flow_members"] = flow_routing.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
+    memo.flows.members = flow_routing.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
                                                 allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))
-    log.info("kubeconfig Secrets read from namespace %s%s", memo["flow_members"].namespace,
-             " (exec, auth providers and file paths allowed)" if memo["flow_members"].allow_unsafe else "")
+    log.info("kubeconfig Secrets read from namespace %s%s", memo.flows.members.namespace,
+             " (exec, auth providers and file paths allowed)" if memo.flows.members.allow_unsafe else "")
     try:
         kopf.run(
             clusterwide=True,

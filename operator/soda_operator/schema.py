@@ -13,6 +13,7 @@ Nodes and Pods (no CRD) are checked for the few fields kubesoda reads.
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Mapping
@@ -151,3 +152,34 @@ def short(message: str, instance: Any, keep: int = 60) -> str:
     if len(message) > 8 * keep:
         message = f"{message[:3 * keep]} ... {message[-3 * keep:]}"
     return message
+
+
+def _fill(value: Any, s: Mapping[str, Any]) -> Any:
+    """``value`` with the schema's ``default`` of every absent property, recursively (the API
+    server's structural defaulting: a default applies where the field is absent, inside objects
+    that are present)."""
+    if isinstance(value, Mapping) and s.get("type") == "object" or (isinstance(value, Mapping) and "properties" in s):
+        out = dict(value)
+        for name, sub in (s.get("properties") or {}).items():
+            if name not in out and "default" in sub:
+                out[name] = copy.deepcopy(sub["default"])
+            if name in out:
+                out[name] = _fill(out[name], sub)
+        extra = s.get("additionalProperties")
+        if isinstance(extra, Mapping):
+            for name in out:
+                if name not in (s.get("properties") or {}):
+                    out[name] = _fill(out[name], extra)
+        return out
+    if isinstance(value, list) and isinstance(s.get("items"), Mapping):
+        return [_fill(v, s["items"]) for v in value]
+    return value
+
+
+def with_defaults(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` as the API server stores it: its CRD's defaults filled in where fields are absent.
+    The one source of every default is the CRD; the operator's parsers state none of their own.
+    Live objects come defaulted already; this serves files (``kubesoda plan``) and tests. Without
+    the CRDs (the container image) ``obj`` is returned as it is."""
+    s = _schemas().get(str(obj.get("kind")))
+    return dict(obj) if s is None else _fill(obj, s)

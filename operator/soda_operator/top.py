@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from . import crd
+from .soda import crd
 
 
 def _cores(q: Any) -> float:

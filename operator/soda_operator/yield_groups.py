@@ -52,8 +52,10 @@ from kubernetes.utils import parse_quantity
 from soda_optimizer import fair_yield
 from soda_optimizer.fair_yield.average import finish
 
-from . import conditions, crd
-from .indexes import TERMINAL, bound_requests, requests
+from .kube import conditions
+from .kube.pods import TERMINAL, bound_requests, requests
+from .memo import Memo
+from .soda import crd
 
 log = logging.getLogger("kubesoda.yield")
 
@@ -259,11 +261,11 @@ def _quantity(q: Any, default: float) -> float:
 
 
 @kopf.timer(crd.GROUP, crd.VERSION, "yieldgroups", interval=TICK_S, initial_delay=1.0)
-async def yield_epoch(namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, memo: kopf.Memo, patch: kopf.Patch,
+async def yield_epoch(namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, memo: Memo, patch: kopf.Patch,
                       body: kopf.Body, yield_pods: kopf.Index, foreign_pods: kopf.Index, kubesoda_pods: kopf.Index,
                       kubesoda_nodes: kopf.Index, **_: Any) -> None:
     """One epoch of a YieldGroup when its epoch is due (the timer ticks every TICK_S)."""
-    last = memo.setdefault("yield_last", {})
+    last = memo.fair_yield.last
     epoch = float(spec.get("epochSeconds", 10))
     key = (namespace, name)
     if time.monotonic() - last.get(key, -math.inf) < epoch:

@@ -44,7 +44,7 @@ from prometheus_client.exposition import start_http_server
 from soda_optimizer.graph import GluedGraph
 from soda_optimizer.model import ResourceFunction, Scenario, split_pe_id
 
-from .. import crd
+from ..soda import crd
 from .model import DataPlane, Instance, solve
 
 log = logging.getLogger("kubesoda.simulate")

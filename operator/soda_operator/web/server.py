@@ -59,7 +59,7 @@ def plotly_js() -> Path | None:
 
 def k8s_pod_name(job: str, pe: str, node: str) -> str:
     """The pod the operator creates for an instance (``apply.pod_name`` of the job's name)."""
-    from ..apply import pod_name
+    from ..soda.apply import pod_name
 
     return pod_name(job.split("/", 1)[-1], pe, node)
 

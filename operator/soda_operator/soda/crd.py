@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from kubernetes.utils import parse_quantity
 from pydantic import ValidationError
 
 from soda_optimizer import bounds
@@ -46,16 +45,24 @@ from soda_optimizer.model import (
     ValueFunction,
 )
 
-GROUP = "kubesoda.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+# the API group, the field error and the quantities are the kube package's; crd re-exports them
+# because every SODA module names them through the translation (crd.GROUP, crd.TranslationError)
+from ..kube.api import API_VERSION as API_VERSION
+from ..kube.api import GROUP as GROUP
+from ..kube.api import VERSION as VERSION
+from ..kube.errors import TranslationError as TranslationError
+from ..kube.pods import LABEL_JOB as LABEL_JOB
+from ..kube.pods import TERMINAL, requests
+from ..kube.quantities import cores as cores
+from ..kube.quantities import memory as memory
+from ..kube.quantities import shown
+
 MIPS_LABEL = "kubesoda.io/mips-per-core"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 DEFAULT_RACK_LABEL = "kubesoda.io/rack"
 REFERENCE_MIPS_PER_CORE = 1000.0
 ANN_NODE = "kubesoda.io/node"
 ANN_FRACTION = "kubesoda.io/fraction"
-LABEL_JOB = "kubesoda.io/job"
 LABEL_PE = "kubesoda.io/pe"
 
 
@@ -76,14 +83,6 @@ class ObjectError:
         return f"{where}{self.kind} {self.name}{fld} {self.message}"
 
 
-class TranslationError(ValueError):
-    def __init__(self, field: str, message: str, reason: str = "InvalidSpec"):
-        super().__init__(message)
-        self.field = field
-        self.message = message
-        self.reason = reason
-
-
 def key(obj: Mapping[str, Any]) -> str:
     md = obj.get("metadata") or {}
     ns = md.get("namespace")
@@ -92,33 +91,6 @@ def key(obj: Mapping[str, Any]) -> str:
 
 def _ns(obj: Mapping[str, Any], default: str = "default") -> str:
     return (obj.get("metadata") or {}).get("namespace") or default
-
-
-def _shown(q: Any) -> str:
-    t = str(q)
-    return t if len(t) <= 40 else f"{t[:37]}..."
-
-
-def cores(q: Any, field: str) -> float:
-    """A CPU quantity (500m, 2, 1.5) in cores: finite, not negative, at most ``bounds.MAX_CORES``."""
-    try:
-        v = float(parse_quantity(str(q)))
-    except (ValueError, TypeError, ArithmeticError) as e:
-        raise TranslationError(field, f"'{_shown(q)}' is not a CPU quantity") from e
-    if not (math.isfinite(v) and 0 <= v <= bounds.MAX_CORES):
-        raise TranslationError(field, f"'{_shown(q)}' is out of range: a CPU quantity from 0 to {bounds.MAX_CORES:g} cores")
-    return v
-
-
-def memory(q: Any, field: str) -> float:
-    """A memory quantity (64Mi, 1G, 1048576) in bytes."""
-    try:
-        v = float(parse_quantity(str(q)))
-    except (ValueError, TypeError, ArithmeticError) as e:
-        raise TranslationError(field, f"'{_shown(q)}' is not a memory quantity") from e
-    if not (math.isfinite(v) and v >= 0):
-        raise TranslationError(field, f"'{_shown(q)}' is not a memory quantity")
-    return v
 
 
 # the model's field names as the CRDs spell them (error paths name what the user wrote)
@@ -135,7 +107,7 @@ def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationErro
     msg = str(err["msg"]).removeprefix("Value error, ")
     got = err.get("input")
     if isinstance(got, (int, float, str)) and not isinstance(got, bool) and err.get("type") != "value_error":
-        msg += f" (got {_shown(got)})"
+        msg += f" (got {shown(got)})"
     return TranslationError(f"{prefix}.{loc}" if loc else prefix, msg)
 
 
@@ -154,10 +126,10 @@ def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABE
     try:
         mpc = float(labels.get(MIPS_LABEL, REFERENCE_MIPS_PER_CORE))
     except ValueError as e:
-        raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{_shown(labels.get(MIPS_LABEL))}' is not a number") from e
+        raise TranslationError(f"metadata.labels[{MIPS_LABEL}]", f"'{shown(labels.get(MIPS_LABEL))}' is not a number") from e
     if not (math.isfinite(mpc) and 0 < mpc <= bounds.MAX_MIPS_PER_CORE):
         raise TranslationError(f"metadata.labels[{MIPS_LABEL}]",
-                               f"'{_shown(labels.get(MIPS_LABEL))}' is out of range: a number above 0, at most {bounds.MAX_MIPS_PER_CORE:g}")
+                               f"'{shown(labels.get(MIPS_LABEL))}' is out of range: a number above 0, at most {bounds.MAX_MIPS_PER_CORE:g}")
     c = max(cores(alloc, "status.allocatable.cpu") - held_cores - reserved_cores, 0.0)
     mem_q = (st.get("allocatable") or st.get("capacity") or {}).get("memory")
     mem = float("inf") if mem_q is None else max(memory(mem_q, "status.allocatable.memory") - held_memory, 1.0)
@@ -476,7 +448,6 @@ def fingerprints(jobs: Iterable[Mapping[str, Any]], templates: Iterable[Mapping[
 def _held_by_dropped(pods: Iterable[Mapping[str, Any]], kept: set[str]) -> dict[str, tuple[float, float]]:
     """node -> (CPU cores, memory bytes) requested by the bound, live PE pods of jobs not in ``kept``
     (invalid or quarantined jobs: their pods run on as they are)."""
-    from .indexes import TERMINAL, requests
 
     extra: dict[str, tuple[float, float]] = {}
     for p in pods:
@@ -527,7 +498,7 @@ def scenario_from_objects(
         """``fn()``, with the object checked against its schema first when ``validate``; any
         malformed shape the translation trips over becomes a TranslationError (never a crash)."""
         if validate:
-            from . import schema
+            from .. import schema
 
             why = schema.problem(obj)
             if why is not None:

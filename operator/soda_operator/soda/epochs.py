@@ -34,8 +34,10 @@ from soda_optimizer.managers import budget as budget_managers
 from soda_optimizer.model import Budgets, Scenario
 from soda_optimizer.plan import Plan
 
-from . import conditions, crd, desired, loop, metrics, state, status
-from .apply import Applier, Instance, list_json, status_changed
+from ..kube import conditions, metrics
+from ..kube.api import list_json
+from . import crd, desired, loop, state, status
+from .apply import Applier, Instance, status_changed
 from .learning import Learning
 from .observe import Observer
 from .state import Snapshot

@@ -20,7 +20,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from . import metrics, state
+from ..kube import metrics
+from . import state
 from .apply import Fenced
 
 if TYPE_CHECKING:

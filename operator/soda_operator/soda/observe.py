@@ -34,7 +34,8 @@ from soda_optimizer.model import Scenario, pe_id
 from soda_optimizer.observed import JobObservation, PEObservation, evaluate
 from soda_optimizer.plan import Plan
 
-from . import crd, metrics
+from ..kube import metrics
+from . import crd
 
 log = logging.getLogger("kubesoda.observe")
 

@@ -13,8 +13,9 @@ from typing import Any
 
 from kubernetes import client
 
+from ..kube.api import list_json
+from ..kube.pods import TERMINAL, requests
 from . import crd
-from .apply import list_json
 
 MIN_EPOCH_S = 1.0  # no policy makes an epoch shorter: it would only load the API server
 
@@ -40,7 +41,6 @@ class Snapshot:
 
 def foreign_requests(pods: list[dict[str, Any]]) -> dict[str, list[tuple[str, float, float]]]:
     """node -> (pod, cores, bytes) of the bound, unfinished pods that kubesoda does not manage."""
-    from .indexes import TERMINAL, requests
 
     out: dict[str, list[tuple[str, float, float]]] = {}
     for p in pods:

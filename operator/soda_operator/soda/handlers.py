@@ -28,27 +28,28 @@ from typing import Any
 
 import kopf
 
-from . import crd, indexes, metrics
+from ..kube import metrics
+from ..memo import Memo
+from . import crd, indexes
 from .epochs import Loops
 
 log = logging.getLogger("kubesoda.handlers")
 
 
-def memo(loops: Loops, startup_grace_s: float = 0.0, snapshots: str = "index") -> kopf.Memo:
-    """What the handlers share: the loops, the grace before the first epoch (peering), the last
-    seen state of each node (to tell a relevant change from a heartbeat), where snapshots come
-    from (``index`` or ``list``) and Kopf's event loop (set at startup)."""
-    return kopf.Memo(loops=loops, startup_grace_s=startup_grace_s, nodes={}, snapshots=snapshots, event_loop=None)
+def memo(loops: Loops, startup_grace_s: float = 0.0, snapshots: str = "index") -> Memo:
+    """What the handlers share (:class:`~..memo.Memo`): the loops, the grace before the first epoch
+    (peering), where snapshots come from (``index`` or ``list``); Kopf's event loop is set at startup."""
+    return Memo(loops=loops, startup_grace_s=startup_grace_s, snapshots=snapshots)
 
 
 @kopf.on.startup()
-async def _remember_event_loop(memo: kopf.Memo, **_: Any) -> None:
+async def _remember_event_loop(memo: Memo, **_: Any) -> None:
     # the loops run in the daemon's thread and copy the indexes on Kopf's own event loop
     memo.event_loop = asyncio.get_running_loop()
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamjobs")
-def on_job(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+def on_job(event: dict[str, Any], body: kopf.Body, memo: Memo, **_: Any) -> None:
     gen = body.get("metadata", {}).get("generation")
     seen = (body.get("status") or {}).get("observedGeneration")
     if event.get("type") == "DELETED" or gen != seen:
@@ -56,10 +57,10 @@ def on_job(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, **_: Any) ->
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamtemplates")
-def on_template(event: dict[str, Any], body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+def on_template(event: dict[str, Any], body: kopf.Body, namespace: str, name: str, memo: Memo, **_: Any) -> None:
     # a change of the spec asks for a macro epoch; the operator's own status writes (counts, Valid) do not
     spec = None if event.get("type") == "DELETED" else dict(body.get("spec") or {})
-    seen = memo.setdefault("template_specs", {})
+    seen = memo.template_specs
     if (namespace, name) in seen and seen[(namespace, name)] == spec:
         return
     if spec is None:
@@ -70,11 +71,11 @@ def on_template(event: dict[str, Any], body: kopf.Body, namespace: str, name: st
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "schedulingpolicies")
-def on_policy(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+def on_policy(event: dict[str, Any], body: kopf.Body, name: str, memo: Memo, **_: Any) -> None:
     # a change of the spec asks for a macro epoch; the operator's own status writes (the budget
     # managers' bookkeeping, after each overloaded macro epoch) must not, or each would ask for the next
     spec = None if event.get("type") == "DELETED" else dict(body.get("spec") or {})
-    seen = memo.setdefault("policy_specs", {})
+    seen = memo.policy_specs
     if name in seen and seen[name] == spec:
         return
     seen[name] = spec
@@ -82,7 +83,7 @@ def on_policy(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo
 
 
 @kopf.on.event("", "v1", "nodes")
-def on_node(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+def on_node(event: dict[str, Any], body: kopf.Body, name: str, memo: Memo, **_: Any) -> None:
     if event.get("type") == "DELETED":
         memo.nodes.pop(name, None)
         memo.loops.micro_due.set()
@@ -98,7 +99,7 @@ def on_node(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo, 
 
 
 @kopf.daemon(crd.GROUP, crd.VERSION, "schedulingpolicies", when=lambda name, **_: name == "default", cancellation_timeout=10)
-def scheduler_loops(stopped: kopf.DaemonStopped, memo: kopf.Memo, **kwargs: Any) -> None:
+def scheduler_loops(stopped: kopf.DaemonStopped, memo: Memo, **kwargs: Any) -> None:
     if memo.startup_grace_s and stopped.wait(memo.startup_grace_s):
         return  # peering paused this replica before it acted
     if memo.snapshots == "index" and memo.event_loop is not None:

@@ -55,7 +55,8 @@ from soda_optimizer.model import PEKind, ResourceFunction, Scenario, pe_id
 from soda_optimizer.observed import PEObservation
 from soda_optimizer.plan import Plan
 
-from . import conditions, crd, observe
+from ..kube import conditions
+from . import crd, observe
 
 log = logging.getLogger("kubesoda.learning")
 

@@ -19,42 +19,14 @@ never posted twice.
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
-from kubernetes.utils import parse_quantity
 
+from ..kube.pods import trim
 from . import crd
 from .state import Snapshot
-
-# metadata fields the epochs never read (managedFields alone is most of a pod's size)
-_DROP_METADATA = ("managedFields",)
-TERMINAL = ("Succeeded", "Failed")
-
-
-def _trim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = (), drop_container: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A deep copy of ``body``'s metadata, spec and status less ``_DROP_METADATA`` (and the given
-    spec and container fields), filtered *before* the copy: a pod's managedFields alone are most
-    of its size, and this runs on Kopf's event loop for every watch event."""
-    raw: dict[str, Any] = {}
-    for k in ("metadata", "spec", "status"):
-        if k not in body:
-            continue
-        part = dict(body.get(k) or {})
-        drop = _DROP_METADATA if k == "metadata" else drop_spec if k == "spec" else ()
-        for d in drop:
-            part.pop(d, None)
-        if k == "spec" and drop_container and isinstance(part.get("containers"), list):
-            part["containers"] = [{f: v for f, v in c.items() if f not in drop_container} if isinstance(c, Mapping) else c
-                                  for c in part["containers"]]
-        raw[k] = copy.deepcopy(part)
-    for k in ("apiVersion", "kind"):
-        if k in body:
-            raw[k] = body[k]
-    return raw
-
 
 # parts of a PE pod no epoch reads back (the operator writes them from the template and the plan
 # and never compares them): about 60% of a PE pod's size, 7,370 times at 2,000 nodes
@@ -65,46 +37,28 @@ _CONTAINER_DROP = ("env", "ports", "volumeMounts", "securityContext", "command",
 
 
 def _trim_pod(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A PE pod as the epochs read it: :func:`_trim` less what only the operator's own writes use."""
-    return _trim(body, _POD_SPEC_DROP, _CONTAINER_DROP)
-
-
-def requests(pod: dict[str, Any]) -> tuple[float, float]:
-    """(CPU cores, memory bytes) a pod holds on its node, as the scheduler counts them: the larger
-    of the sum over its containers and the largest init container, plus the pod overhead."""
-    spec = pod.get("spec") or {}
-
-    def of(c: dict[str, Any], res: str) -> float:
-        q = ((c.get("resources") or {}).get("requests") or {}).get(res)
-        return float(parse_quantity(q)) if q is not None else 0.0
-
-    out = []
-    for res in ("cpu", "memory"):
-        main = sum(of(c, res) for c in spec.get("containers") or [])
-        init = max((of(c, res) for c in spec.get("initContainers") or []), default=0.0)
-        over = (spec.get("overhead") or {}).get(res)
-        out.append(max(main, init) + (float(parse_quantity(over)) if over is not None else 0.0))
-    return out[0], out[1]
+    """A PE pod as the epochs read it: :func:`~..kube.pods.trim` less what only the operator's own writes use."""
+    return trim(body, _POD_SPEC_DROP, _CONTAINER_DROP)
 
 
 @kopf.index("", "v1", "nodes")
 async def kubesoda_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
-    return {name: _trim(body)}
+    return {name: trim(body)}
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "streamtemplates")
 async def kubesoda_templates(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return {(namespace, name): _trim(body)}
+    return {(namespace, name): trim(body)}
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "streamjobs")
 async def kubesoda_jobs(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return {(namespace, name): _trim(body)}
+    return {(namespace, name): trim(body)}
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "schedulingpolicies")
 async def kubesoda_policies(name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return {name: _trim(body)}
+    return {name: trim(body)}
 
 
 @kopf.index("", "v1", "pods", labels={crd.LABEL_JOB: kopf.PRESENT})
@@ -115,38 +69,6 @@ async def kubesoda_pods(namespace: str, name: str, body: kopf.Body, **_: Any) ->
 @kopf.index("", "v1", "services", labels={crd.LABEL_JOB: kopf.PRESENT})
 async def kubesoda_services(namespace: str, name: str, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): True}
-
-
-@kopf.index("", "v1", "pods", labels={crd.LABEL_JOB: kopf.ABSENT})
-async def foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """Other workloads' pods bound to a node and not finished: node -> (pod, cores, bytes)."""
-    node = (body.get("spec") or {}).get("nodeName")
-    if not node or (body.get("status") or {}).get("phase") in TERMINAL:
-        return {}
-    try:
-        cpu, mem = requests(dict(body))
-    except (ValueError, TypeError):
-        return {}  # the API server validated it; nothing sensible to count otherwise
-    return {node: (f"{namespace}/{name}", cpu, mem)}
-
-
-def bound_requests(foreign: kopf.Index[Any, Any], kubesoda: kopf.Index[Any, Any]) -> list[tuple[str, str, float, float]]:
-    """Every bound, unfinished pod's requests, (node, namespace/name, cores, bytes), from the two
-    pod indexes the epochs keep anyway (other workloads' pods and kubesoda's PE pods); the yield
-    groups and the batch dispatcher subtract them from the nodes (call on Kopf's event loop)."""
-    out = [(node, *v) for node in foreign for v in foreign[node]]
-    for key in kubesoda:
-        for body in kubesoda[key]:
-            node = (body.get("spec") or {}).get("nodeName")
-            if not node or (body.get("status") or {}).get("phase") in TERMINAL:
-                continue
-            try:
-                cpu, mem = requests(body)
-            except (ValueError, TypeError):
-                continue
-            md = body.get("metadata") or {}
-            out.append((node, f"{md.get('namespace')}/{md.get('name')}", cpu, mem))
-    return out
 
 
 NAMES = ("kubesoda_nodes", "kubesoda_templates", "kubesoda_jobs", "kubesoda_policies", "kubesoda_pods",

@@ -15,10 +15,8 @@ annotated node), and an owner reference to its StreamJob (garbage collection).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,53 +25,15 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from . import crd, metrics
+from ..kube import events, metrics, quantities
+from ..kube.api import TRANSIENT, raw, retry
+from . import crd
 
 log = logging.getLogger("kubesoda.apply")
 T = TypeVar("T")
 SCHEDULER = "kubesoda"
 MEMORY = "64Mi"  # a PE instance's memory when its template names none (model.DEFAULT_PE_MEMORY)
 
-
-TRANSIENT = (429, 500, 502, 503, 504)
-
-
-def retry(fn: Callable[[], T], what: str, attempts: int = 5, codes: tuple[int, ...] = TRANSIENT) -> T:
-    """Call ``fn``, retrying with exponential backoff on transient API errors (and on 409
-    conflicts for updates: pass ``codes=TRANSIENT + (409,)``)."""
-    delay = 0.2
-    for i in range(attempts):
-        try:
-            return fn()
-        except ApiException as e:
-            if e.status in codes and i < attempts - 1:
-                log.info("retrying %s after %s", what, e.status)
-                time.sleep(delay)
-                delay *= 2
-                continue
-            raise
-    raise RuntimeError("unreachable")
-
-
-def raw(call: Callable[..., Any], *args: Any, **kw: Any) -> int:
-    """Make a write without deserialising the response into client models (the bulk of the
-    client's CPU time when thousands of pods are created); returns the HTTP status. Errors still
-    raise ApiException with their status."""
-    resp = call(*args, _preload_content=False, **kw)
-    try:
-        resp.read()
-        return int(resp.status)
-    finally:
-        resp.release_conn()
-
-
-def list_json(call: Callable[..., Any], *args: Any, **kw: Any) -> list[dict[str, Any]]:
-    """A list call's ``items`` as plain dicts, straight from the JSON (no model round trip)."""
-    resp = call(*args, _preload_content=False, **kw)
-    try:
-        return json.loads(resp.read())["items"]
-    finally:
-        resp.release_conn()
 
 
 def dns(s: str, limit: int = 63) -> str:
@@ -273,7 +233,7 @@ class Applier:
             limits = (cur["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
             ann = (cur["metadata"].get("annotations") or {}).get(crd.ANN_FRACTION)
             done = 0
-            if _millis(limits.get("cpu")) != millicores(inst.fraction, inst.cores):
+            if quantities.millicores(limits.get("cpu")) != millicores(inst.fraction, inst.cores):
                 body = {"spec": {"containers": [{"name": "pe", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}}
                 self._guard()
                 try:
@@ -306,7 +266,7 @@ class Applier:
 
         def growth(k: tuple[str, str]) -> int:
             limits = (have[k]["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
-            return millicores(want[k].fraction, want[k].cores) - _millis(limits.get("cpu"))
+            return millicores(want[k].fraction, want[k].cores) - quantities.millicores(limits.get("cpu"))
 
         kept = [k for k in want if k in have]
         counts = {
@@ -363,21 +323,7 @@ class Applier:
         self._each(lambda e: self.event(*e), items)
 
     def event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        md = obj.get("metadata") or {}
-        ns = md.get("namespace") or "default"  # a cluster-scoped object's Events live in "default"
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        body = {
-            "metadata": {"generateName": f"{md.get('name')}.", "namespace": ns},
-            "involvedObject": {"apiVersion": obj.get("apiVersion", crd.API_VERSION), "kind": obj.get("kind", "StreamJob"),
-                               "name": md.get("name"), "namespace": md.get("namespace") or "", "uid": md.get("uid")},
-            "reason": reason, "message": message[:1000], "type": type_, "source": {"component": "kubesoda"},
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
-        self._guard()
-        try:
-            raw(self.core.create_namespaced_event, ns, body)
-        except ApiException as e:
-            log.warning("event for %s failed: %s", md.get("name"), e.reason)
+        events.post(self.core, {"apiVersion": crd.API_VERSION, "kind": "StreamJob", **obj}, reason, message, type_, before=self._guard)
 
 
 def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
@@ -386,8 +332,3 @@ def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
     old = old or {}
     return any(old.get(k) != v for k, v in new.items())
 
-
-def _millis(q: Any) -> int:
-    if q is None:
-        return -1
-    return int(round(crd.cores(q, "cpu") * 1000))

@@ -2,20 +2,17 @@
 Kueue uses them): ``type``, ``status`` ("True"/"False"/"Unknown"), a CamelCase ``reason``, a
 ``message``, ``observedGeneration`` and a ``lastTransitionTime`` that moves only when the status does.
 
-StreamJobs build theirs in :mod:`.status` (Admitted, Running, MeetsProjection); this module serves
-the others: StreamTemplate and SchedulingPolicy (``Valid``), YieldGroup (``Allocated``),
-BatchDispatch (``Dispatching``).
+StreamJobs build theirs in :mod:`..soda.status` (Admitted, Running, MeetsProjection); this module
+serves the others: StreamTemplate and SchedulingPolicy (``Valid``), YieldGroup (``Allocated``),
+BatchDispatch (``Dispatching``), FlowPool (``Reachable``), JobFlow.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+from .clock import now
 
 
 def condition(kind: str, ok: bool | None, reason: str, message: str, generation: int | None,

@@ -46,8 +46,9 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import logs, metrics
-from .threaded import ThreadedApp
+from .. import logs
+from ..kube import metrics
+from ..threaded import ThreadedApp
 
 log = logging.getLogger("kubesoda.extender")
 ANN_NODE = "kubesoda.io/node"

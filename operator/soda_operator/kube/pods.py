@@ -1,0 +1,89 @@
+"""Pods as every system reads them: trimmed copies for Kopf's indexes, what a pod holds on its
+node, and the index of other workloads' bound pods that every system subtracts from the nodes
+(capacity is shared: DESIGN, "One mechanism for every allocation system")."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from . import quantities
+
+LABEL_JOB = "kubesoda.io/job"  # on SODA's PE pods
+TERMINAL = ("Succeeded", "Failed")
+# metadata fields no epoch reads (managedFields alone is most of a pod's size)
+_DROP_METADATA = ("managedFields",)
+
+
+def trim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = (), drop_container: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A deep copy of ``body``'s metadata, spec and status less ``managedFields`` (and the given
+    spec and container fields), filtered *before* the copy: a pod's managedFields alone are most
+    of its size, and this runs on Kopf's event loop for every watch event."""
+    raw: dict[str, Any] = {}
+    for k in ("metadata", "spec", "status"):
+        if k not in body:
+            continue
+        part = dict(body.get(k) or {})
+        drop = _DROP_METADATA if k == "metadata" else drop_spec if k == "spec" else ()
+        for d in drop:
+            part.pop(d, None)
+        if k == "spec" and drop_container and isinstance(part.get("containers"), list):
+            part["containers"] = [{f: v for f, v in c.items() if f not in drop_container} if isinstance(c, Mapping) else c
+                                  for c in part["containers"]]
+        raw[k] = copy.deepcopy(part)
+    for k in ("apiVersion", "kind"):
+        if k in body:
+            raw[k] = body[k]
+    return raw
+
+
+def requests(pod: Mapping[str, Any]) -> tuple[float, float]:
+    """(CPU cores, memory bytes) a pod holds on its node, as the scheduler counts them: the larger
+    of the sum over its containers and the largest init container, plus the pod overhead."""
+    spec = pod.get("spec") or {}
+
+    def of(c: Mapping[str, Any], res: str) -> float:
+        return quantities.amount(((c.get("resources") or {}).get("requests") or {}).get(res))
+
+    out = []
+    for res in ("cpu", "memory"):
+        main = sum(of(c, res) for c in spec.get("containers") or [])
+        init = max((of(c, res) for c in spec.get("initContainers") or []), default=0.0)
+        out.append(max(main, init) + quantities.amount((spec.get("overhead") or {}).get(res)))
+    return out[0], out[1]
+
+
+@kopf.index("", "v1", "pods", labels={LABEL_JOB: kopf.ABSENT})
+async def foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """Other workloads' pods bound to a node and not finished: node -> (pod, cores, bytes)."""
+    node = (body.get("spec") or {}).get("nodeName")
+    if not node or (body.get("status") or {}).get("phase") in TERMINAL:
+        return {}
+    try:
+        cpu, mem = requests(dict(body))
+    except (ValueError, TypeError):
+        return {}  # the API server validated it; nothing sensible to count otherwise
+    return {node: (f"{namespace}/{name}", cpu, mem)}
+
+
+def bound_requests(foreign: kopf.Index[Any, Any], kubesoda: kopf.Index[Any, Any]) -> list[tuple[str, str, float, float]]:
+    """Every bound, unfinished pod's requests, (node, namespace/name, cores, bytes), from the two
+    pod indexes the operator keeps anyway (other workloads' pods, :func:`foreign_pods`, and SODA's
+    PE pods); the yield groups and the batch dispatcher subtract them from the nodes (call on
+    Kopf's event loop)."""
+    out = [(node, *v) for node in foreign for v in foreign[node]]
+    for key in kubesoda:
+        for body in kubesoda[key]:
+            node = (body.get("spec") or {}).get("nodeName")
+            if not node or (body.get("status") or {}).get("phase") in TERMINAL:
+                continue
+            try:
+                cpu, mem = requests(body)
+            except (ValueError, TypeError):
+                continue
+            md = body.get("metadata") or {}
+            out.append((node, f"{md.get('namespace')}/{md.get('name')}", cpu, mem))
+    return out

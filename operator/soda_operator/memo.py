@@ -1,0 +1,60 @@
+"""What the operator's handlers share, typed: one object instead of a bag of keys.
+
+Kopf hands every handler a ``memo`` (``kopf.run(memo=...)``) and shallow-copies it per watched
+object, so the fields below are shared by every object of every kind: each system's state is keyed
+by (namespace, name) of its own objects. Each allocation system owns one field, set here and read
+only by its own package:
+
+- SODA: the loops, the grace before the first epoch (peering), where snapshots come from, Kopf's
+  event loop (set at startup), the last seen state of each node and the specs last seen of
+  templates and the policy (to tell a change from a resync);
+- :class:`FairYieldState`, :class:`DispatchState`, :class:`FlowsState`: the related systems' clocks,
+  caches and counters (:mod:`.fair_yield`, :mod:`.dispatch`, :mod:`.flows`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .flows.members import Members
+    from .soda.epochs import Loops
+
+Key = tuple[str, str]  # (namespace, name) of an object
+
+
+@dataclass
+class FairYieldState:
+    last: dict[Key, float] = field(default_factory=dict)  # monotonic time of each YieldGroup's last epoch
+
+
+@dataclass
+class DispatchState:
+    last: dict[Key, float] = field(default_factory=dict)  # monotonic time of each BatchDispatch's last decision
+    measured: dict[Key, set[str]] = field(default_factory=dict)  # task pods whose durations were taken into the speeds
+    warned: set[Key] = field(default_factory=set)  # Jobs warned once that they will miss their deadline
+
+
+@dataclass
+class FlowsState:
+    members: Members | None = None  # clients of the member clusters (runner sets it from the flags)
+    plans: dict[float, dict[str, Any]] = field(default_factory=dict)  # epoch length -> the epoch's plan and its fingerprint
+    plan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # JobFlow key -> epochs, totals, generated, dropped
+    recent: dict[str, dict[Any, float]] = field(default_factory=dict)  # JobFlow key -> what a tick did, until when not to redo it
+
+
+@dataclass
+class Memo:
+    loops: Loops
+    startup_grace_s: float = 0.0
+    snapshots: str = "index"  # or "list"
+    event_loop: asyncio.AbstractEventLoop | None = None
+    nodes: dict[str, Any] = field(default_factory=dict)
+    template_specs: dict[Key, Any] = field(default_factory=dict)
+    policy_specs: dict[str, Any] = field(default_factory=dict)
+    fair_yield: FairYieldState = field(default_factory=FairYieldState)
+    dispatch: DispatchState = field(default_factory=DispatchState)
+    flows: FlowsState = field(default_factory=FlowsState)
