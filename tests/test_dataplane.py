@@ -319,13 +319,14 @@ def series(m: dict, name: str, **labels: str) -> float:
 
 
 def test_simulator_counters_resize_and_reappearance(tmp_path):
-    from soda_operator.dataplane.simulate import Objects, Simulator, load_true_functions
+    from soda_operator.dataplane.simulate import Simulator, load_true_functions
+    from soda_operator.soda.state import Snapshot
 
     clock = Clock()
     sim = Simulator(clock=clock)
     nodes = [node_obj("n0", "r0"), node_obj("n1", "r1")]
     pods = [pod_obj("src", "n0", "500m"), pod_obj("snk", "n1", "250m")]
-    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, pods))
+    sim.step(Snapshot(nodes, [TEMPLATE], [JOBOBJ], None, pods))
     m = scrape(sim)
     assert series(m, "kubesoda_pe_tuples_emitted_total", pod="j-src", stream="src->snk") == 0.0
     clock.t += 2.0  # a scrape between two steps sees the counters advanced to its time
@@ -339,19 +340,19 @@ def test_simulator_counters_resize_and_reappearance(tmp_path):
     assert series(m, "kubesoda_dataplane_importance", namespace=NS, streamjob="j") == pytest.approx(25.0)
     assert series(m, "kubesoda_dataplane_link_utilisation", link="rack:r1") == pytest.approx(50 * 100 / 1.25e9)
     # an in-place resize: the container status's limit wins over the spec's, from the next step on
-    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", status_cpu="500m")]))
+    sim.step(Snapshot(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", status_cpu="500m")]))
     clock.t += 1.0
     m2 = scrape(sim)
     assert series(m2, "kubesoda_pe_tuples_emitted_total", pod="j-snk", stream="sink") == pytest.approx(25.0 + 25.0)
     assert all(v >= m[k] for k, v in m2.items() if k[0].endswith("_total") and k in m)
     # gone: not exported; back with a new uid: from 0
-    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0]]))
+    sim.step(Snapshot(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0]]))
     assert not [k for k in scrape(sim) if ("pod", "j-snk") in k[1]]
-    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", uid="u2")]))
+    sim.step(Snapshot(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", uid="u2")]))
     clock.t += 1.0
     assert series(scrape(sim), "kubesoda_pe_tuples_emitted_total", pod="j-snk", stream="sink") == pytest.approx(12.5)
     # a pending pod is not played
-    sim.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", phase="Pending")]))
+    sim.step(Snapshot(nodes, [TEMPLATE], [JOBOBJ], None, [pods[0], pod_obj("snk", "n1", "250m", phase="Pending")]))
     assert not [k for k in scrape(sim) if ("pod", "j-snk") in k[1]]
 
     # true functions: the sink is twice as fast as declared, with noise drawn per step
@@ -359,7 +360,7 @@ def test_simulator_counters_resize_and_reappearance(tmp_path):
     f.write_text("ns/j:snk: {a: 0.002}\nsrc: {noise: 0.1}\n")
     table = load_true_functions(str(f))
     sim2 = Simulator(table, seed=1, clock=clock)
-    dp = sim2.step(Objects(nodes, [TEMPLATE], [JOBOBJ], None, pods))
+    dp = sim2.step(Snapshot(nodes, [TEMPLATE], [JOBOBJ], None, pods))
     src = dp.pe_output["ns/j:src"]
     assert src != pytest.approx(50.0) and src == pytest.approx(50.0, rel=0.5)
     assert dp.pe_output["ns/j:snk"] == pytest.approx(0.002 * src * 250)

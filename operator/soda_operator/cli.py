@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from soda_optimizer import guard, pipeline
 from soda_optimizer.model import Scenario
@@ -143,8 +143,8 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
                                              now=datetime.now(UTC))
     scen, bad = _functions(scen, m)
     errors += bad
-    for e in errors:
-        print(f"error: {e}", file=sys.stderr)
+    for err in errors:
+        print(f"error: {err}", file=sys.stderr)
     upd: dict[str, Any] = {}
     if args.resolution_units:
         upd.update(resolution_units=args.resolution_units, unit_mips=None)
@@ -244,7 +244,7 @@ def _live_rows(want: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
     from kubernetes import client, config
 
     config.load_kube_config()
-    items = client.CustomObjectsApi().list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs")["items"]
+    items = cast(dict[str, Any], client.CustomObjectsApi().list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs"))["items"]
     rows, pes = [], []
     for o in items:
         st, sp, md = o.get("status") or {}, o.get("spec") or {}, o.get("metadata") or {}

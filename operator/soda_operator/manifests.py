@@ -172,7 +172,7 @@ def _read(f: Path) -> list[Any]:
         raise ManifestError(f"{f}: nested too deeply to be a Kubernetes object") from e
 
 
-def _objects(f: str, docs: list[Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _objects(f: str | Path, docs: list[Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     """Each object of a file's documents with where it is; a ``List`` (what ``kubectl get -o
     yaml`` writes) gives its items."""
     for i, d in enumerate(docs):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, cast
 
 from kubernetes.utils import parse_quantity
 
@@ -71,10 +71,10 @@ def main(args: argparse.Namespace) -> int:
         custom, core = client.CustomObjectsApi(), client.CoreV1Api()
         api = client.ApiClient()
         if args.all_namespaces:
-            jobs = custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs")["items"]
+            jobs = cast(dict[str, Any], custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs"))["items"]
             pods = api.sanitize_for_serialization(core.list_pod_for_all_namespaces(label_selector=crd.LABEL_JOB).items)
         else:
-            jobs = custom.list_namespaced_custom_object(crd.GROUP, crd.VERSION, args.namespace, "streamjobs")["items"]
+            jobs = cast(dict[str, Any], custom.list_namespaced_custom_object(crd.GROUP, crd.VERSION, args.namespace, "streamjobs"))["items"]
             pods = api.sanitize_for_serialization(core.list_namespaced_pod(args.namespace, label_selector=crd.LABEL_JOB).items)
         nodes = api.sanitize_for_serialization(core.list_node().items)
     except Exception as e:  # noqa: BLE001 - any config or API problem is one clear line

@@ -123,7 +123,7 @@ def crossed_links(a: Node, b: Node) -> tuple[str, ...]:
     """The uplinks a pair of instances on nodes ``a`` and ``b`` crosses (none inside a rack)."""
     if a.rack == b.rack:
         return ()
-    out = (f"rack:{a.rack}", f"rack:{b.rack}")
+    out: tuple[str, ...] = (f"rack:{a.rack}", f"rack:{b.rack}")
     if a.zone != b.zone:
         out += (f"zone:{a.zone}", f"zone:{b.zone}")
     return out
@@ -169,7 +169,10 @@ def solve(glued: GluedGraph, instances: Sequence[Instance], nodes: Mapping[str, 
     if len(zones) > 1:
         link_names += [f"zone:{z}" for z in zones]
     link_ix = {n: k for k, n in enumerate(link_names)}
-    pr_edge, pr_prod, pr_cons, pr_frac = [], [], [], []
+    pr_edge: list[int] = []
+    pr_prod: list[int] = []
+    pr_cons: list[int] = []
+    pr_frac: list[float] = []
     inc_pair, inc_link = [], []  # incidence pair -> link
     for k, (u, v, _) in enumerate(edges):
         for i in by_pe[index[u]]:
@@ -321,7 +324,7 @@ def solve(glued: GluedGraph, instances: Sequence[Instance], nodes: Mapping[str, 
         dlv = np.bincount(i_link, weights=(offered * delta)[i_pair], minlength=L)
         seen = dlv / lam
     else:
-        dlv = seen = np.zeros(L)
+        dlv = seen = np.zeros(L, dtype=float)
     link_out = {n: LinkFlow(n, float(cap[k]), float(seen[k]), float(dlv[k]), float(lam[k])) for k, n in enumerate(link_names)}
 
     # streams, sinks, importance

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import yaml
@@ -45,6 +45,7 @@ from soda_optimizer.graph import GluedGraph
 from soda_optimizer.model import ResourceFunction, Scenario, split_pe_id
 
 from ..soda import crd
+from ..soda.state import Snapshot
 from .model import DataPlane, Instance, solve
 
 log = logging.getLogger("kubesoda.simulate")
@@ -138,16 +139,7 @@ def instances(pods: Iterable[Mapping[str, Any]]) -> list[tuple[Instance, str]]:
     return out
 
 
-@dataclass
-class Objects:
-    nodes: list[dict[str, Any]]
-    templates: list[dict[str, Any]]
-    jobs: list[dict[str, Any]]
-    policy: dict[str, Any] | None
-    pods: list[dict[str, Any]]
-
-
-def model_input(objs: Objects) -> tuple[Scenario, GluedGraph, list[tuple[Instance, str]]]:
+def model_input(objs: Snapshot) -> tuple[Scenario, GluedGraph, list[tuple[Instance, str]]]:
     """The Scenario as the operator reads it, the glued graph of the jobs that run (their chosen
     templates), and the running instances."""
     scen, errors = crd.scenario_from_objects(objs.nodes, objs.templates, objs.jobs, objs.policy)
@@ -177,9 +169,9 @@ class Cluster:
     def _items(resp: Any) -> list[dict[str, Any]]:
         return list(json.loads(resp.data).get("items") or [])
 
-    def list(self) -> Objects:
+    def list(self) -> Snapshot:
         ns = self.namespace
-        raw = {"_preload_content": False, "_request_timeout": 10}
+        raw: dict[str, Any] = {"_preload_content": False, "_request_timeout": 10}
         nodes = self._items(self.core.list_node(**raw))
         if ns:
             pods = self._items(self.core.list_namespaced_pod(ns, label_selector=MANAGED, **raw))
@@ -190,12 +182,12 @@ class Cluster:
             tmpl = self._items(self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamtemplates", **raw))
             jobs = self._items(self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs", **raw))
         try:
-            policy = json.loads(self.custom.get_cluster_custom_object(crd.GROUP, crd.VERSION, "schedulingpolicies", "default", **raw).data)
+            policy = json.loads(cast(Any, self.custom.get_cluster_custom_object(crd.GROUP, crd.VERSION, "schedulingpolicies", "default", **raw)).data)
         except self.ApiException as e:
             if e.status != 404:
                 raise
             policy = None
-        return Objects(nodes, tmpl, jobs, policy, pods)
+        return Snapshot(nodes, tmpl, jobs, policy, pods)
 
 
 # --------------------------------------------------------------------------- integration and export
@@ -238,7 +230,7 @@ class Simulator:
         self._view = View(0.0, (), {}, {})
         self._lock = threading.Lock()
 
-    def solve(self, objs: Objects) -> tuple[DataPlane, list[tuple[Instance, str]]]:
+    def solve(self, objs: Snapshot) -> tuple[DataPlane, list[tuple[Instance, str]]]:
         scen, glued, found = model_input(objs)
         nodes = {n.name: n for n in scen.nodes}
         dp = solve(glued, [i for i, _ in found], nodes, scen.policy.links, true_rfs(glued, self.table, self.rng))
@@ -259,7 +251,7 @@ class Simulator:
             self._advance(self.clock())
             self._publish()
 
-    def step(self, objs: Objects) -> DataPlane:
+    def step(self, objs: Snapshot) -> DataPlane:
         """Counters integrated up to now at the old rates; from now on, the new solution's rates."""
         dp, found = self.solve(objs)
         uid = {(i.namespace, i.pod): u for i, u in found}
@@ -327,8 +319,8 @@ class DataPlaneCollector:
         yield cpu
         links = GaugeMetricFamily("kubesoda_dataplane_link_utilisation", "Traffic a rack/zone uplink delivers / its capacity",
                                   labels=["link"])
-        for name, u in sorted(v.links.items()):
-            links.add_metric([name], u)
+        for name, used in sorted(v.links.items()):
+            links.add_metric([name], used)
         yield links
         imp = GaugeMetricFamily("kubesoda_dataplane_importance", "True importance of a job (weight x value of the rates its "
                                 "streams and sinks really carry)", labels=["namespace", "streamjob"])

@@ -57,7 +57,7 @@ def requests(pod: Mapping[str, Any]) -> tuple[float, float]:
 
 
 @kopf.index("", "v1", "pods", labels={LABEL_JOB: kopf.ABSENT})
-async def foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def foreign_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Other workloads' pods bound to a node and not finished: node -> (pod, cores, bytes)."""
     node = (body.get("spec") or {}).get("nodeName")
     if not node or (body.get("status") or {}).get("phase") in TERMINAL:

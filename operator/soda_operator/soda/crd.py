@@ -335,7 +335,7 @@ def budgets_from(b: Mapping[str, Any], charged: Mapping[str, Any]) -> dict[str, 
 def merit_from(m: Mapping[str, Any]) -> dict[str, Any]:
     """spec.merit in the model's field names (startHour -> start_hour, ...)."""
     def window(w: Mapping[str, Any]) -> dict[str, Any]:
-        out = {"weights": dict(w.get("weights") or {})}
+        out: dict[str, Any] = {"weights": dict(w.get("weights") or {})}
         for src, dst in (("days", "days"), ("startHour", "start_hour"), ("endHour", "end_hour")):
             if w.get(src) is not None:
                 out[dst] = tuple(w[src]) if src == "days" else w[src]
@@ -440,7 +440,7 @@ def fingerprints(jobs: Iterable[Mapping[str, Any]], templates: Iterable[Mapping[
     out = {}
     for j in jobs:
         sp = j.get("spec") or {}
-        refs = sp.get("templates") if isinstance(sp.get("templates"), list) else []
+        refs: list[Any] = sp["templates"] if isinstance(sp.get("templates"), list) else []
         out[f"{_ns(j)}/{(j.get('metadata') or {}).get('name')}"] = digest([sp, [tmpl.get(f"{_ns(j)}/{t}") for t in refs]])
     return out
 

@@ -63,7 +63,7 @@ def instances(plan: Plan, snap: Snapshot, scen: Scenario) -> list[Instance]:
             continue
         ns, jname = pe.job.split("/", 1)
         tmpl = tmpl_by_key.get(admitted[pe.job].template or "")
-        spec = next((p for p in ((tmpl or {}).get("spec") or {}).get("pes") or [] if p.get("name") == pe.name), {})
+        spec: dict[str, Any] = next((p for p in ((tmpl or {}).get("spec") or {}).get("pes") or [] if p.get("name") == pe.name), {})
         outs = outputs(scen, pe.job, tmpl, pe.name, set(admitted), by_export)
         for node, f in pe.fractions.items():
             if f > 0 and node in node_cores:

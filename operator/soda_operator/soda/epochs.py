@@ -107,7 +107,7 @@ class Loops:
             md = o.get("metadata") or {}
             self.written[(md.get("namespace", ""), md.get("name", ""), md.get("uid", ""))] = st
 
-    def run(self, stop: threading.Event, **kw: Any) -> None:
+    def run(self, stop: threading.Event | Any, **kw: Any) -> None:  # or kopf.DaemonStopped (wait, is_set)
         """Run both loops until ``stop`` is set (the leader's daemon); see :func:`.loop.run`."""
         loop.run(self, stop, **kw)
 
@@ -352,11 +352,12 @@ class Loops:
         bad = {(e.kind, e.name): (f"{e.field}: {e.message}" if e.field else e.message) for e in errors}
         at = conditions.now()
         for t in snap.templates:
-            md, old = t.get("metadata") or {}, t.get("status") or {}
+            md: dict[str, Any] = t.get("metadata") or {}
+            old: dict[str, Any] = t.get("status") or {}
             why = bad.get(("StreamTemplate", crd.key(t)))
             sp = t.get("spec") or {}
             pes, streams = sp.get("pes"), sp.get("streams")
-            new = {"pes": len(pes) if isinstance(pes, list) else 0, "streams": len(streams) if isinstance(streams, list) else 0,
+            new: dict[str, Any] = {"pes": len(pes) if isinstance(pes, list) else 0, "streams": len(streams) if isinstance(streams, list) else 0,
                    "observedGeneration": md.get("generation"),
                    "conditions": [conditions.condition("Valid", why is None, "InvalidSpec" if why else "Valid", why or "", md.get("generation"),
                                                        old.get("conditions"), at)]}

@@ -49,7 +49,7 @@ async def _remember_event_loop(memo: Memo, **_: Any) -> None:
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamjobs")
-def on_job(event: dict[str, Any], body: kopf.Body, memo: Memo, **_: Any) -> None:
+def on_job(event: kopf.RawEvent, body: kopf.Body, memo: Memo, **_: Any) -> None:
     gen = body.get("metadata", {}).get("generation")
     seen = (body.get("status") or {}).get("observedGeneration")
     if event.get("type") == "DELETED" or gen != seen:
@@ -57,21 +57,22 @@ def on_job(event: dict[str, Any], body: kopf.Body, memo: Memo, **_: Any) -> None
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamtemplates")
-def on_template(event: dict[str, Any], body: kopf.Body, namespace: str, name: str, memo: Memo, **_: Any) -> None:
+def on_template(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: Memo, **_: Any) -> None:
+    key = (namespace or "", name)
     # a change of the spec asks for a macro epoch; the operator's own status writes (counts, Valid) do not
     spec = None if event.get("type") == "DELETED" else dict(body.get("spec") or {})
     seen = memo.template_specs
-    if (namespace, name) in seen and seen[(namespace, name)] == spec:
+    if key in seen and seen[key] == spec:
         return
     if spec is None:
-        seen.pop((namespace, name), None)
+        seen.pop(key, None)
     else:
-        seen[(namespace, name)] = spec
+        seen[key] = spec
     memo.loops.macro_due.set()
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "schedulingpolicies")
-def on_policy(event: dict[str, Any], body: kopf.Body, name: str, memo: Memo, **_: Any) -> None:
+def on_policy(event: kopf.RawEvent, body: kopf.Body, name: str, memo: Memo, **_: Any) -> None:
     # a change of the spec asks for a macro epoch; the operator's own status writes (the budget
     # managers' bookkeeping, after each overloaded macro epoch) must not, or each would ask for the next
     spec = None if event.get("type") == "DELETED" else dict(body.get("spec") or {})
@@ -83,7 +84,7 @@ def on_policy(event: dict[str, Any], body: kopf.Body, name: str, memo: Memo, **_
 
 
 @kopf.on.event("", "v1", "nodes")
-def on_node(event: dict[str, Any], body: kopf.Body, name: str, memo: Memo, **_: Any) -> None:
+def on_node(event: kopf.RawEvent, body: kopf.Body, name: str, memo: Memo, **_: Any) -> None:
     if event.get("type") == "DELETED":
         memo.nodes.pop(name, None)
         memo.loops.micro_due.set()

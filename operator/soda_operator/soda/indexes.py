@@ -47,12 +47,12 @@ async def kubesoda_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "streamtemplates")
-async def kubesoda_templates(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_templates(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): trim(body)}
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "streamjobs")
-async def kubesoda_jobs(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_jobs(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): trim(body)}
 
 
@@ -62,12 +62,12 @@ async def kubesoda_policies(name: str, body: kopf.Body, **_: Any) -> dict[Any, A
 
 
 @kopf.index("", "v1", "pods", labels={crd.LABEL_JOB: kopf.PRESENT})
-async def kubesoda_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): _trim_pod(body)}
 
 
 @kopf.index("", "v1", "services", labels={crd.LABEL_JOB: kopf.PRESENT})
-async def kubesoda_services(namespace: str, name: str, **_: Any) -> dict[Any, Any]:
+async def kubesoda_services(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
     return {(namespace, name): True}
 
 

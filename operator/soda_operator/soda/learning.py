@@ -40,7 +40,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.utils import parse_quantity
@@ -280,7 +280,7 @@ class Learning:
             return
         try:
             resp = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, PLURAL, _request_timeout=10)
-            items = list((resp or {}).get("items") or [])[:MAX_PROFILES_LOADED]
+            items = list((cast(dict[str, Any], resp) or {}).get("items") or [])[:MAX_PROFILES_LOADED]
         except Exception as e:  # noqa: BLE001  (404: the CRD is not installed; anything else: next epoch)
             ERRORS.labels("list").inc()
             log.warning("ResourceProfiles could not be listed: %s", getattr(e, "reason", e))

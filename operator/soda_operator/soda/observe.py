@@ -188,7 +188,8 @@ class Observer:
                 self.blocks[job] = {**old, "error": str(e)}
             return
         mpc = {n.name: n.mips_per_core for n in scen.nodes}
-        pes = pe_observations(*rows, pods, mpc)
+        received, emitted, cpu = rows
+        pes = pe_observations(received, emitted, cpu, pods, mpc)
         self.last = pes
         choice = {j: t for j, t in admitted.items() if any(x.name == j for x in scen.jobs)}
         glued = glue(scen, choice)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -57,7 +57,7 @@ def foreign_requests(pods: list[dict[str, Any]]) -> dict[str, list[tuple[str, fl
 
 def get_policy(custom: client.CustomObjectsApi) -> dict[str, Any] | None:
     try:
-        return custom.get_cluster_custom_object(crd.GROUP, crd.VERSION, "schedulingpolicies", "default")  # type: ignore[no-any-return]
+        return cast(dict[str, Any], custom.get_cluster_custom_object(crd.GROUP, crd.VERSION, "schedulingpolicies", "default"))
     except client.ApiException as e:
         if e.status != 404:
             raise
@@ -68,8 +68,8 @@ def take(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> Snapshot:
     """A snapshot by listing (``kubesoda status``, tests, an operator without its indexes): the
     operator's epochs read the watch-fed indexes instead (:mod:`.indexes`)."""
     nodes = list_json(core.list_node)
-    templates = custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamtemplates")["items"]
-    jobs = custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs")["items"]
+    templates = cast(dict[str, Any], custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamtemplates"))["items"]
+    jobs = cast(dict[str, Any], custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs"))["items"]
     policy = get_policy(custom)
     pods = list_json(core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
     services = {(v["metadata"]["namespace"], v["metadata"]["name"])

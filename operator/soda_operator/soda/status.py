@@ -25,7 +25,7 @@ Instances = Mapping[str, list[dict[str, Any]]]  # PE name -> [{node, fraction, p
 def _conditions(phase: str, reason: str, message: str, generation: int | None) -> list[dict[str, Any]]:
     admitted = phase in ("Admitted", "Running", "Degraded")
     running = phase == "Running"
-    conds = [
+    conds: list[dict[str, Any]] = [
         {"type": "Admitted", "status": "True" if admitted else "False",
          "reason": reason if not admitted else "Admitted", "message": message if not admitted else ""},
         {"type": "Running", "status": "True" if running else "False",
@@ -47,7 +47,7 @@ def _projection(observed: Mapping[str, Any], generation: int | None) -> dict[str
     ok = ratio >= 1.0 - tol
     msg = (f"observed importance {observed.get('importance')} is {ratio:.0%} of the projected "
            f"{observed.get('projectedImportance')} (rates over {observed.get('windowSeconds')}s)")
-    c = {"type": "MeetsProjection", "status": "True" if ok else "False", "reason": "AsProjected" if ok else "BelowProjection",
+    c: dict[str, Any] = {"type": "MeetsProjection", "status": "True" if ok else "False", "reason": "AsProjected" if ok else "BelowProjection",
          "message": msg}
     if generation is not None:
         c["observedGeneration"] = generation

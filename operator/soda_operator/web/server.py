@@ -236,9 +236,12 @@ async def _events(request: web.Request) -> web.StreamResponse:
             if doc.get("version", 0) != sent:
                 sent = doc.get("version", 0)
                 await resp.write(f"event: state\nid: {sent}\ndata: {json.dumps(doc, allow_nan=False)}\n\n".encode())
+            def moved(seen: int = sent) -> bool:
+                return bool(state.version != seen)
+
             async with cond:
                 try:
-                    await asyncio.wait_for(cond.wait_for(lambda s=sent: state.version != s), KEEPALIVE_S)
+                    await asyncio.wait_for(cond.wait_for(moved), KEEPALIVE_S)
                 except TimeoutError:
                     await resp.write(b": keep-alive\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
