@@ -49,7 +49,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks import workloads  # noqa: E402
-from soda_operator.soda import crd  # noqa: E402
+from soda_operator.soda import crd, render  # noqa: E402
 from soda_operator.soda.observe import Prometheus  # noqa: E402
 
 NS = "bench"
@@ -103,7 +103,7 @@ def set_nodes(n: int) -> None:
 def workload(kind: str) -> str:
     t, j = workloads.lsd(0) if kind == "lsd" else workloads.dac(0)
     s = workloads.scenario((t, j), workloads.nodes(1))
-    objs = [o for o in crd.scenario_to_objects(s) if o["kind"] in ("StreamTemplate", "StreamJob")]
+    objs = [o for o in render.scenario_to_objects(s) if o["kind"] in ("StreamTemplate", "StreamJob")]
     return yaml.safe_dump_all(objs)
 
 

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import workloads  # noqa: E402
-from soda_operator.soda import crd  # noqa: E402
+from soda_operator.soda import render  # noqa: E402
 from soda_optimizer.model import Scenario  # noqa: E402
 
 NS = workloads.NS
@@ -173,7 +173,7 @@ def promotion_lag(jobs: list[dict], pods: list[dict]) -> dict[str, float | int]:
 
 def manifests() -> Path:
     templates, jobs = workloads.lsd(scale=10)
-    objs = crd.scenario_to_objects(Scenario(templates=tuple(templates), jobs=tuple(jobs)))
+    objs = render.scenario_to_objects(Scenario(templates=tuple(templates), jobs=tuple(jobs)))
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
     f = Path(tempfile.mkdtemp()) / "lsd-10x.yaml"
     f.write_text(yaml.safe_dump_all([ns, *objs], sort_keys=False))

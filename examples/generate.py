@@ -17,7 +17,7 @@ here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here.parent))
 
 from benchmarks import workloads  # noqa: E402
-from soda_operator.soda import crd  # noqa: E402
+from soda_operator.soda import render  # noqa: E402
 from soda_optimizer.model import Scenario  # noqa: E402
 
 
@@ -30,12 +30,12 @@ def write(path: Path, objs: list[dict], header: str) -> None:
 
 def main() -> None:
     for name, wl, n in (("dac", workloads.dac(), None), ("lsd", workloads.lsd(), None)):
-        objs = crd.scenario_to_objects(Scenario(templates=tuple(wl[0]), jobs=tuple(wl[1])))
+        objs = render.scenario_to_objects(Scenario(templates=tuple(wl[0]), jobs=tuple(wl[1])))
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": workloads.NS}}
         write(here / name / f"{name}.yaml", [ns] + objs, f"{name.upper()}-like workload ({len(wl[1])} jobs, {sum(len(t.pes) for t in wl[0])} PEs in all templates)")
         del n
     for count in (30, 100):
-        objs = [o for o in crd.scenario_to_objects(Scenario(nodes=tuple(workloads.nodes(count)))) if o["kind"] == "Node"]
+        objs = [o for o in render.scenario_to_objects(Scenario(nodes=tuple(workloads.nodes(count)))) if o["kind"] == "Node"]
         write(here / "nodes" / f"nodes-{count}.yaml", objs, f"{count} nodes of 8 cores (1000 mips/core), 10 per rack, 2 racks per zone")
 
 

@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks import workloads
-from soda_operator.soda import crd
+from soda_operator.soda import crd, render
 from soda_optimizer.model import Scenario
 
 
 def _roundtrip(s: Scenario) -> Scenario:
-    objs = crd.scenario_to_objects(s)
+    objs = render.scenario_to_objects(s)
     by = {k: [o for o in objs if o["kind"] == k] for k in ("Node", "StreamTemplate", "StreamJob")}
     back, errors = crd.scenario_from_objects(by["Node"], by["StreamTemplate"], by["StreamJob"])
     assert errors == []

@@ -13,6 +13,10 @@ namespace (``namespace/template``); an import's ``job`` may be ``name`` (same na
 Bad objects never cost another job its place: :func:`scenario_from_objects` drops each bad object
 with one :class:`ObjectError` (file, kind, namespace/name, field, message) and builds the Scenario
 from the rest; jobs that depend on a dropped object are dropped with their own error.
+
+Over 400 lines on purpose: this is the one module that knows both models, and its translations
+(nodes, templates, jobs, the policy, the previous state) share the error paths, the bounds and the
+unit conversions; the reverse direction (Scenario -> objects) is :mod:`.render`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from pydantic import ValidationError
 
 from soda_optimizer import bounds
 from soda_optimizer.model import (
-    DEFAULT_PE_MEMORY,
     PE,
     Export,
     Import,
@@ -584,93 +587,3 @@ def scenario_from_objects(
         now=now,
     )
     return scen, errors
-
-
-# ------------------------------------------------------------------------------------ from model
-
-
-def _vf_obj(vf: ValueFunction) -> dict[str, Any]:
-    d: dict[str, Any] = {"kind": vf.kind, "slope": vf.slope}
-    if vf.cap is not None:
-        d["cap"] = vf.cap
-    if vf.points:
-        d["points"] = [{"x": x, "y": y} for x, y in vf.points]
-    return d
-
-
-def _cpu(mips: float) -> str:
-    return f"{round(mips / REFERENCE_MIPS_PER_CORE * 1000)}m"
-
-
-def scenario_to_objects(s: Scenario) -> list[dict[str, Any]]:
-    """Kubernetes objects for a Scenario (round trips through :func:`scenario_from_objects`)."""
-    out: list[dict[str, Any]] = []
-    for n in s.nodes:
-        labels = dict(n.labels)
-        labels.update({DEFAULT_RACK_LABEL: n.rack, ZONE_LABEL: n.zone, MIPS_LABEL: f"{n.mips_per_core:g}"})
-        out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name, "labels": labels},
-                    "spec": {"unschedulable": True} if not n.schedulable else {},
-                    "status": {"allocatable": {"cpu": f"{round(n.cores * 1000)}m",
-                                               **({"memory": str(int(n.memory_bytes))} if math.isfinite(n.memory_bytes) else {})}}})
-    for t in s.templates:
-        ns, name = t.name.split("/", 1)
-        pes = []
-        for p in t.pes:
-            d: dict[str, Any] = {"name": p.name, "kind": p.kind.value,
-                                 "resourceFunction": {"a": p.rf.a, "b": p.rf.b, "combine": p.rf.combine}}
-            if p.min_mips > 0:
-                d["minCpu"] = _cpu(p.min_mips)
-            if math.isfinite(p.max_mips):
-                d["maxCpu"] = _cpu(p.max_mips)
-            if p.memory_bytes != DEFAULT_PE_MEMORY:
-                d["memory"] = str(int(p.memory_bytes))
-            for attr, fld in (("single_threaded", "singleThreaded"), ("all_or_nothing", "allOrNothing"), ("isolated", "isolated")):
-                if getattr(p, attr):
-                    d[fld] = True
-            for attr, fld in (("max_instances", "maxInstances"), ("color", "color"), ("max_candidates", "maxCandidates"), ("max_change", "maxChange")):
-                if getattr(p, attr) is not None:
-                    d[fld] = getattr(p, attr)
-            if p.fairness:
-                d["fairness"] = p.fairness
-            if p.licenses:
-                d["licenses"] = list(p.licenses)
-            if p.integrity:
-                d["integrity"] = p.integrity
-            if p.risk:
-                d["risk"] = p.risk
-            if p.node_selector:
-                d["nodeSelector"] = dict(p.node_selector)
-            if p.min_candidates != 1:
-                d["minCandidates"] = p.min_candidates
-            pes.append(d)
-        spec: dict[str, Any] = {"pes": pes}
-        if t.streams:
-            spec["streams"] = [{"from": x.src, "to": x.dst, "weight": x.weight, "value": _vf_obj(x.value), "selectivity": x.selectivity,
-                                "bytesPerTuple": x.bytes_per_tuple} for x in t.streams]
-        if t.sinks:
-            spec["sinks"] = [{"pe": x.pe, "weight": x.weight, "value": _vf_obj(x.value)} for x in t.sinks]
-        if t.primal_inputs:
-            spec["primalInputs"] = [{"pe": x.pe, "rate": x.rate} for x in t.primal_inputs]
-        if t.exports:
-            spec["exports"] = [{"name": x.name, "pe": x.pe, "selectivity": x.selectivity} for x in t.exports]
-        if t.allow_cycles:
-            spec["allowCycles"] = True
-        out.append({"apiVersion": API_VERSION, "kind": "StreamTemplate", "metadata": {"name": name, "namespace": ns}, "spec": spec})
-    for j in s.jobs:
-        ns, name = j.name.split("/", 1)
-        spec = {"templates": [t.split("/", 1)[1] for t in j.templates], "rank": j.rank, "required": j.required}
-        if j.owner:
-            spec["owner"] = j.owner
-        if j.weight_overrides:
-            spec["weightOverrides"] = dict(j.weight_overrides)
-        if j.imports:
-            spec["imports"] = [{"job": i.job, "export": i.export, "pe": i.pe, "weight": i.weight} for i in j.imports]
-        if j.colocate:
-            spec["colocate"] = [list(x) for x in j.colocate]
-        if j.exlocate:
-            spec["exlocate"] = [list(x) for x in j.exlocate]
-        obj: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "StreamJob", "metadata": {"name": name, "namespace": ns}, "spec": spec}
-        if j.chosen_template:
-            obj["status"] = {"phase": "Running", "chosenTemplate": j.chosen_template.split("/", 1)[1]}
-        out.append(obj)
-    return out

@@ -15,6 +15,9 @@ handed back for the micro epochs (recomputed by a macro epoch after a restart). 
 plan is never applied: what runs keeps running on the last feasible plan, and the next macro epoch
 (or a change) tries again. Module map: :mod:`.state` (snapshot), :mod:`.desired` (Plan ->
 instances), :mod:`.status` (a job's phase), :mod:`.apply` (writes), :mod:`.loop` (timing).
+
+Just over 400 lines: both epochs share :class:`Loops`' state (the last feasible plan, the statuses
+written, the pods awaited), and the status phase must hold one lock with the Running refresh.
 """
 
 from __future__ import annotations

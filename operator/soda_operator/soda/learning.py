@@ -32,6 +32,10 @@ functions each macro epoch plans with.
 
 Nothing here may stop an epoch: a bad profile, a failed list or write is logged, counted
 (``kubesoda_learning_errors_total``) and skipped.
+
+Over 400 lines: the RFL's operator side is one cycle (profiles read, samples taken, functions
+chosen, profiles written) around one learner and its cache; the pure parts are in
+:mod:`soda_optimizer.learn`.
 """
 
 from __future__ import annotations
