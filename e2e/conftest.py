@@ -13,6 +13,9 @@ Fixtures:
 - ``wait_for(predicate, timeout=60, interval=0.5, what="...")``: polls until truthy, returns the
   value, fails the test with ``what`` on timeout.
 - ``extender_port``: the port the local kube-scheduler's kubesoda profile calls.
+- ``operator``: ``kubesoda run`` for one test module (CRDs and the fast policy installed first),
+  with the module's ``OPERATOR_ARGS`` (extra flags) and its log at ``OPERATOR_LOG`` (else a
+  temporary file); a module that needs more (an environment, a policy) defines its own.
 """
 
 from __future__ import annotations
@@ -115,3 +118,14 @@ def wait_for() -> Callable[..., Any]:
 @pytest.fixture(scope="session")
 def extender_port() -> int:
     return int(os.environ.get("KUBESODA_EXTENDER_PORT", "27006"))
+
+
+@pytest.fixture(scope="module")
+def operator(request: pytest.FixtureRequest, kubectl: Any, extender_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from live import start_operator
+
+    log = getattr(request.module, "OPERATOR_LOG", None) or str(tmp_path_factory.mktemp("op") / "operator.log")
+    open(log, "w").close()
+    proc = start_operator(kubectl, extender_port, log=log, extra=tuple(getattr(request.module, "OPERATOR_ARGS", ())))
+    yield proc
+    proc.stop()

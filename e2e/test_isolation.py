@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from live import FAST_POLICY, GROUP, ROOT, VERSION, job, pe_pods, running_as_planned, start_operator
+from live import FAST_POLICY, GROUP, ROOT, VERSION, job, pe_pods, running_as_planned
 
 OOPS = """apiVersion: kubesoda.io/v1alpha1
 kind: StreamTemplate
@@ -49,13 +49,7 @@ spec: {{templates: [{name}], rank: 1, required: {str(required).lower()}}}
 """
 
 
-@pytest.fixture(scope="module")
-def operator(kubectl, extender_port):
-    log = "/tmp/kubesoda-e2e-isolation.log"
-    open(log, "w").close()
-    proc = start_operator(kubectl, extender_port, log=log)
-    yield proc
-    proc.stop()
+OPERATOR_LOG = "/tmp/kubesoda-e2e-isolation.log"  # the conftest's operator fixture logs here (read it after a failure)
 
 
 def uids(kube, ns, name):

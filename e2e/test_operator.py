@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from live import GROUP, ROOT, VERSION, job, milli, pe_pods, running_as_planned, start_operator
+from live import GROUP, ROOT, VERSION, job, milli, pe_pods, running_as_planned
 
 BRANCHES = """apiVersion: kubesoda.io/v1alpha1
 kind: StreamTemplate
@@ -51,13 +51,6 @@ kind: StreamJob
 metadata: {name: lowrank}
 spec: {templates: [big], rank: 3}
 """
-
-
-@pytest.fixture(scope="module")
-def operator(kubectl, extender_port):
-    proc = start_operator(kubectl, extender_port)
-    yield proc
-    proc.stop()
 
 
 def test_job_admitted_and_instances_run_on_planned_nodes(operator, kube, kubectl, namespace, wait_for):

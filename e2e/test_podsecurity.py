@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from live import ROOT, pe_pods, running_as_planned, start_operator
+from live import ROOT, pe_pods, running_as_planned
 
 PLAIN = """apiVersion: v1
 kind: Pod
@@ -28,13 +28,6 @@ metadata:
 """)
     yield name
     kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
-@pytest.fixture(scope="module")
-def operator(kubectl, extender_port, tmp_path_factory):
-    proc = start_operator(kubectl, extender_port, log=str(tmp_path_factory.mktemp("op") / "operator.log"))
-    yield proc
-    proc.stop()
 
 
 def test_pe_pods_run_in_a_restricted_namespace(operator, kube, kubectl, restricted, wait_for):

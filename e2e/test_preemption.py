@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from live import job, running_as_planned, start_operator
+from live import job, running_as_planned
 
 WORK = """apiVersion: kubesoda.io/v1alpha1
 kind: StreamTemplate
@@ -29,13 +28,6 @@ kind: StreamJob
 metadata: {{name: r{r}}}
 spec: {{templates: [work], rank: {r}}}
 """ for r in (1, 2, 3))
-
-
-@pytest.fixture(scope="module")
-def operator(kubectl, extender_port, tmp_path_factory):
-    proc = start_operator(kubectl, extender_port, log=str(tmp_path_factory.mktemp("op") / "operator.log"))
-    yield proc
-    proc.stop()
 
 
 def phases(kube, ns):

@@ -17,7 +17,7 @@ import sys
 import urllib.request
 
 import pytest
-from live import ROOT, job, pe_pods, running_as_planned, start_operator
+from live import ROOT, job, pe_pods, running_as_planned
 
 CHROMIUM = os.environ.get("KUBESODA_CHROMIUM", "/usr/bin/chromium")
 # the cluster's port base + 20 (hack/with-cluster.sh exports the base; its env file names the extender's, base + 6)
@@ -44,11 +44,7 @@ spec: {templates: [huge], rank: 2}
 """
 
 
-@pytest.fixture(scope="module")
-def operator(kubectl, extender_port):
-    proc = start_operator(kubectl, extender_port, extra=("--web-port", str(WEB_PORT)))
-    yield proc
-    proc.stop()
+OPERATOR_ARGS = ("--web-port", str(WEB_PORT))  # the conftest's operator fixture
 
 
 @pytest.fixture(scope="module")
