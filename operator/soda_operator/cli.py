@@ -108,7 +108,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _functions(scen: Scenario, m: manifests.Manifests) -> tuple[Scenario, list[crd.ObjectError]]:
     """The resource function each PE is planned with, as the operator's macro epoch chooses it
-    (soda_operator.learning, docs/learn.md): a pinned ResourceProfile, the declared function when
+    (soda_operator.soda.learning, docs/learn.md): a pinned ResourceProfile, the declared function when
     the policy says declared ones win, a learned ResourceProfile, the declared one, the policy's
     default per kind. ResourceProfiles come from the files like any other object."""
     from soda_optimizer.learn.functions import apply_functions
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--port", type=int, default=8888)
     e.add_argument("--host", default="127.0.0.1")
     _extender_flags(e)
-    e.set_defaults(func=lambda a: _lazy("soda_operator.extender", a))
+    e.set_defaults(func=lambda a: _lazy("soda_operator.soda.extender", a))
     d = sub.add_parser("simulate", help="play the PEs of a cluster whose pods run nothing (KWOK): the fluid data plane, "
                        "exporting per-pod stream rates and CPU use to Prometheus (docs/dataplane.md)")
     d.add_argument("--port", type=int, required=True, help="serve /metrics on this port")

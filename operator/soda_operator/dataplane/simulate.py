@@ -2,7 +2,7 @@
 
 Every ``--interval`` seconds it lists Nodes, StreamTemplates, StreamJobs, the SchedulingPolicy
 ``default`` and the PE pods (``app.kubernetes.io/managed-by=kubesoda``), translates them with the
-operator's own :mod:`soda_operator.crd` (so the declared resource functions, racks, zones and link
+operator's own :mod:`soda_operator.soda.crd` (so the declared resource functions, racks, zones and link
 capacities are read exactly as the operator reads them), solves :mod:`.model` for the bound,
 Running pods at their actual CPU limits (the container status's, which an in-place resize
 updates, else the spec's), and integrates the rates into counters. Prometheus scrapes them on
