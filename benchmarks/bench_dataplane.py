@@ -48,9 +48,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks import workloads  # noqa: E402
 from soda_operator.soda import crd, render  # noqa: E402
 from soda_operator.soda.observe import Prometheus  # noqa: E402
+from soda_optimizer import workloads  # noqa: E402
 
 NS = "bench"
 PLACEMENTS = ("soda", "rr", "rand", "spread")

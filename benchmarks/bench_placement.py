@@ -21,9 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import workloads  # noqa: E402
 from benchmarks.metrics import placement_metrics  # noqa: E402
-from soda_optimizer import baselines  # noqa
+from soda_optimizer import baselines, workloads  # noqa
 from soda_optimizer.model import LinkCapacities, Policy  # noqa: E402
 from soda_optimizer.soda import macroq, macrow, microq, microw  # noqa: E402
 

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import workloads  # noqa: E402
+from soda_optimizer import workloads  # noqa: E402
 from soda_optimizer.soda import macroq, macrow, microq  # noqa: E402
 
 

@@ -60,7 +60,7 @@ def run_case(case: dict) -> dict:
         s = Scenario(nodes=tuple(Node(name=f"n{i}", mips=NODE_MIPS) for i in range(case["nodes"])), templates=tuple(ts),
                      jobs=tuple(js), policy=Policy(unit_mips=case["unit"]))
     else:
-        from benchmarks import workloads
+        from soda_optimizer import workloads
 
         node_list = workloads.nodes(case["nodes"], mips=1000.0 * case.get("cores", 8))
         pol = Policy(unit_mips=case.get("unit"), resolution_units=case.get("units"))

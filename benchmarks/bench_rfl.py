@@ -4,7 +4,7 @@ functions vs the learned ones, and what that does to importance.
 
     .venv/bin/python benchmarks/bench_rfl.py [--epochs 40] [--macro-every 4] [--seeds 0,1] [--nodes 9]
 
-The workload is the DAC-like one of benchmarks/workloads.py (6 jobs, 51 PEs, saturation points from
+The workload is the DAC-like one of soda_optimizer/workloads.py (6 jobs, 51 PEs, saturation points from
 ~50 to ~20,000 mips) on 9 nodes of 8 x 1000 mips. Its generated resource functions are the TRUE
 ones, hidden from the planner. What the planner is told:
 
@@ -59,9 +59,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks import workloads  # noqa: E402
 from soda_operator.dataplane.model import DataPlane, Instance, solve  # noqa: E402
-from soda_optimizer import pipeline  # noqa: E402
+from soda_optimizer import pipeline, workloads  # noqa: E402
 from soda_optimizer.learn import LearnConfig, Learner, Signature, sample_from_observation  # noqa: E402
 from soda_optimizer.learn.explore import Probe, apply_probes, select  # noqa: E402
 from soda_optimizer.learn.functions import Choice, ExplorationSettings, LearningSettings, apply_functions, choose  # noqa: E402

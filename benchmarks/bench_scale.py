@@ -6,7 +6,7 @@
 Against the cluster KUBECONFIG names (with-cluster.sh starts the local control plane with 2000 KWOK
 nodes, 4 zones x 20 racks x 25 nodes of 16 cores, when none is given). It starts `kubesoda run`
 (operator and extender, default SchedulingPolicy deadlines: macroQ 5 s, macroW 10 s; macro epoch
-60 s, micro epoch 10 s), applies the 10x LSD-like workload (1,040 jobs; benchmarks/workloads.py,
+60 s, micro epoch 10 s), applies the 10x LSD-like workload (1,040 jobs; soda_optimizer/workloads.py,
 the Scenario the optimizer benchmarks use) with kubectl, and measures:
 
 - seconds from the apply to the first job Admitted, to every planned instance Running, to every
@@ -42,8 +42,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import workloads  # noqa: E402
 from soda_operator.soda import render  # noqa: E402
+from soda_optimizer import workloads  # noqa: E402
 from soda_optimizer.model import Scenario  # noqa: E402
 
 NS = workloads.NS

@@ -2,7 +2,7 @@
 
     .venv/bin/python examples/generate.py
 
-Uses the seeded generators of benchmarks/workloads.py and the CRD translation of soda_operator.crd,
+Uses the seeded generators of soda_optimizer/workloads.py and the CRD translation of soda_operator.crd,
 so the manifests are exactly the Scenarios the benchmarks use.
 """
 
@@ -16,8 +16,8 @@ import yaml
 here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here.parent))
 
-from benchmarks import workloads  # noqa: E402
 from soda_operator.soda import render  # noqa: E402
+from soda_optimizer import workloads  # noqa: E402
 from soda_optimizer.model import Scenario  # noqa: E402
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks import workloads
 from soda_operator.soda import crd, render
+from soda_optimizer import workloads
 from soda_optimizer.model import Scenario
 
 

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks import workloads
-from soda_optimizer import guard, pipeline, screen
+from soda_optimizer import guard, pipeline, screen, workloads
 from soda_optimizer.model import PE, Job, Policy, PrimalInput, ResourceFunction, Scenario, Sink, Stream, Template
 
 POLICY = Policy(macroq_deadline_s=30, macrow_deadline_s=30, unit_mips=200, placement="rr")  # no deadline bites: deterministic

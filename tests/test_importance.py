@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks import workloads
+from soda_optimizer import workloads
 from soda_optimizer.graph import glue
 from soda_optimizer.importance import Evaluator, value
 from soda_optimizer.model import (

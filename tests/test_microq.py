@@ -151,8 +151,7 @@ def test_micro_goals_never_worth_less_than_macroq_goals_as_hosted():
     """DAC on 9 nodes, nearly full: the LP on the concave fit gave 5,325 where macroQ's goals, as the
     candidates host them, give 5,414 (and a plain placement of macroQ's goals 5,517); microQ keeps
     the better of the two, judged by the true importance."""
-    from benchmarks import workloads
-    from soda_optimizer import pipeline
+    from soda_optimizer import pipeline, workloads
     from soda_optimizer.importance import Evaluator
     from soda_optimizer.soda.microq import hosted
 

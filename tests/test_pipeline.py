@@ -105,7 +105,7 @@ def test_random_instances_admitted_means_every_pe_has_an_instance(inst):
     """Issue 15's property on random DAC-like instances and cluster sizes: no admitted job has a PE
     without an instance (a fraction on some node), and every PE gets at least its floor. This is
     what the live DAC run broke (microQ left a PE paced into a full node at 0 mips)."""
-    from benchmarks import workloads
+    from soda_optimizer import workloads
     from soda_optimizer.model import Policy, floor_mips
 
     seed, n_nodes, per_rack, mips = inst

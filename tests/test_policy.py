@@ -102,3 +102,30 @@ def test_rank_overrides_come_after_the_rank_manager_and_spare_required_jobs():
     assert [(x.name, x.rank) for x in out.jobs] == [(j.name, 4), ("default/other", 1)]
     plan = pipeline.run(s.model_copy(update={"jobs": (j,)}))
     assert plan.jobs[0].rank == 4
+
+
+def test_learned_functions_are_the_first_step_offline_and_live():
+    """``steps.prepare(scenario, functions)``: the learned functions go in first, then the managers;
+    ``pipeline.run``/``rerun`` pass them through, so planning with them equals planning the Scenario
+    they were applied to (what the operator did before pipeline.run), and differs from planning without."""
+    from soda_optimizer.learn.functions import Choice, apply_functions
+    from soda_optimizer.model import ResourceFunction, pe_id
+
+    scen = scenario("small-pipeline", weight_manager="simple", macroq_deadline_s=1, macrow_deadline_s=1)
+    tname = scen.jobs[0].templates[0]
+    learned = ResourceFunction(a=0.0001, b=1.0)  # parse saturates at 10,000 mips where it declares 500
+    functions = {pe_id(tname, "parse"): Choice(rf=learned, source="learned:flowspec")}
+    assert steps.prepare(scen, None).model_dump() == steps.prepare(scen, {}).model_dump() == steps.prepare(scen).model_dump()
+    out = steps.prepare(scen, functions)
+    assert out.template(tname).pe("parse").rf == learned
+    assert out.model_dump() == steps.prepare(apply_functions(scen, functions)).model_dump()
+    assert out.jobs[0].weight_overrides  # the weight manager still ran after the step
+
+    def view(plan):
+        return [(p.pe, round(p.goal_mips, 3), p.candidates) for p in plan.pes], [(d.job, d.admitted, d.template) for d in plan.jobs]
+
+    plan = pipeline.run(scen, functions=functions)
+    assert view(plan) == view(pipeline.run(apply_functions(scen, functions)))
+    assert view(plan) != view(pipeline.run(scen))  # the learned function changes the goals
+    again = pipeline.rerun(scen, plan, functions=functions)
+    assert view(again) == view(pipeline.rerun(apply_functions(scen, functions), plan))

@@ -1,20 +1,41 @@
 """The steps that run before any allocation policy: Scenario -> Scenario (DESIGN: "managers and
-learners are Scenario -> Scenario steps before it").
+learners are Scenario -> Scenario steps before it"; SODA paper section 6: the rank and weight
+managers; RFL, section 5, for the resource functions).
 
-:func:`prepare` applies, in order, the rank manager the SchedulingPolicy names, the
-administrator's rank overrides, and the weight manager (:mod:`.managers`). Learned resource functions are
-a Scenario -> Scenario step too (:func:`.learn.functions.apply_functions`), but the operator applies it
-before ``pipeline.run`` (it holds the learner's state): the offline planner plans with the Scenario it
-is given. A policy only ever sees the Scenario that comes out.
+:func:`prepare` applies, in this order, the one order used offline (``kubesoda plan``, the
+benchmarks) and live (the operator's macro and micro epochs):
+
+1. the **learned resource functions**, when given (``functions``: template PE id -> the
+   :class:`~.learn.functions.Choice` it is planned with, probes included;
+   :func:`.learn.functions.apply_functions`). The caller holds the learner's state and chooses the
+   functions (:func:`.learn.functions.choose`); the step only puts them in, so the managers below
+   already see them (a budget manager's job cost depends on them);
+2. the **rank manager** the SchedulingPolicy names;
+3. the administrator's **rank overrides**;
+4. the **weight manager** (:mod:`.managers`).
+
+A policy only ever sees the Scenario that comes out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from .managers import RANK_MANAGERS, WEIGHT_MANAGERS
 from .model import Scenario
 
+if TYPE_CHECKING:  # .learn imports scipy: loaded only when functions are given
+    from .learn.functions import Choice
 
-def prepare(scenario: Scenario) -> Scenario:
+
+def prepare(scenario: Scenario, functions: Mapping[str, Choice] | None = None) -> Scenario:
+    """The Scenario a policy plans with: learned functions (when given), rank manager, rank
+    overrides, weight manager (the module docstring's order)."""
+    if functions:
+        from .learn.functions import apply_functions
+
+        scenario = apply_functions(scenario, functions)
     pol = scenario.policy
     for kind, registry, name in (("rank manager", RANK_MANAGERS, pol.rank_manager),
                                  ("weight manager", WEIGHT_MANAGERS, pol.weight_manager)):

@@ -59,9 +59,6 @@ class PEMetrics:
         """Expose the stream's emitted series at 0 before its first tuple (``rate()`` needs two points)."""
         self._children(self._emi, self.tuples_emitted, self.bytes_emitted, stream)
 
-    def declare_received(self, stream: str) -> None:
-        self._children(self._rec, self.tuples_received, self.bytes_received, stream)
-
     def received(self, stream: str, n: int, nbytes: int) -> None:
         t, b = self._children(self._rec, self.tuples_received, self.bytes_received, stream)
         t.inc(n)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from soda_optimizer.flows import Flow as FlowModel
-from soda_optimizer.flows import FlowEpochStats, LoadMap, Plan, PolicyEntry, Pool, Problem, SimResult, Step
+from soda_optimizer.flows import FlowEpochStats, JobCounts, LoadMap, Plan, PolicyEntry, Pool, Problem, SimResult, Step
 
 FLAT1 = LoadMap(points=((0.0, 0.0), (1.0, 1.0), (2.0, 1.0)))
 
@@ -48,6 +48,6 @@ def stats(
             and (epoch is None or s.epoch == epoch)
             and (cohort is None or s.cohort == cohort)
         ):
-            for k in ("arrived", "admitted", "completed", "dropped", "backlogged", "released", "held"):
+            for k in JobCounts.model_fields:
                 tot[k] += getattr(s, k)
     return FlowEpochStats(epoch=-1, flow=flow or "*", cohort=-1, **tot)

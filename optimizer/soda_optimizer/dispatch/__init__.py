@@ -10,7 +10,8 @@ Scheduling under Heterogeneous Clusters", NTU master thesis, 2014). Pure: no Kub
 - :mod:`.deadline` -- deadline-based (5.4) and EDF (the comparison of 6.3.2);
 - :mod:`.sim` -- the discrete-event simulator, priority violation rate and deadline penalty (4.1, 4.4, 6.3.2);
 - :mod:`.swf` -- SWF traces, a Lublin-Feitelson synthetic trace, the transformations of 6.3.1;
-- :mod:`.scenarios` -- the 20 slots of 6.3 and the failure test of 6.2.
+- :mod:`.scenarios` -- the 20 slots of 6.3 and the failure test of 6.2;
+- :mod:`.registry` -- the policies by name: ``policy(name, **params)`` (5.1-5.5, 6.3.2), ``paper_policies()``.
 
 ``decide(policy, jobs, workers, now, speeds)`` is the decision maker: it returns ``{free worker id: job id}`` and
 checks that only free workers are used and that no job gets more workers than its queued tasks.
@@ -25,6 +26,7 @@ from .deadline import DeadlinePolicy, EdfPolicy, meets_deadline, required_rate
 from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
 from .priority import PriorityPolicy
 from .proportion import ProportionPolicy
+from .registry import names, paper_policies, policy
 from .sim import Failure, SimResult, Snapshot, TaskRun, Workload, simulate, violated_count
 from .workload import WorkloadPolicy
 
@@ -40,21 +42,6 @@ def decide(
     out = policy.assign(jobs, workers, now, speeds if speeds is not None else SpeedMatrix())
     check(jobs, workers, out)
     return out
-
-
-def paper_policies() -> dict[str, Policy]:
-    """Every policy of the paper with the parameters the benchmark uses, by name."""
-    ps: list[Policy] = [
-        PriorityPolicy(reservation=0.0),
-        PriorityPolicy(reservation=0.2),
-        ProportionPolicy(),
-        WorkloadPolicy(horizon=1.0, fill="priority"),
-        DeadlinePolicy(fill=None),
-        DeadlinePolicy(fill="priority"),
-        DeadlinePolicy(fill="deadline"),
-        EdfPolicy(),
-    ]
-    return {p.name: p for p in ps}
 
 
 __all__ = [
@@ -78,7 +65,9 @@ __all__ = [
     "WorkloadPolicy",
     "decide",
     "meets_deadline",
+    "names",
     "paper_policies",
+    "policy",
     "required_rate",
     "simulate",
     "violated_count",

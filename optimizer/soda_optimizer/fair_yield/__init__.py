@@ -12,10 +12,13 @@ Pure: no Kubernetes, no I/O.
 - :mod:`.dynamic` -- re-optimisation with a migration budget (6);
 - :mod:`.generator` -- the synthetic instances of 4.1 and the parallel-job sizes of 5.2.
 
-``allocate(instance, algorithm="mcb8", deadline_s=1.0)`` runs one algorithm by name.
+``allocate(instance, algorithm="mcb8", deadline_s=1.0)`` runs one algorithm by name (:data:`ALLOCATORS`);
+``reallocate(instance, previous, budget, method)`` re-places a running allocation (6.1).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from .dynamic import reallocate
 from .generator import Spec, generate, grid
@@ -25,43 +28,46 @@ from .milp import lp_bound, solve_milp
 from .model import Allocation, Instance, Job, Status, violations
 from .rounding import solve_rounding
 
-ALGORITHMS = (
-    "milp",
-    "mcb1",
-    "mcb2",
-    "mcb3",
-    "mcb4",
-    "mcb5",
-    "mcb6",
-    "mcb7",
-    "mcb8",
-    "gr",
-    "sg",
-    "gb",
-    "sgb",
-    "rrnd",
-    "rrnz",
-)
+Allocator = Callable[[Instance, float | None, int], Allocation]  #: (instance, deadline_s, seed) -> answer
+
+
+def _greedy(sort: bool, backtrack: bool) -> Allocator:
+    return lambda inst, deadline_s, seed: solve_greedy(inst, sort=sort, backtrack=backtrack, deadline_s=deadline_s)
+
+
+def _mcb(variant: int) -> Allocator:
+    return lambda inst, deadline_s, seed: solve_mcb(inst, variant=variant, deadline_s=deadline_s)
+
+
+def _rounding(nonzero: bool) -> Allocator:
+    return lambda inst, deadline_s, seed: solve_rounding(inst, nonzero=nonzero, deadline_s=deadline_s, seed=seed)
+
+
+#: algorithm name -> allocator: the MILP (2.5), MCB1..8 (3.4), the greedy GR/SG/GB/SGB (3.3), RRND/RRNZ (3.2)
+ALLOCATORS: dict[str, Allocator] = {
+    "milp": lambda inst, deadline_s, seed: solve_milp(inst, deadline_s=deadline_s),
+    **{f"mcb{v}": _mcb(v) for v in range(1, 9)},
+    "gr": _greedy(False, False),
+    "sg": _greedy(True, False),
+    "gb": _greedy(False, True),
+    "sgb": _greedy(True, True),
+    "rrnd": _rounding(False),
+    "rrnz": _rounding(True),
+}
+ALGORITHMS = tuple(ALLOCATORS)
 
 
 def allocate(instance: Instance, algorithm: str = "mcb8", deadline_s: float | None = 1.0, seed: int = 0) -> Allocation:
-    """Run ``algorithm`` (one of :data:`ALGORITHMS`) on ``instance`` under ``deadline_s`` seconds."""
-    name = algorithm.lower()
-    if name == "milp":
-        return solve_milp(instance, deadline_s=deadline_s)
-    if name.startswith("mcb") and name[3:].isdigit() and 1 <= int(name[3:]) <= 8:
-        return solve_mcb(instance, variant=int(name[3:]), deadline_s=deadline_s)
-    greedy = {"gr": (False, False), "sg": (True, False), "gb": (False, True), "sgb": (True, True)}
-    if name in greedy:
-        sort, backtrack = greedy[name]
-        return solve_greedy(instance, sort=sort, backtrack=backtrack, deadline_s=deadline_s)
-    if name in ("rrnd", "rrnz"):
-        return solve_rounding(instance, nonzero=name == "rrnz", deadline_s=deadline_s, seed=seed)
-    raise ValueError(f"unknown algorithm {algorithm!r}; one of {', '.join(ALGORITHMS)}")
+    """Run ``algorithm`` (one of :data:`ALGORITHMS`, any case) on ``instance`` under ``deadline_s`` seconds."""
+    run = ALLOCATORS.get(algorithm.lower())
+    if run is None:
+        raise ValueError(f"unknown algorithm {algorithm!r}; one of {', '.join(ALGORITHMS)}")
+    return run(instance, deadline_s, seed)
 
 
 __all__ = [
     "ALGORITHMS",
+    "ALLOCATORS",
     "Allocation",
     "Instance",
     "Job",

@@ -40,6 +40,29 @@ from .average import finish
 from .model import EPS, Allocation, Instance, Status, Tasks
 
 
+def _migration_budget(
+    solver: pywraplp.Solver,
+    e: list[list[Any]],
+    mem: np.ndarray,
+    previous: np.ndarray | None,
+    budget: float | None,
+    by_count: bool,
+) -> None:
+    """Section 6.1's row (31): moving old task t off its previous host costs m_t (1 with ``by_count``); the total
+    stays within ``budget``. Nothing without a previous placement."""
+    if previous is None or budget is None:
+        return
+    cost = [
+        (1.0 if by_count else float(mem[t])) * v
+        for t, row in enumerate(e)
+        if previous[t] >= 0
+        for j, v in enumerate(row)
+        if j != previous[t] and v is not None
+    ]
+    if cost:
+        solver.Add(sum(cost) <= float(budget))
+
+
 def _build(
     solver: pywraplp.Solver,
     tasks: Tasks,
@@ -79,16 +102,7 @@ def _build(
             solver.Add(sum(float(mem[t]) * e[t][j] for t in col) <= float(tasks.mem_cap[j]))
     for i in range(tasks.n_jobs):
         solver.Add(y[i] >= big_y)
-    if previous is not None and budget is not None:
-        cost = [
-            (1.0 if by_count else float(mem[t])) * e[t][j]
-            for t in range(n)
-            if previous[t] >= 0
-            for j in range(h)
-            if j != previous[t] and e[t][j] is not None
-        ]
-        if cost:
-            solver.Add(sum(cost) <= float(budget))
+    _migration_budget(solver, e, mem, previous, budget, by_count)
     solver.Maximize(big_y)
     return e, big_y
 
@@ -117,16 +131,7 @@ def _build_makespan(
         if col:
             solver.Add(sum(float(tasks.alpha[t]) * e[t][j] for t in col) <= float(tasks.cpu_cap[j]) * z)
             solver.Add(sum(float(mem[t]) * e[t][j] for t in col) <= float(tasks.mem_cap[j]))
-    if previous is not None and budget is not None:
-        cost = [
-            (1.0 if by_count else float(mem[t])) * e[t][j]
-            for t in range(n)
-            if previous[t] >= 0
-            for j in range(h)
-            if j != previous[t] and e[t][j] is not None
-        ]
-        if cost:
-            solver.Add(sum(cost) <= float(budget))
+    _migration_budget(solver, e, mem, previous, budget, by_count)
     solver.Minimize(z)
     return e, z
 

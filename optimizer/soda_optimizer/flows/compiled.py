@@ -74,9 +74,6 @@ class Compiled:
         L = self.lifespan[f]
         return cohort * self.tau + L, (cohort + 1) * self.tau + L
 
-    def epoch_start(self, e: int) -> float:
-        return e * self.tau
-
     def weight(self, e: int) -> float:
         """P^{t(e)} of eq. (2)."""
         return float(self.p_minute ** (e * self.tau))

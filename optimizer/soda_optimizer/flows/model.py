@@ -216,16 +216,14 @@ class Plan(_Frozen):
     routes: tuple[Route, ...] = ()
 
 
-class FlowEpochStats(_Frozen):
-    """What happens during ``epoch`` to the jobs of ``flow`` that arrived in epoch ``cohort`` (counts of jobs).
+class JobCounts(_Frozen):
+    """Counts of jobs, the one statistics record of the simulator (eq. (2)'s d and b among them).
 
-    ``backlogged``: put into backlog during the epoch; ``released``: taken out of backlog into a pool;
-    ``held``: jobs in backlog during the epoch (the b of eq. (2)); ``dropped``: deadline passed (the d of eq. (2)),
-    including, in the last epoch, jobs still in the system when the horizon ends."""
+    ``arrived``: fresh arrivals; ``admitted``: sent to a pool for the first step; ``completed``: finished their
+    last step; ``dropped``: deadline passed (the d of eq. (2)), including, in the last epoch, jobs still in the
+    system when the horizon ends; ``backlogged``: put into backlog; ``released``: taken out of backlog into a
+    pool; ``held``: jobs in backlog (the b of eq. (2))."""
 
-    epoch: int
-    flow: str
-    cohort: int
     arrived: float = 0.0
     admitted: float = 0.0
     completed: float = 0.0
@@ -233,6 +231,15 @@ class FlowEpochStats(_Frozen):
     backlogged: float = 0.0
     released: float = 0.0
     held: float = 0.0
+
+
+class FlowEpochStats(JobCounts):
+    """What happens during ``epoch`` to the jobs of ``flow`` that arrived in epoch ``cohort``: the
+    :class:`JobCounts` of those jobs."""
+
+    epoch: int
+    flow: str
+    cohort: int
 
 
 class PoolEpochStats(_Frozen):

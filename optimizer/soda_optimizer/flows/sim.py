@@ -37,30 +37,36 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import make_dataclass
+from typing import Any
 
 import numpy as np
 
 from .compiled import Compiled, compile_problem, mean_survival, survival
-from .model import BACKLOG, INITIAL_COHORT, FlowEpochStats, Plan, PolicyEntry, PoolEpochStats, Problem, SimResult
+from .model import (
+    BACKLOG,
+    INITIAL_COHORT,
+    FlowEpochStats,
+    JobCounts,
+    Plan,
+    PolicyEntry,
+    PoolEpochStats,
+    Problem,
+    SimResult,
+)
 
 # (pool index, probability) pairs and the backlog probability
 Decision = tuple[tuple[tuple[int, float], ...], float]
 PolicyKey = tuple[int, int, int, int]  # epoch, flow, cohort, step
 Policy = dict[PolicyKey, Decision]
 
-_STAT_FIELDS = ("arrived", "admitted", "completed", "dropped", "backlogged", "released", "held")
+# the simulator adds into one of these per (epoch, flow, cohort): :class:`~.model.JobCounts`' fields in a slotted
+# mutable dataclass (a pydantic model's assignment would cost a simulation 15%; a misspelt field still fails)
+_Counts: Any = make_dataclass("_Counts", [(k, float, 0.0) for k in JobCounts.model_fields], slots=True)
 
 
-@dataclass
-class _Stats:
-    arrived: float = 0.0
-    admitted: float = 0.0
-    completed: float = 0.0
-    dropped: float = 0.0
-    backlogged: float = 0.0
-    released: float = 0.0
-    held: float = 0.0
+def _stats(counts: Any, epoch: int, flow: str, cohort: int) -> FlowEpochStats:
+    return FlowEpochStats(epoch=epoch, flow=flow, cohort=cohort, **{k: getattr(counts, k) for k in JobCounts.model_fields})
 
 
 def policy_from_plan(problem: Problem, plan: Plan) -> Policy:
@@ -112,15 +118,15 @@ def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: 
             else:
                 queue[(f, INITIAL_COHORT, w.step, pidx[w.pool])] += w.jobs
     scores: list[float] = [0.0] * cp.n_epochs
-    flow_stats: dict[tuple[int, int, int], _Stats] = {}
+    flow_stats: dict[tuple[int, int, int], Any] = {}  # _Counts
     pool_stats: list[PoolEpochStats] = []
     left = 0.0
 
-    def st(e: int, f: int, a: int) -> _Stats:
+    def st(e: int, f: int, a: int) -> Any:
         key = (e, f, a)
         s = flow_stats.get(key)
         if s is None:
-            s = flow_stats[key] = _Stats()
+            s = flow_stats[key] = _Counts()
         return s
 
     for e in range(start_epoch, cp.n_epochs):
@@ -141,7 +147,7 @@ def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: 
     flows: tuple[FlowEpochStats, ...] = ()
     if detail:
         flows = tuple(
-            FlowEpochStats(epoch=e, flow=cp.problem.flows[f].name, cohort=a, **{k: getattr(v, k) for k in _STAT_FIELDS})
+            _stats(v, e, cp.problem.flows[f].name, a)
             for (e, f, a), v in sorted(flow_stats.items())
         )
     return SimResult(
@@ -159,7 +165,7 @@ def _epoch(
     e: int,
     backlog: dict[tuple[int, int, int], float],
     queue: dict[tuple[int, int, int, int], float],
-    st: Callable[[int, int, int], _Stats],
+    st: Callable[[int, int, int], Any],
     pool_stats: list[PoolEpochStats],
     detail: bool,
 ) -> tuple[dict[tuple[int, int, int], float], dict[tuple[int, int, int, int], float]]:
@@ -342,27 +348,22 @@ def _fixed_point(
     n = len(src)
     x = src.copy()
     safe_cap = np.where(caps > 0, caps, 1.0)
-    rho = np.ones_like(x)
-    load_pc = np.zeros((P, K))
-    thr_pc = np.zeros((P, K))
     for _ in range(max_iter):
-        load_pc = np.bincount(pc, weights=x * rt, minlength=P * K).astype(float).reshape(P, K)
-        cum = np.cumsum(load_pc, axis=1) / safe_cap[:, None]
-        tput = np.empty_like(cum)
-        for ix, xs, ys in cp.map_groups:
-            tput[ix] = np.interp(cum[ix], xs, ys)
-        tput *= safe_cap[:, None]
-        tput[caps <= 0] = 0.0
-        thr_pc = np.diff(tput, axis=1, prepend=0.0)
-        ratio = np.divide(thr_pc, load_pc, out=np.ones_like(thr_pc), where=load_pc > 1e-15)
-        ratio[caps <= 0] = 0.0
-        rho = np.clip(ratio.ravel()[pc], 0.0, 1.0)
+        rho, _, _ = _service(cp, caps, safe_cap, x, rt, pc, P, K)
         x_new = src + np.bincount(dst, weights=pr * (rho * x)[srci], minlength=n)
-        if float(np.max(np.abs(x_new - x))) <= tol * (1.0 + float(np.max(np.abs(x_new)))):
-            x = x_new
-            break
+        done = float(np.max(np.abs(x_new - x))) <= tol * (1.0 + float(np.max(np.abs(x_new))))
         x = x_new
-    # final consistent ratios for the converged rates
+        if done:
+            break
+    rho, load_pc, thr_pc = _service(cp, caps, safe_cap, x, rt, pc, P, K)  # the ratios of the converged rates
+    return x, rho, load_pc, thr_pc
+
+
+def _service(
+    cp: Compiled, caps: np.ndarray, safe_cap: np.ndarray, x: np.ndarray, rt: np.ndarray, pc: np.ndarray, P: int, K: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Utility-ordered service at rates ``x`` (section 2.2): per node its served fraction rho, and per (pool, class)
+    the load and the throughput (the classes' loads stacked highest utility first on the pool's map)."""
     load_pc = np.bincount(pc, weights=x * rt, minlength=P * K).astype(float).reshape(P, K)
     cum = np.cumsum(load_pc, axis=1) / safe_cap[:, None]
     tput = np.empty_like(cum)
@@ -373,8 +374,7 @@ def _fixed_point(
     thr_pc = np.diff(tput, axis=1, prepend=0.0)
     ratio = np.divide(thr_pc, load_pc, out=np.ones_like(thr_pc), where=load_pc > 1e-15)
     ratio[caps <= 0] = 0.0
-    rho = np.clip(ratio.ravel()[pc], 0.0, 1.0)
-    return x, rho, load_pc, thr_pc
+    return np.clip(ratio.ravel()[pc], 0.0, 1.0), load_pc, thr_pc
 
 
 __all__ = ["BACKLOG", "Decision", "Policy", "plan_entries", "policy_from_plan", "simulate", "simulate_policy"]

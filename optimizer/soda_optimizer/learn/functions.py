@@ -19,9 +19,10 @@ With learning disabled, only 4 and 5 apply. ``combine`` is never learned: it sta
 
 The choices are keyed by *template* PE (``pe_id(template, pe)``, ``"ns/template:pe"``): the resource
 function lives on the template's PE in the Scenario, and a template's PE has one signature whatever
-job runs it. :func:`apply_functions` is the step; the operator calls it on each epoch's Scenario
-before ``pipeline.run`` / ``pipeline.rerun`` (``steps.prepare`` stays learner-free: the offline planner
-and the benchmarks plan with the Scenario they are given).
+job runs it. :func:`apply_functions` is the step: the first of :func:`..steps.prepare`, which takes
+the choices as ``functions`` (``pipeline.run(scenario, functions=...)`` / ``pipeline.rerun``), before
+the rank and weight managers, in one order offline and live. Without ``functions`` the Scenario is
+planned with its own (declared) functions.
 """
 
 from __future__ import annotations

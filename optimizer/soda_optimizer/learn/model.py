@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import PEKind, ResourceFunction
+from ..model import PEKind
 from .signature import Level
 
 Loss = Literal["soft_l1", "huber", "cauchy", "linear"]
@@ -105,17 +105,8 @@ class LearnedModel(BaseModel):
             return 1.0
         return self.fit.confidence if self.fit is not None else 0.0
 
-    def resource_function(self, combine: Literal["sum", "min", "max"] = "sum") -> ResourceFunction:
-        """The optimizer's :class:`ResourceFunction` with the learned parameters."""
-        return ResourceFunction(a=self.a, b=self.b, combine=combine)
-
     def predict(self, r_i: float, m: float) -> float:
         """Predicted output rate at input rate ``r_i`` (a source's primal rate) and ``m`` mips."""
         if self.kind is PEKind.source:
             return min(self.a * m, r_i)
         return min(self.a * r_i * m, self.b * r_i)
-
-    def mips_used(self, r_i: float, m: float) -> float:
-        """Predicted mips used: all of ``m`` when CPU-bound, what the input needs when not."""
-        need = r_i / self.a if self.kind is PEKind.source else self.b / self.a
-        return min(m, need) if r_i > 0 else 0.0

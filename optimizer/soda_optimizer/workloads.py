@@ -1,11 +1,13 @@
-"""Seeded generators of SODA workloads and node sets (pure: they build Scenario objects).
+"""Seeded generators of SODA workloads and node sets (pure: they build Scenario objects; no I/O), for the
+tests, the benchmarks and the examples, like :mod:`.flows.fixtures` for the flow router.
 
-- :func:`lsd`: LSD-like (paper 7.2): 104 jobs, 737 lightweight PEs, 3 ranks, some inter-job glue
-  through exported/imported streams, about 1 job in 8 with an alternative template; ``scale``
-  multiplies the number of jobs (``scale=10`` is the 10x LSD);
-- :func:`dac`: DAC-like: 6 jobs, 51 PEs of widely different cost (saturation from ~50 to ~20,000
-  mips, log-uniform);
-- :func:`nodes`: N nodes in racks and zones;
+- :func:`lsd`: LSD-like (SODA paper, section 7.2.1: "104 jobs and 737 PEs", "generally lightweight"):
+  3 ranks, some inter-job glue through exported/imported streams (section 1, Fig. 1), about 1 job
+  in 8 with an alternative template (section 1's template selection); ``scale`` multiplies the
+  number of jobs (``scale=10`` is the 10x LSD);
+- :func:`dac`: DAC-like (section 7.2.1: "six jobs and 51 PEs", "a wide range of processing
+  requirements"): saturation from ~50 to ~20,000 mips, log-uniform;
+- :func:`nodes`: N nodes (the paper's PNs) in racks and zones (the clusters and link tree of 5.2);
 - :func:`scenario`: the two together with a policy.
 
 The real LSD and DAC resource functions are not published; these reproduce their published shape
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
-from soda_optimizer.model import (
+from .model import (
     PE,
     Export,
     Import,
@@ -36,7 +39,7 @@ from soda_optimizer.model import (
 NS = "bench"
 
 
-def _template(rng: random.Random, name: str, n_pe: int, cost: callable, rate: float) -> Template:  # type: ignore[valid-type]
+def _template(rng: random.Random, name: str, n_pe: int, cost: Callable[[], float], rate: float) -> Template:
     n_src = 1 if n_pe < 6 or rng.random() < 0.6 else 2
     pes, streams = [], []
     for i in range(n_pe):

@@ -1,0 +1,105 @@
+"""The decision maker's policies by name (Lin 2014, sections 5.1-5.5 and 6.3.2's EDF). Pure: no Kubernetes, no I/O.
+
+Two kinds of names:
+
+- a policy family with its parameters, the form a ``BatchDispatch`` spells (``policy`` plus ``reservation``,
+  ``horizon``, ``fill``): ``priority`` (5.1: ``reservation``, ``fill``), ``proportion`` (5.2: ``fill``),
+  ``workload`` (5.3: ``horizon``, ``fill``), ``deadline`` (5.4: ``fill``), ``edf`` (6.3.2: none). A parameter not
+  given takes the policy's default (``fill``: none for priority and proportion, ``priority`` for workload,
+  ``deadline`` for deadline); ``fill="none"`` is no spare fill, like ``None``;
+- the eight configurations of the paper's comparison (:data:`PAPER`), by the name the policy reports
+  (``priority(r=0.2)``, ``deadline+fill-priority``, ...), without parameters. Where a configuration's name is a
+  family's (``proportion``, ``edf``, ``deadline``), the family wins: ``deadline`` is the family's default
+  (spare workers filled by deadline, what a ``BatchDispatch`` gets); the paper's ``deadline`` without fill is
+  ``policy("deadline", fill=None)``.
+
+:func:`policy` builds one; a bad name, an unknown parameter or a bad value is a ``ValueError`` that names the field
+and what it accepts. Parameters are validated by pydantic against the policy's dataclass (its ``__post_init__``
+included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from .base import Policy
+from .deadline import DeadlinePolicy, EdfPolicy
+from .priority import PriorityPolicy
+from .proportion import ProportionPolicy
+from .workload import WorkloadPolicy
+
+#: policy family -> the dataclass that implements it (its fields are the parameters)
+FAMILIES: dict[str, type] = {
+    "priority": PriorityPolicy,
+    "proportion": ProportionPolicy,
+    "workload": WorkloadPolicy,
+    "deadline": DeadlinePolicy,
+    "edf": EdfPolicy,
+}
+
+#: the configurations of the paper's comparison (6.3), with the parameters the benchmark uses
+PAPER: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("priority", {"reservation": 0.0}),
+    ("priority", {"reservation": 0.2}),
+    ("proportion", {}),
+    ("workload", {"horizon": 1.0, "fill": "priority"}),
+    ("deadline", {"fill": None}),
+    ("deadline", {"fill": "priority"}),
+    ("deadline", {"fill": "deadline"}),
+    ("edf", {}),
+)
+
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+
+
+def parameters(family: str) -> tuple[str, ...]:
+    """The parameters a policy family accepts."""
+    return tuple(f.name for f in fields(FAMILIES[family]))
+
+
+def _build(family: str, params: dict[str, Any]) -> Policy:
+    unknown = sorted(set(params) - set(parameters(family)))
+    if unknown:
+        accepts = ", ".join(parameters(family)) or "none"
+        raise ValueError(f"dispatch policy {family!r}: unknown parameter {', '.join(unknown)} (accepts: {accepts})")
+    if params.get("fill") == "none":
+        params = {**params, "fill": None}
+    adapter = _ADAPTERS.get(family)
+    if adapter is None:
+        adapter = _ADAPTERS[family] = TypeAdapter(FAMILIES[family])
+    try:
+        out: Policy = adapter.validate_python(params)
+    except ValidationError as e:
+        why = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'parameters'}: {err['msg']}" for err in e.errors())
+        raise ValueError(f"dispatch policy {family!r}: {why}") from None
+    return out
+
+
+def paper_policies() -> dict[str, Policy]:
+    """Every policy of the paper with the parameters the benchmark uses, by name."""
+    ps = [_build(family, dict(params)) for family, params in PAPER]
+    return {p.name: p for p in ps}
+
+
+def names() -> list[str]:
+    """Every name :func:`policy` accepts: the families, then the paper's other configurations."""
+    return [*FAMILIES, *(n for n in paper_policies() if n not in FAMILIES)]
+
+
+def policy(name: str, **params: Any) -> Policy:
+    """The policy ``name`` (a family with ``params``, or one of the paper's configurations without)."""
+    if name in FAMILIES:
+        return _build(name, params)
+    paper = paper_policies()
+    if name in paper:
+        if params:
+            raise ValueError(f"dispatch policy {name!r} is one of the paper's configurations and takes no parameters "
+                             f"(got {', '.join(sorted(params))}); give the family ({', '.join(FAMILIES)}) to set them")
+        return paper[name]
+    raise ValueError(f"dispatch policy: unknown policy {name!r} (known: {', '.join(names())})")
+
+
+__all__ = ["FAMILIES", "PAPER", "names", "paper_policies", "parameters", "policy"]

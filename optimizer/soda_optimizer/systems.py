@@ -1,0 +1,241 @@
+"""One entry shape for every allocation system (issue 33): SODA and the three related systems of DESIGN.md decide
+through one call and answer in one record. Pure: no Kubernetes, no I/O.
+
+An :class:`AllocationSystem` has a ``name``, the ``algorithms`` it accepts, and
+``decide(spec, inputs, deadline_s) -> Decision``: ``spec`` says *how* to decide (the system's own settings,
+naming one of its algorithms), ``inputs`` *what* to decide about, ``deadline_s`` how long it may take (None: the
+system's default). A :class:`Decision` carries the ``status`` (``optimal``: proven; ``feasible``: an answer, no
+proof; ``deadline``: the deadline passed, the best answer so far; ``infeasible``: no answer), a ``bound`` on the
+objective where the system has one (else None), a ``detail`` line, and the system's own ``result`` unchanged.
+
+The four systems, found by name (:func:`get`, :func:`names`):
+
+- ``soda`` (SODA paper sections 3-5, the macroQ paper): spec a :class:`~.model.Policy` (None: the Scenario's
+  own; its ``placement`` is the algorithm), inputs a :class:`~.model.Scenario`, result the :class:`~.plan.Plan`
+  of :func:`.pipeline.run`;
+- ``fair_yield`` (Stillwell et al. 2.5, 3, 6.1): spec a :class:`FairYieldSpec` or an algorithm name, inputs a
+  :class:`~.fair_yield.Instance`, result the :class:`~.fair_yield.Allocation` of :func:`.fair_yield.allocate` or,
+  for :data:`REALLOCATION`'s names, of :func:`.fair_yield.reallocate`;
+- ``dispatch`` (Lin 2014, 3.5.2, 5, 6.3.2): spec a :class:`DispatchSpec`, a policy name
+  (:func:`.dispatch.policy`) or a built policy, inputs :class:`DispatchInputs`, result the ``{free worker: job}``
+  assignment of :func:`.dispatch.decide`;
+- ``flows`` (Montana & Zinky 3.2, 3.3): spec :class:`~.flows.PlannerParams` (None: the defaults), inputs a
+  :class:`~.flows.Problem`, result the :class:`~.flows.PlanResult` of :func:`.flows.plan_flows`.
+
+Bounds: the fair-yield allocator gives an upper bound on the minimum yield where its algorithm has one (the MILP;
+:attr:`.fair_yield.Allocation.bound`);
+SODA, the dispatcher and the flow planner have none. The per-system calls (``pipeline.run``,
+``fair_yield.allocate``/``reallocate``, ``dispatch.decide``, ``flows.plan_flows``) stay as they are: this module
+sits on top of them and changes nothing they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import dispatch, fair_yield, flows, pipeline, policy
+from .model import Policy, Scenario
+from .plan import Plan
+
+Status = Literal["optimal", "feasible", "deadline", "infeasible"]
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Decision(Generic[R]):
+    """What a system decided: its status, a bound on the objective (None where it has none), a line of detail,
+    and the system's own result."""
+
+    system: str
+    algorithm: str
+    status: Status
+    result: R
+    bound: float | None = None
+    detail: str = ""
+
+
+@runtime_checkable
+class AllocationSystem(Protocol):
+    """An allocation system behind the common entry."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def algorithms(self) -> tuple[str, ...]: ...
+
+    def decide(self, spec: Any, inputs: Any, deadline_s: float | None = None) -> Decision[Any]: ...
+
+
+# ----------------------------------------------------------------------------------------------------- SODA
+
+
+class Soda:
+    """SODA through :func:`.pipeline.run` (the steps, then the policy the ``placement`` names)."""
+
+    name = "soda"
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        return tuple(policy.names())
+
+    def decide(self, spec: Policy | None, inputs: Scenario, deadline_s: float | None = None) -> Decision[Plan]:
+        scenario = inputs if spec is None else inputs.model_copy(update={"policy": spec})
+        plan = pipeline.run(scenario, deadline_s)
+        timed_out = any(s.status == "deadline" for s in plan.stages)
+        status: Status = "infeasible" if not plan.feasible else "deadline" if timed_out else "feasible"
+        admitted = sum(d.admitted for d in plan.jobs)
+        detail = plan.message or f"{admitted}/{len(plan.jobs)} jobs admitted, importance {plan.importance:.6g}"
+        return Decision(self.name, scenario.policy.placement, status, plan, None, detail)
+
+
+# ----------------------------------------------------------------------------------------------- fair yield
+
+#: re-placement under a migration budget (6.1): the name :func:`.fair_yield.reallocate` reports -> its method
+REALLOCATION: dict[str, Literal["heuristic", "milp"]] = {"dynamic": "heuristic", "dynamic-milp": "milp"}
+
+
+class FairYieldSpec(BaseModel):
+    """How to allocate: one of :data:`.fair_yield.ALGORITHMS`, or a re-placement (:data:`REALLOCATION`) of
+    ``previous`` (one host per task, -1 = new) moving at most ``budget``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    algorithm: str = "mcb8"
+    seed: int = 0
+    previous: tuple[int, ...] | None = None
+    budget: float | None = Field(default=None, ge=0)
+    by_count: bool = False
+
+
+class FairYield:
+    """Max-min yield allocation (:func:`.fair_yield.allocate`) and re-allocation (:func:`.fair_yield.reallocate`)."""
+
+    name = "fair_yield"
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        return (*fair_yield.ALGORITHMS, *REALLOCATION)
+
+    def decide(
+        self, spec: FairYieldSpec | str | None, inputs: fair_yield.Instance, deadline_s: float | None = None
+    ) -> Decision[fair_yield.Allocation]:
+        s = FairYieldSpec() if spec is None else FairYieldSpec(algorithm=spec) if isinstance(spec, str) else spec
+        method = REALLOCATION.get(s.algorithm)
+        if method is not None:
+            if s.previous is None or s.budget is None:
+                raise ValueError(f"fair_yield algorithm {s.algorithm!r}: give previous and budget")
+            alloc = fair_yield.reallocate(inputs, list(s.previous), s.budget, method, s.by_count, deadline_s)
+        elif s.algorithm.lower() in fair_yield.ALLOCATORS:
+            alloc = fair_yield.allocate(inputs, s.algorithm, deadline_s, s.seed)
+        else:
+            raise ValueError(f"fair_yield: unknown algorithm {s.algorithm!r}; one of {', '.join(self.algorithms)}")
+        detail = f"min yield {alloc.min_yield:.6g}, average yield {alloc.avg_yield:.6g}" if alloc.ok else "no placement"
+        return Decision(self.name, s.algorithm, alloc.status, alloc, alloc.bound, detail)
+
+
+# -------------------------------------------------------------------------------------------------- dispatch
+
+
+class DispatchSpec(BaseModel):
+    """A dispatch policy by name and its parameters (:func:`.dispatch.policy`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    policy: str = "deadline"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DispatchInputs:
+    """One decision's inputs (3.5.2): the jobs, the workers, the time, the speed estimates (None: the priors)."""
+
+    jobs: Sequence[dispatch.JobView]
+    workers: Sequence[dispatch.WorkerView]
+    now: float
+    speeds: dispatch.SpeedMatrix | None = None
+
+
+class Dispatch:
+    """The decision maker (:func:`.dispatch.decide`): free workers to jobs, under a policy named in the table."""
+
+    name = "dispatch"
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        return tuple(dispatch.names())
+
+    def decide(
+        self, spec: DispatchSpec | str | dispatch.Policy | None, inputs: DispatchInputs, deadline_s: float | None = None
+    ) -> Decision[dispatch.Assignment]:
+        if spec is None or isinstance(spec, str | DispatchSpec):
+            s = DispatchSpec() if spec is None else DispatchSpec(policy=spec) if isinstance(spec, str) else spec
+            pol = dispatch.policy(s.policy, **s.params)
+        else:
+            pol = spec
+        out = dispatch.decide(pol, inputs.jobs, inputs.workers, inputs.now, inputs.speeds)
+        detail = f"{len(out)} free worker(s) to {len(set(out.values()))} job(s)"
+        return Decision(self.name, pol.name, "feasible", out, None, detail)
+
+
+# ----------------------------------------------------------------------------------------------------- flows
+
+
+class Flows:
+    """Job-flow routing and backlog (:func:`.flows.plan_flows`); ``deadline_s`` overrides the params' own."""
+
+    name = "flows"
+    algorithms = ("ga",)  # Level 2's order-based GA over the rapid route builder, in Level 3's backward sweep
+
+    def decide(
+        self, spec: flows.PlannerParams | None, inputs: flows.Problem, deadline_s: float | None = None
+    ) -> Decision[flows.PlanResult]:
+        params = spec or flows.PlannerParams()
+        if deadline_s is not None:
+            params = params.model_copy(update={"deadline_s": deadline_s})
+        res = flows.plan_flows(inputs, params)
+        detail = (f"score {res.result.score:.6g} (first plan {res.first_score:.6g}), {res.evaluations} evaluations, "
+                  f"{res.epochs_optimised} epoch(s) optimised")
+        return Decision(self.name, "ga", "deadline" if res.timed_out else "feasible", res, None, detail)
+
+
+# -------------------------------------------------------------------------------------------------- registry
+
+_SYSTEMS: dict[str, AllocationSystem] = {s.name: s for s in (Soda(), FairYield(), Dispatch(), Flows())}
+
+
+def names() -> list[str]:
+    """The registered systems."""
+    return sorted(_SYSTEMS)
+
+
+def get(name: str) -> AllocationSystem:
+    """The system registered as ``name``; a clear error naming the known ones otherwise."""
+    if name not in _SYSTEMS:
+        raise KeyError(f"no allocation system '{name}' (known: {', '.join(names())})")
+    return _SYSTEMS[name]
+
+
+def decide(system: str, spec: Any, inputs: Any, deadline_s: float | None = None) -> Decision[Any]:
+    """``get(system).decide(spec, inputs, deadline_s)``."""
+    return get(system).decide(spec, inputs, deadline_s)
+
+
+__all__ = [
+    "REALLOCATION",
+    "AllocationSystem",
+    "Decision",
+    "Dispatch",
+    "DispatchInputs",
+    "DispatchSpec",
+    "FairYield",
+    "FairYieldSpec",
+    "Flows",
+    "Soda",
+    "Status",
+    "decide",
+    "get",
+    "names",
+]
