@@ -9,7 +9,7 @@ import pytest
 
 from soda_operator.dataplane.model import Instance, solve
 from soda_operator.soda.learning import settings_from
-from soda_optimizer import pipeline
+from soda_optimizer import pipeline, steps
 from soda_optimizer.learn import LearnConfig, Learner, Sample, Signature, sample_from_observation
 from soda_optimizer.learn.explore import apply_probes, select
 from soda_optimizer.learn.functions import Choice, ExplorationSettings, LearningSettings, choose
@@ -196,14 +196,14 @@ def test_operator_macro_probes_and_micro_keeps_the_probes() -> None:
     for i, m in enumerate([100.0, 150.0, 200.0, 120.0, 180.0, 160.0] * 2):  # CPU-bound only: B not identified
         lrn.learner.observe(sig, [Sample(r_i=100.0, m=m, r_o=0.05 * m, m_used=m, t=float(i))], now=float(i))
     policy = {"spec": {"learning": {"enabled": True, "exploration": {"enabled": True, "period": 1, "maxShare": 1.0}}}}
-    out = lrn.macro(scen, [TEMPLATE], policy)
+    out = steps.learned(scen, lrn.macro(scen, [TEMPLATE], policy))
     mid = pe_id("ns/t", "mid")
     chosen = lrn.functions[mid]
     assert chosen.source.startswith("learned") and mid in lrn.probes
     planned = out.template("ns/t").pes[1].rf
     assert planned.b == pytest.approx(1.5 * chosen.rf.b) and planned.a == chosen.rf.a
-    assert lrn.micro(scen).template("ns/t").pes[1].rf == planned  # the micro epochs plan with the same probe
+    assert steps.learned(scen, lrn.planned()).template("ns/t").pes[1].rf == planned  # the micro epochs plan with the same probe
     # exploration off: no probe, the chosen function
     off = {"spec": {"learning": {"enabled": True}}}
-    out = lrn.macro(scen, [TEMPLATE], off)
+    out = steps.learned(scen, lrn.macro(scen, [TEMPLATE], off))
     assert lrn.probes == {} and out.template("ns/t").pes[1].rf == chosen.rf

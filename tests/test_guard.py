@@ -114,10 +114,10 @@ def test_kubesoda_plan_leaves_out_the_job_that_makes_planning_fail(monkeypatch, 
 
     real = pipeline.run
 
-    def run(s, deadline_s=None):
+    def run(s, deadline_s=None, functions=None):
         if any(j.name == "default/video" for j in s.jobs):
             raise ValueError("attempt to get argmax of an empty sequence")
-        return real(s, deadline_s)
+        return real(s, deadline_s, functions)
 
     monkeypatch.setattr(cli.pipeline, "run", run)
     ex = Path(__file__).resolve().parents[1] / "examples"

@@ -12,6 +12,7 @@ from kubernetes import client
 
 from soda_operator.soda import crd, learning, status
 from soda_operator.soda.learning import Learning, profile_status, settings_from, template_signatures
+from soda_optimizer import steps
 from soda_optimizer.learn import Learner, Sample, Signature
 from soda_optimizer.learn.functions import (
     DECLARED,
@@ -276,7 +277,7 @@ def test_bad_profiles_and_failed_writes_never_raise():
     assert lrn.dirty == {SIG.key}  # kept for the next macro epoch
     api.fail_list = True
     lrn.sync()  # no CRD: logged
-    assert Learning(None).macro(_scenario(), [TEMPLATE], None) is not None
+    assert Learning(None).macro(_scenario(), [TEMPLATE], None) is not None  # no raise: the declared functions
 
 
 # ------------------------------------------------------------------------------------ the operator's path
@@ -311,7 +312,7 @@ def test_observe_waits_for_a_held_allocation_then_learns_and_plans_with_it():
     assert c.source == "learned:flowspec", c
     assert c.rf.a == pytest.approx(true_a, rel=0.1) and c.rf.b == pytest.approx(true_b, rel=0.1)
     assert fns[pe_id("ns/t", "out")].source == DEFAULT and fns[pe_id("ns/t", "src")].source == DECLARED
-    assert lrn.micro(scen).template("ns/t").pe("mid").rf == c.rf
+    assert steps.learned(scen, lrn.planned()).template("ns/t").pe("mid").rf == c.rf
     st = lrn.status_of(plan, "ns/j")
     assert st["mid"]["source"] == "learned:flowspec" and st["out"] == {"a": 1.0, "b": 1.0, "source": "default"}
     # into the job's status

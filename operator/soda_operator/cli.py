@@ -10,11 +10,14 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from soda_optimizer import guard, pipeline
+from soda_optimizer import guard, pipeline, steps
 from soda_optimizer.model import Scenario
 from soda_optimizer.plan import Plan
+
+if TYPE_CHECKING:  # scipy, through the learner: imported only where functions are chosen
+    from soda_optimizer.learn.functions import Choice
 
 from . import manifests
 from .soda import crd, state
@@ -106,13 +109,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0 if plan.feasible and not refused else 1
 
 
-def _functions(scen: Scenario, m: manifests.Manifests) -> tuple[Scenario, list[crd.ObjectError]]:
+def _functions(scen: Scenario, m: manifests.Manifests) -> tuple[dict[str, Choice], list[crd.ObjectError]]:
     """The resource function each PE is planned with, as the operator's macro epoch chooses it
     (soda_operator.soda.learning, docs/learn.md): a pinned ResourceProfile, the declared function when
     the policy says declared ones win, a learned ResourceProfile, the declared one, the policy's
-    default per kind. ResourceProfiles come from the files like any other object."""
-    from soda_optimizer.learn.functions import apply_functions
-
+    default per kind. ResourceProfiles come from the files like any other object. They go into the
+    pipeline as its first step (``pipeline.run(scen, functions=...)``), as in the operator."""
     from .soda.learning import Learning
 
     lrn = Learning(None)
@@ -122,7 +124,7 @@ def _functions(scen: Scenario, m: manifests.Manifests) -> tuple[Scenario, list[c
     if m.profiles and not lrn.settings.enabled:
         print(f"warning: {len(m.profiles)} ResourceProfile(s) not used: the SchedulingPolicy's spec.learning.enabled is not true",
               file=sys.stderr)
-    return apply_functions(scen, choices), errors
+    return choices, errors
 
 
 def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] | int:
@@ -141,7 +143,7 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
         return 2
     scen, errors = crd.scenario_from_objects(nodes, m.templates, m.jobs, m.policy, source=m.source, foreign=foreign, validate=True,
                                              now=datetime.now(UTC))
-    scen, bad = _functions(scen, m)
+    functions, bad = _functions(scen, m)
     errors += bad
     for err in errors:
         print(f"error: {err}", file=sys.stderr)
@@ -166,7 +168,7 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
     try:
         # the operator's pipeline guard: a job that makes planning fail is left out with an error,
         # the others are planned as without it (soda_optimizer.guard)
-        out = guard.run(scen, pipeline.run)
+        out = guard.run(scen, lambda s: pipeline.run(s, functions=functions))
     except guard.Unplannable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -179,7 +181,7 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
         errors.append(crd.ObjectError("StreamJob", job, "", f"planning failed with this job ({why}); it was left out", m.source.get(f"StreamJob/{job}"),
                                       "Quarantined"))
         print(f"error: {errors[-1]}", file=sys.stderr)
-    args.planned_scenario = guard.without(scen, out.quarantined)  # kubesoda plan --serve shows it
+    args.planned_scenario = guard.without(steps.learned(scen, functions), out.quarantined)  # kubesoda plan --serve shows it
     return out.plan, errors
 
 

@@ -32,10 +32,7 @@ if TYPE_CHECKING:  # .learn imports scipy: loaded only when functions are given
 def prepare(scenario: Scenario, functions: Mapping[str, Choice] | None = None) -> Scenario:
     """The Scenario a policy plans with: learned functions (when given), rank manager, rank
     overrides, weight manager (the module docstring's order)."""
-    if functions:
-        from .learn.functions import apply_functions
-
-        scenario = apply_functions(scenario, functions)
+    scenario = learned(scenario, functions)
     pol = scenario.policy
     for kind, registry, name in (("rank manager", RANK_MANAGERS, pol.rank_manager),
                                  ("weight manager", WEIGHT_MANAGERS, pol.weight_manager)):
@@ -45,6 +42,16 @@ def prepare(scenario: Scenario, functions: Mapping[str, Choice] | None = None) -
         if kind == "rank manager":
             scenario = override_ranks(scenario)
     return scenario
+
+
+def learned(scenario: Scenario, functions: Mapping[str, Choice] | None) -> Scenario:
+    """Step 1 alone: ``scenario`` with the learned functions put in (itself when there are none).
+    The operator also keeps this Scenario to write what it planned with (instances, budgets)."""
+    if not functions:
+        return scenario
+    from .learn.functions import apply_functions
+
+    return apply_functions(scenario, functions)
 
 
 def override_ranks(scenario: Scenario) -> Scenario:

@@ -32,7 +32,7 @@ from typing import Any
 
 from kubernetes import client
 
-from soda_optimizer import guard, pipeline
+from soda_optimizer import guard, pipeline, steps
 from soda_optimizer.managers import budget as budget_managers
 from soda_optimizer.model import Budgets, Scenario
 from soda_optimizer.plan import Plan
@@ -162,8 +162,9 @@ class Loops:
         def plan_fn(s: Scenario) -> Plan:
             if self.failpoint and any(t.split("/", 1)[-1] == self.failpoint for j in s.jobs for t in j.templates):
                 raise RuntimeError(f"failpoint {FAILPOINT_ENV}: a job lists template {self.failpoint}")
-            learned[:] = [self.learning.macro(s, snap.templates, snap.policy)]
-            return pipeline.run(learned[0])
+            functions = self.learning.macro(s, snap.templates, snap.policy)
+            learned[:] = [steps.learned(s, functions)]  # what was planned with: written with the plan
+            return pipeline.run(s, functions=functions)
 
         for _ in range(3):  # a quarantine changes the capacity the others see: plan once more
             scen, errors = snap.scenario(quarantined={j: why for j, (_, why) in self.quarantine.items()})
@@ -228,9 +229,9 @@ class Loops:
             if self.seen_usable != usable and any(not (set(p.candidates) & usable) for p in self.last.pes if p.candidates):
                 self.macro_due.set()  # a PE lost all its candidates (asked once per change of the usable nodes)
             self.seen_usable = usable
-            scen = self.learning.micro(scen)
+            functions = self.learning.planned()
             try:
-                plan = pipeline.rerun(scen, self.last)
+                plan = pipeline.rerun(scen, self.last, functions=functions)
                 why = guard.unsound(plan)
             except Exception as e:  # noqa: BLE001 - the macro epoch's guard finds the job it came from
                 why = f"{type(e).__name__}: {e}"
@@ -239,6 +240,7 @@ class Loops:
                 log.error("micro epoch failed (%s): nothing applied, a macro epoch will look for the job it comes from", why)
                 self.macro_due.set()
                 return None
+            scen = steps.learned(scen, functions)  # what was planned with: observed and written with the plan
             self._observe(plan)
             self.observer.observe(scen, plan, snap.pods, snap.policy)
             self.learning.observe(scen, plan, snap.templates, snap.pods, snap.policy, self.observer.last)

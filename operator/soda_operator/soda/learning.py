@@ -52,7 +52,7 @@ from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 
 from soda_optimizer.learn import LearnConfig, Learner, Signature, sample_from_observation
-from soda_optimizer.learn.explore import Probe, apply_probes, select
+from soda_optimizer.learn.explore import Probe, select
 from soda_optimizer.learn.functions import Choice, ExplorationSettings, LearningSettings, choose
 from soda_optimizer.learn.signature import PRIMAL_PRODUCER, Level
 from soda_optimizer.model import PEKind, ResourceFunction, Scenario, pe_id
@@ -395,18 +395,23 @@ class Learning:
             self.summary = summary
         return out
 
-    def macro(self, scen: Scenario, templates: Iterable[Mapping[str, Any]], policy: Mapping[str, Any] | None) -> Scenario:
-        """The macro epoch's part: profiles synced, functions chosen, exploration probes picked, the Scenario to plan with."""
+    def macro(self, scen: Scenario, templates: Iterable[Mapping[str, Any]], policy: Mapping[str, Any] | None) -> dict[str, Choice]:
+        """The macro epoch's part: profiles synced, functions chosen, exploration probes picked; the
+        functions to plan with (``pipeline.run(scen, functions=...)``, the pipeline's first step)."""
         try:
             self.sync()
             self.choose_all(scen, templates, policy)
             self.probes = self.explore()
-            return apply_probes(scen, self.functions, self.probes)
+            return self.planned()
         except Exception:  # noqa: BLE001  (planning goes on with the declared functions)
             ERRORS.labels("macro").inc()
             log.exception("resource function learner: macro epoch step failed")
             self.probes = {}
-            return scen
+            return {}
+
+    def planned(self) -> dict[str, Choice]:
+        """The functions of the last macro epoch, each probed PE with its probe's function instead."""
+        return {**self.functions, **{pe: p.choice for pe, p in self.probes.items()}}
 
     def explore(self) -> dict[str, Probe]:
         """This macro epoch's probes (:func:`soda_optimizer.learn.explore.select`; none unless
@@ -420,15 +425,6 @@ class Learning:
             log.info("exploration: probing %d PE(s): %s", len(probes),
                      ", ".join(f"{p.pe} ({p.parameter} x{p.factor:g})" for p in probes.values()))
         return probes
-
-    def micro(self, scen: Scenario) -> Scenario:
-        """The micro epoch's Scenario with the functions (and probes) of the last macro epoch."""
-        try:
-            return apply_probes(scen, self.functions, self.probes)
-        except Exception:  # noqa: BLE001
-            ERRORS.labels("micro").inc()
-            log.exception("resource function learner: micro epoch step failed")
-            return scen
 
     def status_of(self, plan: Plan, job: str) -> dict[str, dict[str, Any]]:
         """PE name -> ``{a, b, source}`` for ``job``'s chosen template (empty when it has none)."""
