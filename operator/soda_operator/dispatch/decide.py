@@ -53,10 +53,10 @@ from kubernetes.utils import parse_quantity
 
 from soda_optimizer import dispatch as dp
 
-from .kube import conditions
-from .kube.pods import TERMINAL, bound_requests, requests
-from .memo import Memo
-from .soda import crd
+from ..kube import conditions
+from ..kube.pods import TERMINAL, bound_requests, requests
+from ..memo import Memo
+from ..soda import crd
 
 log = logging.getLogger("kubesoda.dispatch")
 

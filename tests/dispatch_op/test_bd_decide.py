@@ -1,4 +1,4 @@
-"""The pure translation of batch dispatch (operator/soda_operator/batch_dispatch.py): pods, Jobs and nodes as the
+"""The pure translation of batch dispatch (operator/soda_operator/dispatch/): pods, Jobs and nodes as the
 paper's jobs and workers, and which gated pods are released onto which node."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soda_operator import batch_dispatch as bd
+from soda_operator.dispatch import decide as bd
 from soda_optimizer import dispatch as dp
 
 T0 = 1_800_000_000.0
