@@ -61,8 +61,8 @@ from kubernetes.client.exceptions import ApiException
 from soda_optimizer import flows as fl
 
 from . import kubeconfigs
-from .batch_dispatch import _time
-from .kube import conditions
+from .kube import conditions, events
+from .kube.clock import parse as _time
 from .memo import Memo
 from .soda import crd
 
@@ -983,11 +983,9 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
                        "flows": len(group), "entries": entries_status(me, entries)}
     _set_status(patch, status, out)
     if acts.dropped:
-        from .batch_dispatch import post_events
-
         obj = {"apiVersion": crd.API_VERSION, "kind": "JobFlow", "metadata": dict(body.get("metadata") or {})}
-        msgs = [(obj, "Warning", "FlowDropped", f"job {jid} dropped at step {s}: {why}") for jid, s, why in acts.dropped[:20]]
-        await asyncio.to_thread(post_events, core, msgs)
+        msgs = [(obj, "FlowDropped", f"job {jid} dropped at step {s}: {why}", "Warning") for jid, s, why in acts.dropped[:20]]
+        await asyncio.to_thread(events.post_all, core, msgs)
     if done["errors"]:
         log.warning("flow %s: %d action(s) failed this tick", me.key, done["errors"])
 

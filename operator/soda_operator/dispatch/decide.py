@@ -1,0 +1,222 @@
+"""One dispatch decision, pure: the indexed objects -> the decision maker's inputs -> :func:`soda_optimizer.dispatch.
+decide` -> which gated pods are released onto which node, which released pods are lost with their node, and each
+Job's progress (Lin 2014, 3.5.2 "Decision Maker", 3.5.3 "Dispatcher", 4.4 "Adaptive Adjustment"; docs/dispatch.md).
+No API calls: :mod:`.apply` writes what this decides.
+
+- workers (3.4): each usable node offers ``floor(free CPU / slot CPU)`` slots, free CPU = allocatable minus the
+  requests of every bound pod that is not a task of this group (capacity is shared: DESIGN, "One mechanism for
+  every allocation system"), slot CPU = ``spec.slotCPU`` or the largest task pod's CPU request;
+- tasks: the Jobs' pods still gated (queued) and the ones kubesoda released (running: they hold a slot of their
+  node until they finish);
+- the policy assigns free slots to Jobs; a Job given k slots has k of its gated pods released, lowest completion
+  index first. A gated pod that no slot is given waits (the paper's dispatcher);
+- a task that succeeded is measured (container start to finish, per node class) and fed to the speed matrix (4.4),
+  once per pod UID;
+- a released task on a failed node (NotReady or deleted) is deleted; its Job recreates it gated (4.4's "worker
+  failure": it is redone when a worker is allocated to it).
+
+Departures from the paper: decisions are taken every ``spec.intervalSeconds``, not only on a job's submission or
+completion (3.5.2's passive mode); a worker is a slot of CPU on a node, not a process; running tasks keep their
+slot (non-preemptive, as ``soda_optimizer.dispatch``'s default).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from soda_optimizer import dispatch as dp
+
+from ..kube import clock
+from ..kube.pods import TERMINAL
+from .objects import DispatchedJob, Node, Task, class_speed, job_of, node_class, node_of, task_of
+from .spec import DispatchSpec, policy_of
+
+
+@dataclass
+class Decision:
+    place: dict[str, str] = field(default_factory=dict)  # gated pod -> node
+    delete: list[str] = field(default_factory=list)  # released pods on failed nodes
+    slots: dict[str, int] = field(default_factory=dict)  # node -> slots
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # per-Job status
+
+
+@dataclass
+class Outcome:
+    """A decision and what it was taken from, for :mod:`.apply` and :mod:`.status`."""
+
+    decision: Decision
+    policy: dp.Policy
+    speeds: dp.SpeedMatrix
+    slot_cpu: float
+    jobs: dict[str, DispatchedJob]
+    pods: dict[str, dict[str, Any]]  # task pod name -> body
+    classes: dict[str, str]  # node -> class
+    measured: set[str]  # UIDs of the live tasks already in the speeds
+    new: list[str]  # UIDs measured by this decision
+
+
+def priors_of(node_bodies: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Each node class's prior speed factor, from the nodes' mips labels (mips / 1000)."""
+    out: dict[str, float] = {}
+    for b in node_bodies:
+        labels = (b.get("metadata") or {}).get("labels") or {}
+        f = class_speed(labels)
+        if f is not None:
+            out[node_class(labels)] = f
+    return out
+
+
+def speeds_from(status: Mapping[str, Any], spec: DispatchSpec, priors: Mapping[str, float], kinds: Iterable[str]) -> dp.SpeedMatrix:
+    """The speed matrix: priors (``spec.priorThroughput`` x the class's mips factor), the observations kept in
+    ``status.speeds``."""
+    prior = spec.prior_throughput
+    table = {(k, c): prior * f for c, f in priors.items() for k in kinds}
+    observed = {(str(e["kind"]), str(e["nodeClass"])): tuple(float(x) for x in e.get("secondsPerUnit") or [] if float(x) > 0)
+                for e in status.get("speeds") or [] if e.get("kind") and e.get("nodeClass")}
+    return dp.SpeedMatrix(prior=prior, table=table, observed={k: v for k, v in observed.items() if v}, window=spec.window)
+
+
+def measure(speeds: dp.SpeedMatrix, jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], measured: set[str]) -> tuple[dp.SpeedMatrix, list[str]]:
+    """Feed every succeeded, not yet measured task's time (start to finish, on its node's class) to the matrix."""
+    new: list[str] = []
+    for t in tasks:
+        if t.phase != "Succeeded" or t.uid in measured or t.started is None or t.finished is None or not t.node_class:
+            continue
+        j = jobs.get(t.job)
+        if j is None:
+            continue
+        new.append(t.uid)
+        speeds = speeds.observe(j.kind, t.node_class, j.work or 1.0, max(t.finished - t.started, 0.5))
+    return speeds, new
+
+
+def slot_cpu(spec: DispatchSpec, tasks: Iterable[Task]) -> float:
+    """CPU of one slot: ``spec.slotCPU``, else the largest task pod's CPU request (1 core when none requests any)."""
+    return spec.slot_cpu if spec.slot_cpu is not None else max((t.cpu for t in tasks), default=1.0) or 1.0
+
+
+def slots_for(nodes: Iterable[Node], bound: Iterable[tuple[str, str, float, float]], mine: set[str], slot_cpu: float) -> dict[str, int]:
+    """Slots per usable node: floor((allocatable - requests of bound pods not in ``mine``) / slot CPU)."""
+    free = {n.name: n.cpu for n in nodes if n.usable}
+    for node, key, cpu, _mem in bound:
+        if node in free and key not in mine:
+            free[node] -= cpu
+    return {n: max(0, int(math.floor(c / slot_cpu + 1e-9))) for n, c in free.items()} if slot_cpu > 0 else {}
+
+
+def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterable[Node], slots: Mapping[str, int],
+         policy: dp.Policy, speeds: dp.SpeedMatrix, now: float) -> Decision:
+    """One dispatch decision, pure: which gated pods are released onto which node, which released pods are lost
+    with their failed node, and each Job's status."""
+    out = Decision(slots=dict(slots))
+    by_name = {n.name: n for n in nodes}
+    queued: dict[str, list[Task]] = {}
+    running: dict[str, list[Task]] = {}
+    finished: dict[str, list[Task]] = {}
+    for t in tasks:
+        if t.job not in jobs:
+            continue
+        if t.phase in TERMINAL:
+            finished.setdefault(t.job, []).append(t)
+        elif t.gated:
+            if t.phase != "Deleting":
+                queued.setdefault(t.job, []).append(t)
+        elif t.node is not None:
+            n = by_name.get(t.node)
+            if n is None or n.failed:
+                if t.phase != "Deleting":
+                    out.delete.append(t.name)
+                continue
+            running.setdefault(t.job, []).append(t)
+    # workers: each node's slots, the first ones held by the tasks running there
+    per_node: dict[str, list[str]] = {}
+    for job, ts in running.items():
+        for t in ts:
+            per_node.setdefault(t.node or "", []).append(job)
+    workers: list[dp.WorkerView] = []
+    for name in sorted(set(slots) | set(per_node)):
+        n = by_name.get(name)
+        if n is None:
+            continue
+        held = sorted(per_node.get(name, []))
+        total = max(slots.get(name, 0) if n.usable else 0, len(held))
+        for i in range(total):
+            workers.append(dp.WorkerView(id=f"{name}/{i:03d}", node_class=n.node_class, job=held[i] if i < len(held) else None))
+    views = []
+    for j in sorted(jobs.values(), key=lambda j: j.name):
+        q, r = len(queued.get(j.name, [])), len(running.get(j.name, []))
+        remaining = q + r
+        if j.completions is not None:
+            succeeded = sum(1 for t in finished.get(j.name, []) if t.phase == "Succeeded")
+            remaining = max(remaining, j.completions - max(j.succeeded, succeeded))
+        if remaining <= 0 and q == 0:
+            continue
+        views.append(dp.JobView(j.name, j.priority, j.arrival, j.deadline, j.kind, q, r, remaining * (j.work or 1.0)))
+    assignment = dp.decide(policy, views, workers, now, speeds) if views and workers else {}
+    wnode = {w.id: w.id.rsplit("/", 1)[0] for w in workers}
+    given: dict[str, list[str]] = {}
+    for w, job in sorted(assignment.items()):
+        given.setdefault(job, []).append(wnode[w])
+    for job, ns in given.items():
+        order = sorted(queued.get(job, []), key=lambda t: (t.index, t.name))
+        for t, node in zip(order, ns, strict=False):
+            out.place[t.name] = node
+    view_of = {v.id: v for v in views}
+    for j in sorted(jobs.values(), key=lambda j: (-j.priority, j.name)):
+        out.jobs.append(_progress(j, view_of.get(j.name), queued.get(j.name, []), running.get(j.name, []),
+                                  finished.get(j.name, []), given.get(j.name, []), by_name, speeds, now))
+    return out
+
+
+def _progress(j: DispatchedJob, v: dp.JobView | None, queued: list[Task], running: list[Task], finished: list[Task],
+              given: list[str], nodes: Mapping[str, Node], speeds: dp.SpeedMatrix, now: float) -> dict[str, Any]:
+    """A Job's status row: done / running / waiting, projected finish vs deadline, penalty so far (6.3.2)."""
+    done = max(j.succeeded, sum(1 for t in finished if t.phase == "Succeeded"))
+    run_nodes = [t.node for t in running if t.node] + given
+    if j.finished is not None or v is None:
+        projected: float | None = j.finished if j.finished is not None else max((t.finished or 0.0 for t in finished), default=now)
+    else:
+        # the remaining work less what the running tasks did since they started (at the estimated speed)
+        w = j.work or 1.0
+        rem = v.remaining_work - w * len(running)
+        for t in running:
+            n = nodes.get(t.node or "")
+            th = speeds.throughput(j.kind, n.node_class) if n is not None else 0.0
+            rem += max(0.0, w - (now - t.started) * th) if t.started is not None else w
+        rate = sum(speeds.throughput(j.kind, nodes[n].node_class) for n in run_nodes if n in nodes)
+        projected = now + max(0.0, rem) / rate if rate > 0 else None
+    late = 0.0 if j.deadline is None else max(0.0, (j.finished if j.finished is not None else now) - j.deadline)
+    return {
+        "job": j.name, "priority": j.priority, "kind": j.kind,
+        "done": done, "running": len(run_nodes), "waiting": max(0, len(queued) - len(given)),
+        "deadline": clock.iso(j.deadline), "projectedFinish": clock.iso(projected),
+        "meetsDeadline": None if j.deadline is None or projected is None else projected <= j.deadline,
+        "complete": j.finished is not None,
+        "penalty": round(j.penalty * late, 3),
+    }
+
+
+def decide(spec: DispatchSpec, job_bodies: Iterable[Mapping[str, Any]], pods_of: Mapping[str, list[dict[str, Any]]],
+           node_bodies: Iterable[Mapping[str, Any]], bound: Iterable[tuple[str, str, float, float]],
+           status: Mapping[str, Any], namespace: str, seen: set[str], now: float) -> Outcome:
+    """One decision of a BatchDispatch in ``namespace`` from copies of the indexed objects: its Jobs' bodies, their
+    task pods by Job name, the nodes, every bound pod's requests, its status (the speeds, the measured UIDs) and
+    ``seen`` (UIDs this operator measured already, not yet in the status)."""
+    jobs = {j.name: j for j in (job_of(b) for b in job_bodies) if j is not None}
+    pods = {(p.get("metadata") or {}).get("name", ""): p for j in jobs for p in pods_of.get(j, [])}
+    node_bodies = list(node_bodies)
+    nodes = [node_of(b, spec.node_selector) for b in node_bodies]
+    tasks = [t for t in (task_of(p) for p in pods.values()) if t is not None]
+    measured = set(status.get("measured") or []) | seen
+    priors = priors_of(node_bodies) if spec.mips_priors else {}
+    speeds = speeds_from(status, spec, priors, {j.kind for j in jobs.values()} | {dp.model.DEFAULT_KIND})
+    speeds, new = measure(speeds, jobs, tasks, measured)
+    cpu = slot_cpu(spec, tasks)
+    slots = slots_for(nodes, bound, {f"{namespace}/{t.name}" for t in tasks}, cpu)
+    policy = policy_of(spec)
+    decision = plan(jobs, tasks, nodes, slots, policy, speeds, now)
+    return Outcome(decision, policy, speeds, cpu, jobs, pods, {n.name: n.node_class for n in nodes},
+                   (measured | set(new)) & {t.uid for t in tasks}, new)

@@ -1,0 +1,94 @@
+"""A BatchDispatch's spec, typed and checked: the decision maker's policy and its parameters (Lin 2014, 3.5.2
+"Decision Maker": the policy the administrator specifies; 5.1-5.5 the policies, their parameters and the spare
+fill; 4.4 the speed priors), the slot size of a worker (3.4) and the decision interval.
+
+``crds/batchdispatches.yaml`` is the one source of defaults: the API server fills them in (tests use
+:func:`soda_operator.schema.with_defaults`), and this module states none. Two fields mean something when absent,
+as the CRD says: ``fill`` (each policy's own fill, :mod:`soda_optimizer.dispatch`) and ``slotCPU`` (the largest
+CPU request among the task pods, :func:`..decide.slot_cpu`). A value out of range is refused with one
+:class:`~..kube.errors.TranslationError` naming the field as the CRD spells it (``spec.intervalSeconds: ...``),
+never clamped; the ranges are the CRD's, plus what it cannot say (finite numbers, ``slotCPU`` above 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from soda_optimizer import dispatch as dp
+
+from ..kube import quantities
+from ..kube.errors import TranslationError
+
+PolicyName = Literal["priority", "proportion", "workload", "deadline", "edf"]
+FillName = Literal["priority", "deadline", "none"]
+
+
+class DispatchSpec(BaseModel):
+    """``BatchDispatch.spec``; fields are named as the CRD spells them (the aliases)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    policy: PolicyName
+    fill: FillName | None = None  # absent: the policy's own
+    reservation: float = Field(ge=0, le=1, allow_inf_nan=False)
+    horizon: float = Field(gt=0, allow_inf_nan=False)
+    slot_cpu: float | None = Field(None, alias="slotCPU")  # cores; absent: the largest task pod's CPU request
+    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
+    prior_throughput: float = Field(alias="priorThroughput", gt=0, allow_inf_nan=False)
+    mips_priors: bool = Field(alias="mipsPriors")
+    window: int = Field(ge=1)
+    interval_seconds: float = Field(alias="intervalSeconds", ge=1, allow_inf_nan=False)
+
+    @field_validator("slot_cpu", mode="before")
+    @classmethod
+    def _cores(cls, v: Any) -> float | None:
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise ValueError("is not a CPU quantity")
+        try:
+            c = quantities.cores(v, "spec.slotCPU")
+        except TranslationError as e:
+            raise ValueError(e.message) from e
+        if c <= 0:
+            raise ValueError(f"'{quantities.shown(v)}' is out of range: a slot needs more than 0 CPU")
+        return c
+
+
+def _error(e: ValidationError) -> TranslationError:
+    err = e.errors()[0]
+    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    got = err.get("input")
+    if err.get("type") != "value_error" and isinstance(got, (int, float, str)) and not isinstance(got, bool):
+        msg += f" (got {quantities.shown(got)})"
+    return TranslationError(f"spec{loc}", msg)
+
+
+def parse(spec: Mapping[str, Any]) -> DispatchSpec:
+    """``spec`` (as the API server stores it: defaulted) checked; a TranslationError names the first bad field."""
+    try:
+        return DispatchSpec.model_validate(dict(spec))
+    except ValidationError as e:
+        raise _error(e) from e
+
+
+def policy_of(spec: DispatchSpec | Mapping[str, Any]) -> dp.Policy:
+    """The decision maker's policy with its parameters (a mapping is checked first, :func:`parse`)."""
+    s = spec if isinstance(spec, DispatchSpec) else parse(spec)
+    fill: dict[str, dp.Fill] = {} if s.fill is None else {"fill": None if s.fill == "none" else s.fill}
+    try:
+        if s.policy == "priority":
+            return dp.PriorityPolicy(reservation=s.reservation, **fill)
+        if s.policy == "proportion":
+            return dp.ProportionPolicy(**fill)
+        if s.policy == "workload":
+            return dp.WorkloadPolicy(horizon=s.horizon, **fill)
+        if s.policy == "edf":
+            return dp.EdfPolicy()
+        return dp.DeadlinePolicy(**fill)
+    except ValueError as e:  # the optimizer's own checks: the model above states the same ranges
+        raise TranslationError("spec.policy", str(e)) from e

@@ -1,0 +1,82 @@
+"""A BatchDispatch's spec (operator/soda_operator/dispatch/spec.py): the CRD is the one source of its defaults, and a
+value out of range is refused with the field named, never clamped or left to crash the timer."""
+
+from __future__ import annotations
+
+import math
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from bd_fixtures import bd_body, spec_of
+
+from soda_operator.dispatch import spec as sp
+from soda_operator.kube.errors import TranslationError
+
+CRD = Path(__file__).resolve().parents[2] / "crds" / "batchdispatches.yaml"
+
+
+def crd_spec() -> dict[str, Any]:
+    doc = yaml.safe_load(CRD.read_text())
+    return doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]  # type: ignore[no-any-return]
+
+
+def test_defaults_come_from_the_crd() -> None:
+    s = spec_of()
+    props = crd_spec()
+    assert (s.policy, s.reservation, s.horizon, s.prior_throughput, s.mips_priors, s.window, s.interval_seconds) == (
+        props["policy"]["default"], props["reservation"]["default"], props["horizon"]["default"], props["priorThroughput"]["default"],
+        props["mipsPriors"]["default"], props["window"]["default"], props["intervalSeconds"]["default"])
+    assert s.fill is None and s.slot_cpu is None and s.node_selector is None  # absent: each policy's fill, the largest request, all nodes
+    # the parser states no default of its own: an object the API server did not default is refused, naming the field
+    with pytest.raises(TranslationError) as e:
+        sp.parse({})
+    assert e.value.field == "spec.policy"
+
+
+def test_names_and_ranges_agree_with_the_crd() -> None:
+    props = crd_spec()
+    assert list(typing.get_args(sp.PolicyName)) == props["policy"]["enum"]
+    assert list(typing.get_args(sp.FillName)) == props["fill"]["enum"]
+    assert set(props) == {f.alias or n for n, f in sp.DispatchSpec.model_fields.items()}
+
+
+def test_policy_of_checks_a_mapping() -> None:
+    assert sp.policy_of(bd_body(policy="workload", fill="none")["spec"]).name == "workload(h=1)"
+    assert sp.policy_of(spec_of(policy="workload")).name == "workload(h=1)+fill-priority"  # the policy's own fill
+    assert sp.policy_of(spec_of(policy="proportion", fill="deadline")).name == "proportion+fill-deadline"
+    with pytest.raises(TranslationError) as e:
+        sp.policy_of(bd_body(policy="priority", reservation=1.5)["spec"])
+    assert e.value.field == "spec.reservation"  # before: the optimizer's "reservation rate must be in [0, 1]", no field
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("intervalSeconds", 0, "greater than or equal to 1"),  # before: accepted, a decision every tick
+    ("intervalSeconds", math.inf, "finite"),
+    ("reservation", 1.5, "less than or equal to 1"),
+    ("reservation", -0.1, "greater than or equal to 0"),
+    ("horizon", 0, "greater than 0"),
+    ("priorThroughput", 0, "greater than 0"),
+    ("priorThroughput", math.nan, "finite"),
+    ("window", 0, "greater than or equal to 1"),
+    ("window", 2.5, "valid integer"),
+    ("slotCPU", "abc", "not a CPU quantity"),  # before: parse_quantity's ValueError escaped the timer every tick
+    ("slotCPU", "0", "more than 0 CPU"),  # before: no slots, nothing dispatched, nothing said
+    ("slotCPU", "1e9", "out of range"),
+    ("slotCPU", True, "not a CPU quantity"),
+    ("policy", "fifo", "'priority', 'proportion', 'workload', 'deadline' or 'edf'"),
+    ("fill", "random", "'priority', 'deadline' or 'none'"),
+    ("mipsPriors", "yes", "valid boolean"),
+    ("nodeSelector", ["pool"], "valid dictionary"),
+    ("extra", 1, "Extra inputs"),
+])
+def test_bad_values_are_refused_naming_the_field(field: str, value: Any, says: str) -> None:
+    with pytest.raises(TranslationError) as e:
+        sp.parse(bd_body(**{field: value})["spec"])
+    assert e.value.field == f"spec.{field}" and says in e.value.message and e.value.reason == "InvalidSpec", e.value.message
+
+
+def test_slot_cpu_is_a_quantity() -> None:
+    assert spec_of(slotCPU="500m").slot_cpu == 0.5 and spec_of(slotCPU=2).slot_cpu == 2.0
