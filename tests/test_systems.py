@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from soda_operator.batch_dispatch import policy_of
+from soda_operator import schema
+from soda_operator.dispatch.spec import policy_of
 from soda_optimizer import dispatch, fair_yield, flows, pipeline, systems
 from soda_optimizer.model import PE, Job, Node, PrimalInput, ResourceFunction, Scenario, Sink, Stream, Template
 
@@ -149,14 +150,14 @@ def test_paper_policies_are_built_from_the_table() -> None:
 
 @pytest.mark.parametrize("spec", [
     {}, {"policy": "deadline"}, {"policy": "deadline", "fill": "none"}, {"policy": "deadline", "fill": "priority"},
-    {"policy": "priority"}, {"policy": "priority", "reservation": 0.25, "fill": "deadline"}, {"policy": "priority", "reservation": "0.5"},
+    {"policy": "priority"}, {"policy": "priority", "reservation": 0.25, "fill": "deadline"}, {"policy": "priority", "reservation": 0.5},
     {"policy": "proportion"}, {"policy": "proportion", "fill": "priority"},
     {"policy": "workload"}, {"policy": "workload", "horizon": 30, "fill": "none"}, {"policy": "edf"},
 ])
 def test_policy_by_name_matches_the_operators_policy_of(spec: dict[str, Any]) -> None:
     name = spec.get("policy", "deadline")
     params = {k: v for k, v in spec.items() if k in dispatch.registry.parameters(name)}
-    assert dispatch.policy(name, **params) == policy_of(spec)
+    assert dispatch.policy(name, **params) == policy_of(schema.with_defaults({"kind": "BatchDispatch", "spec": spec})["spec"])
 
 
 def test_policy_by_name_refuses_bad_names_and_parameters() -> None:

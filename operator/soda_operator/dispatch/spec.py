@@ -77,18 +77,13 @@ def parse(spec: Mapping[str, Any]) -> DispatchSpec:
 
 
 def policy_of(spec: DispatchSpec | Mapping[str, Any]) -> dp.Policy:
-    """The decision maker's policy with its parameters (a mapping is checked first, :func:`parse`)."""
+    """The decision maker's policy with its parameters, from the optimizer's table of policies by name
+    (:func:`soda_optimizer.dispatch.policy`); only the named family's own parameters are passed (a
+    ``reservation`` beside ``policy: edf`` is the CRD's default, not a choice). A mapping is checked
+    first (:func:`parse`)."""
     s = spec if isinstance(spec, DispatchSpec) else parse(spec)
-    fill: dict[str, dp.Fill] = {} if s.fill is None else {"fill": None if s.fill == "none" else s.fill}
+    given = {"reservation": s.reservation, "horizon": s.horizon, **({} if s.fill is None else {"fill": s.fill})}
     try:
-        if s.policy == "priority":
-            return dp.PriorityPolicy(reservation=s.reservation, **fill)
-        if s.policy == "proportion":
-            return dp.ProportionPolicy(**fill)
-        if s.policy == "workload":
-            return dp.WorkloadPolicy(horizon=s.horizon, **fill)
-        if s.policy == "edf":
-            return dp.EdfPolicy()
-        return dp.DeadlinePolicy(**fill)
+        return dp.policy(s.policy, **{k: v for k, v in given.items() if k in dp.registry.parameters(s.policy)})
     except ValueError as e:  # the optimizer's own checks: the model above states the same ranges
         raise TranslationError("spec.policy", str(e)) from e
