@@ -52,10 +52,10 @@ from kubernetes.utils import parse_quantity
 from soda_optimizer import fair_yield
 from soda_optimizer.fair_yield.average import finish
 
-from .kube import conditions
-from .kube.pods import TERMINAL, bound_requests, requests
-from .memo import Memo
-from .soda import crd
+from ..kube import conditions
+from ..kube.pods import TERMINAL, bound_requests, requests
+from ..memo import Memo
+from ..soda import crd
 
 log = logging.getLogger("kubesoda.yield")
 

@@ -1,4 +1,4 @@
-"""The fair-yield groups' epoch (soda_operator.yield_groups.plan), pure: checked against the
+"""The fair-yield groups' epoch (soda_operator.fair_yield.handlers.plan), pure: checked against the
 allocator's own constraint checker and by properties."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soda_operator.yield_groups import ANN_NODE, GATE, LABEL, Task, hosts_for, plan, task_of
+from soda_operator.fair_yield.handlers import ANN_NODE, GATE, LABEL, Task, hosts_for, plan, task_of
 
 GI = 2.0**30
 
