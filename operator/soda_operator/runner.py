@@ -12,7 +12,7 @@ import random
 import kopf
 from kubernetes import client, config
 
-from . import dispatch, flow_routing, logs, yield_groups  # noqa: F401  (their Kopf handlers)
+from . import dispatch, fair_yield, flow_routing, logs  # noqa: F401  (their Kopf handlers)
 from .kube import (
     metrics,
     pods,  # noqa: F401  (the other workloads' pod index every system reads)

@@ -1,4 +1,4 @@
-"""The fair-yield groups' epoch (soda_operator.yield_groups.plan), pure: checked against the
+"""The fair-yield groups' epoch (soda_operator.fair_yield.handlers.plan), pure: checked against the
 allocator's own constraint checker and by properties."""
 
 from __future__ import annotations
@@ -6,9 +6,17 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soda_operator.yield_groups import ANN_NODE, GATE, LABEL, Task, hosts_for, plan, task_of
+from soda_operator.fair_yield.decide import hosts_for, plan
+from soda_operator.fair_yield.spec import GroupSpec, parse
+from soda_operator.fair_yield.tasks import ANN_NODE, GATE, LABEL, Task, task_of
+from soda_operator.schema import with_defaults
 
 GI = 2.0**30
+
+
+def group(**spec) -> GroupSpec:
+    """A YieldGroup's settings as the API server would store ``spec`` (the CRD's defaults filled in)."""
+    return parse(with_defaults({"apiVersion": "kubesoda.io/v1alpha1", "kind": "YieldGroup", "spec": spec})["spec"])
 
 
 def pod(name, cpu="2", mem="1Gi", gated=True, owner=None, node=None, phase="Pending", ann=None):
@@ -57,7 +65,7 @@ def groups(draw):
 @given(groups())
 def test_epoch_respects_memory_cpu_and_the_budget(g):
     tasks, hosts, budget = g
-    d = plan(tasks, hosts, "mcb8", budget, deadline_s=0.5)
+    d = plan(tasks, hosts, group(algorithm="mcb8", migrationBudget=int(budget), deadlineSeconds=0.5))
     if d.status == "infeasible":
         assert not d.place and not d.cpu
         return
@@ -90,7 +98,7 @@ def test_fair_share_on_one_node():
     """Two tasks needing 4 and 2 cores on a 3-core node: the max-min yield is 0.5 for both (3 / 6);
     an idle second node takes one of them when they are new."""
     tasks = [Task("ns", "a", "ua", "", 4.0, GI, None, True), Task("ns", "b", "ub", "", 2.0, GI, None, True)]
-    d = plan(tasks, {"n0": (3.0, 8 * GI)})
+    d = plan(tasks, {"n0": (3.0, 8 * GI)}, group())
     assert d.min_yield == 0.5 and d.place == {"a": "n0", "b": "n0"}
-    d2 = plan(tasks, {"n0": (3.0, 8 * GI), "n1": (4.0, 8 * GI)})
+    d2 = plan(tasks, {"n0": (3.0, 8 * GI), "n1": (4.0, 8 * GI)}, group())
     assert d2.place["a"] != d2.place["b"] and d2.min_yield > 0.74

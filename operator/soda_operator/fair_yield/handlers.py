@@ -1,0 +1,74 @@
+"""Kopf handlers of the fair-yield groups, the only module here with Kopf decorators: the index of
+the groups' pods and the timer that runs each YieldGroup's epochs (the paper's resource allocator,
+section 2.1, run periodically because pods come and go: section 6's dynamic workloads).
+
+Every :data:`TICK_S` the timer of each group reads its spec (:mod:`.spec`; a refused spec sets
+``Allocated`` False with reason ``InvalidSpec`` and posts one Warning Event, until it changes) and,
+when the group's ``epochSeconds`` have passed, copies what the epoch reads from the indexes on
+Kopf's event loop, decides (:mod:`.decide`, in a thread), writes (:mod:`.apply`, in a thread),
+patches the group's status (:mod:`.status`) and posts its Events through :mod:`..kube.events`.
+
+The nodes and the other workloads' pods come from the indexes the operator keeps anyway
+(``kubesoda_nodes``, ``kubesoda_pods``: SODA's; ``foreign_pods``: :mod:`..kube.pods`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+import kopf
+
+from ..kube import api, conditions, events, pods
+from ..kube.errors import TranslationError
+from ..memo import Memo
+from . import status as group_status
+from .apply import write
+from .decide import hosts_for, plan
+from .spec import parse
+from .tasks import LABEL, task_of
+
+TICK_S = 2.0
+
+
+@kopf.index("", "v1", "pods", labels={LABEL: kopf.PRESENT})
+async def yield_pods(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """The groups' pods: (namespace, group) -> trimmed pod."""
+    return {(namespace, (body.get("metadata") or {}).get("labels", {}).get(LABEL, "")): pods.trim(body)}
+
+
+@kopf.timer(api.GROUP, api.VERSION, "yieldgroups", interval=TICK_S, initial_delay=1.0)
+async def yield_epoch(namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, memo: Memo, patch: kopf.Patch,
+                      body: kopf.Body, **indexes: Any) -> None:
+    """One epoch of a YieldGroup when its epoch is due (the timer ticks every TICK_S). Kopf passes
+    every index by its name: this reads ``yield_pods``, ``foreign_pods``, ``kubesoda_pods`` and
+    ``kubesoda_nodes``."""
+    core = memo.loops.core
+    generation = (body.get("metadata") or {}).get("generation")
+    try:
+        settings = parse(spec)
+    except TranslationError as e:
+        refused = group_status.invalid(e, generation, status.get("conditions"))
+        if status.get("state") != "invalid" or not conditions.same(refused["conditions"], status.get("conditions")):
+            patch.status.update(refused)
+            await asyncio.to_thread(events.post, core, body, e.reason, refused["message"], "Warning")
+        return
+    last = memo.fair_yield.last
+    key = (namespace or "", name)
+    if status.get("state") != "invalid" and time.monotonic() - last.get(key, -math.inf) < settings.epoch_seconds:
+        return  # not due (a spec fixed after a refusal is planned at once)
+    last[key] = time.monotonic()
+    # copy what the epoch reads on Kopf's event loop (the indexes change under a thread)
+    members = {(p.get("metadata") or {}).get("name", ""): p for p in indexes["yield_pods"].get(key, [])}
+    nodes = [v for k in indexes["kubesoda_nodes"] for v in indexes["kubesoda_nodes"][k]]
+    bound = pods.bound_requests(indexes["foreign_pods"], indexes["kubesoda_pods"])
+    tasks = [t for t in (task_of(p) for p in members.values()) if t is not None]
+    hosts = hosts_for(nodes, bound, {f"{t.namespace}/{t.name}" for t in tasks})
+    decision = await asyncio.to_thread(plan, tasks, hosts, settings)
+    done = await asyncio.to_thread(write, core, key[0], decision, members)
+    patch.status.update(group_status.allocated(decision, len(tasks), generation, status.get("conditions")))
+    said = group_status.events(decision, done["placed"], done["evicted"])
+    if said:
+        await asyncio.to_thread(events.post_all, core, [(body, reason, message, type_) for reason, message, type_ in said])

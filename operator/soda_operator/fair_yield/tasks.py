@@ -1,0 +1,57 @@
+"""A pod of a YieldGroup as the allocator's task (the paper's job i of section 2.3, a parallel job's
+task of section 5.1): how a pod opts in, what kubesoda writes on it, and what the allocator reads.
+
+A pod opts in with the scheduling gate :data:`GATE` and the label :data:`LABEL` (the group's
+name); kubesoda records where it released a pod (:data:`ANN_NODE`), the pod's CPU need as created
+(:data:`ANN_ALPHA`, because kubesoda resizes the pod afterwards) and its last yield
+(:data:`ANN_YIELD`). A task's CPU need alpha is its CPU limit as created (its request when it has
+no limit), its memory its memory request (rigid, constraint (1)).
+
+Departure: alpha is in cores, not a fraction of one host (the hosts are not identical here;
+:mod:`.decide` scales both to the largest node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..kube import quantities
+from ..kube.pods import TERMINAL, requests
+
+GATE = "kubesoda.io/yield"
+LABEL = "kubesoda.io/yield-group"
+ANN_ALPHA = "kubesoda.io/yield-alpha"
+ANN_NODE = "kubesoda.io/yield-node"
+ANN_YIELD = "kubesoda.io/yield"
+
+
+@dataclass
+class Task:
+    namespace: str
+    name: str
+    uid: str
+    owner: str  # the controller's uid ("" for a bare pod)
+    alpha: float  # cores
+    mem: float  # bytes
+    node: str | None  # where it runs (None: gated, not placed yet)
+    gated: bool
+
+
+def task_of(pod: dict[str, Any]) -> Task | None:
+    """A pod of a group as a task, or None when kubesoda must leave it alone (no gate of ours and
+    never released by us, or finished)."""
+    md, spec, st = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    gated = any(g.get("name") == GATE for g in spec.get("schedulingGates") or [])
+    ann = md.get("annotations") or {}
+    if st.get("phase") in TERMINAL or md.get("deletionTimestamp") or not (gated or ANN_NODE in ann):
+        return None
+    cpu_limit = 0.0
+    for c in spec.get("containers") or []:
+        res = c.get("resources") or {}
+        cpu_limit += quantities.amount((res.get("limits") or {}).get("cpu") or (res.get("requests") or {}).get("cpu"))
+    alpha = float(ann.get(ANN_ALPHA, cpu_limit))
+    _, mem = requests(pod)
+    owner = next((o.get("uid", "") for o in md.get("ownerReferences") or [] if o.get("controller")), "")
+    return Task(md.get("namespace", ""), md.get("name", ""), md.get("uid", ""), owner, alpha, mem,
+                None if gated else spec.get("nodeName") or ann.get(ANN_NODE), gated)
