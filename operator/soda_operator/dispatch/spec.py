@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from soda_optimizer import dispatch as dp
 
 from ..kube import quantities
-from ..kube.errors import TranslationError
+from ..kube.errors import TranslationError, from_validation
 
 PolicyName = Literal["priority", "proportion", "workload", "deadline", "edf"]
 FillName = Literal["priority", "deadline", "none"]
@@ -58,22 +58,12 @@ class DispatchSpec(BaseModel):
         return c
 
 
-def _error(e: ValidationError) -> TranslationError:
-    err = e.errors()[0]
-    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in err["loc"])
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    got = err.get("input")
-    if err.get("type") != "value_error" and isinstance(got, (int, float, str)) and not isinstance(got, bool):
-        msg += f" (got {quantities.shown(got)})"
-    return TranslationError(f"spec{loc}", msg)
-
-
 def parse(spec: Mapping[str, Any]) -> DispatchSpec:
     """``spec`` (as the API server stores it: defaulted) checked; a TranslationError names the first bad field."""
     try:
         return DispatchSpec.model_validate(dict(spec))
     except ValidationError as e:
-        raise _error(e) from e
+        raise from_validation(e) from e
 
 
 def policy_of(spec: DispatchSpec | Mapping[str, Any]) -> dp.Policy:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from soda_optimizer import fair_yield
 
 from ..kube import quantities
-from ..kube.errors import TranslationError
+from ..kube.errors import from_validation
 
 
 class GroupSpec(BaseModel):
@@ -53,10 +53,4 @@ def parse(spec: Mapping[str, Any]) -> GroupSpec:
     try:
         return GroupSpec.model_validate(dict(spec))
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        got = err.get("input")
-        if err.get("type") != "value_error" and isinstance(got, (int, float, str)) and not isinstance(got, bool):
-            msg += f" (got '{quantities.shown(got)}')" if isinstance(got, str) else f" (got {quantities.shown(got)})"
-        raise TranslationError(f"spec.{loc}" if loc else "spec", msg) from e
+        raise from_validation(e) from e
