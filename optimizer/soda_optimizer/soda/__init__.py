@@ -57,8 +57,7 @@ def macro(scenario: Scenario) -> tuple[MacroQResult, MacroWResult]:
         if w.report.status != "infeasible" or not w.unplaceable:
             break
         bad = {split_pe_id(p)[0] for p in w.unplaceable}
-        g = nx.DiGraph((imp.job, j.name) for j in scenario.jobs for imp in j.imports)
-        g.add_nodes_from(j.name for j in scenario.jobs)
+        g = scenario.job_graph()
         gone = bad | {d for b in bad for d in nx.descendants(g, b)}
         for j in scenario.jobs:
             if j.name in gone:

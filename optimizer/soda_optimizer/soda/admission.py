@@ -141,12 +141,9 @@ class Items:
         self.H = scenario.capacity_mips
         self.floor = scenario.policy.pe_floor_mips
         names = set(jobs)
-        deps = {j.name: {i.job for i in j.imports if i.job in names} for j in scenario.jobs if j.name in names}
-        graph = nx.Graph()
-        graph.add_nodes_from(names)
-        graph.add_edges_from((d, j) for j, ds in deps.items() for d in ds)
-        self.deps = deps
-        self.groups = [frozenset(c) for c in sorted(nx.connected_components(graph), key=lambda c: min(c))]
+        self.graph = scenario.job_graph().subgraph(names)  # a view: imports among these jobs
+        self.deps = {j: set(self.graph.predecessors(j)) for j in names}
+        self.groups = [frozenset(c) for c in sorted(nx.weakly_connected_components(self.graph), key=lambda c: min(c))]
         self.group_of = {j: i for i, grp in enumerate(self.groups) for j in grp}
         self.options: list[list[Option]] = [[] for _ in self.groups]
         self._curves: dict[tuple, Curve] = cache if cache is not None else {}
@@ -207,8 +204,7 @@ class Items:
         if len(grp) <= GROUP_LIMIT:
             subsets: Iterable[tuple[str, ...]] = (sub for k in range(1, len(grp) + 1) for sub in itertools.combinations(grp, k))
         else:  # prefixes in import order (exporters first)
-            order = list(nx.topological_sort(nx.DiGraph([(d, j) for j in grp for d in self.deps[j]])))
-            order += [j for j in grp if j not in order]
+            order = list(nx.topological_sort(self.graph.subgraph(grp)))
             subsets = (tuple(order[:k]) for k in range(1, len(order) + 1))
         for sub in subsets:
             s = set(sub)

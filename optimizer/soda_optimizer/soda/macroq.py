@@ -79,15 +79,14 @@ def revised_ranks(scenario: Scenario, exclude: Iterable[str] = ()) -> dict[str, 
     """Pi_{J,T,j}: the best rank among j and the jobs that depend on j (paper 5.1.1). Jobs in
     ``exclude`` (refused required jobs) lend their rank to nobody."""
     out = set(exclude)
-    g = nx.DiGraph()
-    g.add_nodes_from(j.name for j in scenario.jobs)
-    g.add_edges_from((imp.job, j.name) for j in scenario.jobs for imp in j.imports if j.name not in out)
+    g = nx.subgraph_view(scenario.job_graph(), filter_edge=lambda _, v: v not in out) if out else scenario.job_graph()
     rank = {j.name: j.rank for j in scenario.jobs}
     return {j: min([rank[j]] + [rank[d] for d in nx.descendants(g, j)]) for j in rank}
 
 
 def _deps(scenario: Scenario) -> dict[str, set[str]]:
-    return {j.name: {imp.job for imp in j.imports} for j in scenario.jobs}
+    g = scenario.job_graph()
+    return {j: set(g.predecessors(j)) for j in g}
 
 
 def _hopeless(sv: _Units, scenario: Scenario, pr: Promise) -> dict[str, str]:
@@ -341,8 +340,8 @@ def _answer(got: admission.LevelResult, unit: float, U: int, status: str, pr: Pr
 
 def _blocked(scenario: Scenario, refused: set[str]) -> set[str]:
     """Jobs that import, directly or not, from a refused job (reason: dependency)."""
-    g = nx.DiGraph((imp.job, j.name) for j in scenario.jobs for imp in j.imports)
-    return {d for r in refused if r in g for d in nx.descendants(g, r)}
+    g = scenario.job_graph()
+    return {d for r in refused for d in nx.descendants(g, r)}
 
 
 def _importance_by_job(ev: Evaluator, alloc: np.ndarray) -> dict[str, float]:
