@@ -46,6 +46,8 @@ class StageReport(_Frozen):
     seconds: float
     status: Literal["optimal", "feasible", "deadline", "fallback", "infeasible", "skipped"]
     objective: float | None = None
+    bound: float | None = None  # an upper bound of the objective's best value (macroQ: importance), when known
+    gap: float | None = None  # (bound - objective) / bound: how far the answer may be from the best
     detail: str = ""
 
 
