@@ -66,23 +66,31 @@ class Option:
     g_values: np.ndarray = field(default_factory=lambda: np.zeros(0))  # global grid
     g_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # own-grid point per global point
     exact_min: bool = False  # minima in exact mips (per-job grids), not whole units
-    _shifted: dict[float, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    _shifted: dict[tuple[float, bool], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def resample(self, g: float) -> None:
         self.g_values, self.g_index = self.on_grid(g, 0.0)
 
-    def on_grid(self, g: float, shift: float) -> tuple[np.ndarray, np.ndarray]:
+    def on_grid(self, g: float, shift: float, optimistic: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(values, own point) at ``shift + K g`` mips for K = 0, 1, ...: the option's best point at
-        or below that many mips (-inf / -1 below its minimum)."""
-        got = self._shifted.get(shift)
+        or below that many mips (-inf / -1 below its minimum). ``optimistic``: the best point below
+        ``shift + (K + 1) g`` (costs rounded down: a knapsack over these bounds the true one; with
+        exact minima, the continuous one)."""
+        got = self._shifted.get((shift, optimistic))
         if got is None:
             top = self.base + (len(self.values) - 1) * self.unit - shift
             K = max(1, math.ceil(top / g - 1e-9) + 1)
-            own = np.floor((np.arange(K) * g + shift - self.base) / self.unit + 1e-9).astype(np.int64)
+            if optimistic:
+                # with exact minima, also one own unit per PE: a continuous allocation rounded up
+                # to the own grid exceeds itself by less than that (so the bound holds off the grid)
+                own = np.ceil(((np.arange(K) + 1) * g + shift - self.base) / self.unit - 1e-9).astype(np.int64) - 1
+                own = own + (self.n_pes if self.exact_min else 0)
+            else:
+                own = np.floor((np.arange(K) * g + shift - self.base) / self.unit + 1e-9).astype(np.int64)
             ok = own >= 0
             idx = np.clip(own, 0, len(self.values) - 1)
             got = (np.where(ok, self.values[idx], NEG), np.where(ok, idx, -1))
-            self._shifted[shift] = got
+            self._shifted[(shift, optimistic)] = got
         return got
 
     def mips(self, x: int) -> float:
@@ -305,14 +313,14 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
 
 
 def item_curve(options: list[Option], forced: frozenset[str], allowed: frozenset[str],
-               g: float) -> tuple[np.ndarray, np.ndarray, list[Pick], float]:
+               g: float, optimistic: bool = False) -> tuple[np.ndarray, np.ndarray, list[Pick], float]:
     """The best allowed option at each global point (more jobs on ties); the empty option (0 units,
     importance 0) when nothing in the group is forced. A forced item's point K is ``shift + K g``
     mips, ``shift`` its cheapest allowed option's exact minimum (returned): forced minima are
     charged exactly, never rounded up to the global unit; an optional item's point K is K g mips."""
     ok = [o for o in options if forced <= o.jobs <= allowed]
     shift = min((o.base for o in ok), default=0.0) if forced else 0.0
-    grids = [o.on_grid(g, shift) for o in ok]
+    grids = [o.on_grid(g, shift, optimistic) for o in ok]
     K = max([len(gv) for gv, _ in grids] + [1])
     V = np.full(K, NEG)
     N = np.zeros(K, dtype=np.int64)

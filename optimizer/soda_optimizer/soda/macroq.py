@@ -48,7 +48,8 @@ from .curves import Curve
 from .required import Promise, job_minimum, promise
 from .stages import ComponentCurve, MacroQResult
 
-MIN_UNIT_MIPS = 100.0
+MIN_UNIT_MIPS = 100.0  # the first global grid's floor, and the plain grid's
+FINE_UNIT_MIPS = 10.0  # the floor of the refinements (each job also on its own grid), while time allows
 AUTO_UNITS = 8192  # the finest global grid the automatic refinement goes to
 # the first answer must be complete whatever the clock says, so its curves stop improving at this
 # share of the deadline: what is left pays for the curves not yet started (their floors) and the
@@ -143,7 +144,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         # divides H (so a job whose minimum fits H fits the grid); never finer than 100 mips
         n0 = min(AUTO_UNITS, max(128, 8 * len(scenario.jobs)), max(1, int(H // MIN_UNIT_MIPS)))
         units = [H / n0]
-        while units[-1] / 4 >= MIN_UNIT_MIPS and H / (units[-1] / 4) <= AUTO_UNITS:
+        while units[-1] / 4 >= FINE_UNIT_MIPS and H / (units[-1] / 4) <= AUTO_UNITS:
             units.append(units[-1] / 4)
     best: _Answer | None = None
     # the admission rule and "cannot fit": in exact mips with the automatic resolution (never
@@ -216,7 +217,9 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             # more of the rule's required jobs first, then importance: a finer resolution replaces a
             # coarser answer only when it is at least as good
             if best is None or ans.key[0] > best.key[0] or (ans.key[0] == best.key[0] and ans.importance >= best.importance - 1e-9):
-                best, last_items = ans, items
+                best = ans
+            if last_items is None or (per_job == (not fixed_unit) and not coarse):
+                last_items = items  # the bound comes from the finest per-job curves (continuous: any pass's answer)
         if time.monotonic() > deadline:
             cut = cut or (unit, per_job, coarse) != passes[-1]
             break
@@ -224,7 +227,10 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     if best is not None and last_items is not None:
         last_items.abandon_at = math.inf
         try:
-            bound, proven = refine.upper_bound(last_items, set(best.promise.promised), best.free, H)
+            # the rounded-down knapsack costs about one pass's knapsacks: only when that fits
+            room = deadline - time.monotonic() - FINISH_SHARE * (deadline - t0)
+            skip = (lambda: True) if room < 2 * last_items.knapsack_s else admission.timer(time.monotonic() + room)
+            bound, proven = refine.upper_bound(last_items, set(best.promise.promised), best.free, H, skip)
         except admission.Expired:
             bound = None
         if bound is not None:

@@ -14,9 +14,12 @@ that whole global units left unused, and bound how far the answer may be from th
   least the best importance for every ``lam >= 0`` (weak duality), and its minimum over ``lam``
   equals the LP relaxation over the curves' concave envelopes (the minimum is found by scipy's
   bounded scalar search; any ``lam`` gives a valid bound, so an inexact search only loosens it).
-  It bounds the allocation over the curves, i.e. on each job's own grid (finer than the global
-  unit; exact minima), any split of the capacity among jobs included; it is *proven* when every
-  curve is exact (enumerated, not greedy). A grid finer than a job's own may do slightly better.
+  With the automatic resolution (exact minima, each job on its own grid) every curve point is moved
+  left by one own unit per PE (a continuous allocation rounded up to the grid exceeds itself by
+  less than that), so the bound holds for continuous allocations, any grid; with a fixed unit it
+  bounds that grid's problem. It is *proven* when every curve is exact (enumerated, not greedy).
+  Per level the bound is the lesser of this LP bound and :func:`relaxed_knapsack` (non-concave
+  curves, a step in importance, make the LP loose).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from scipy.optimize import minimize_scalar
 
 from ..importance import Evaluator
 from ..model import Scenario
-from .admission import Expired, Items, Option
+from .admission import Expired, Items, Option, item_curve, knapsack
 
 MAX_BOUND_POINTS = 400_000  # beyond, curve points are merged in buckets (a looser, still valid bound)
 
@@ -116,9 +119,11 @@ def _grow(picks: list[tuple[Option, int]], free: float, expired: Callable[[], bo
     return picks
 
 
-def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: float) -> tuple[float, bool]:
+def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: float,
+                expired: Callable[[], bool] = lambda: False) -> tuple[float, bool]:
     """(bound, proven): at least the best importance of any rank-legal admission with these
-    options over ``H`` mips, continuous allocations included (see the module docstring)."""
+    options over ``H`` mips (see the module docstring). Per level, the lesser of the LP bound and,
+    while ``expired()`` is not, the knapsack with costs rounded down (:func:`relaxed_knapsack`)."""
     levels = sorted(set(free_rank.values())) or [1]
     best = 0.0 if not promised else -math.inf
     proven = True
@@ -164,16 +169,38 @@ def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: 
         hi = 2.0 * float(max(steep.max(initial=0.0), 1e-12))
         res = minimize_scalar(lagrangian, bounds=(0.0, hi), method="bounded", options={"xatol": hi * 1e-9})
         val = min(lagrangian(0.0), lagrangian(hi), float(res.fun))
-        best = max(best, val)
+        if val > best:  # only a level that could raise the bound is worth the knapsack
+            dp = relaxed_knapsack(items, forced, allowed, H, expired)
+            best = max(best, min(val, dp) if dp is not None else val)
     return (best if math.isfinite(best) else 0.0), proven
+
+
+def relaxed_knapsack(items: Items, forced: set[str], allowed: set[str], H: float, expired: Callable[[], bool]) -> float | None:
+    """The knapsack of one waterline level with every item's cost rounded down to whole global
+    units (its value at K units: its best point below K + 1 units): every true admission fits it,
+    so its optimum bounds the true one from above. None when ``expired()`` first."""
+    curves, shifts = [], 0.0
+    for gi, grp in enumerate(items.groups):
+        if not grp & allowed:
+            continue
+        V, N, pick, shift = item_curve(items.build(gi), frozenset(grp & forced), frozenset(grp & allowed), items.g, optimistic=True)
+        curves.append((V, N, pick))
+        shifts += shift
+    U = int(math.floor((H - shifts) / items.g + 1e-9))
+    if U < 0:
+        return None
+    got = knapsack(curves, U, expired)
+    return None if got is None else got[0]
 
 
 def _points(opts: list[Option], optional: bool) -> tuple[np.ndarray, np.ndarray]:
     """An item's (mips, importance) points for the bound: its options' curve points, and (0, 0)
-    for an optional item."""
+    for an optional item. With exact minima each point moves left by one own unit per PE (not below
+    the minimum): a continuous allocation rounded up to the grid exceeds itself by less than that."""
     xs, vs = [np.zeros(1)] if optional else [], [np.zeros(1)] if optional else []
     for o in opts:
-        xs.append(o.base + np.arange(len(o.values), dtype=float) * o.unit)
+        slack = o.n_pes * o.unit if o.exact_min else 0.0
+        xs.append(np.maximum(o.base + np.arange(len(o.values), dtype=float) * o.unit - slack, o.base))
         vs.append(o.values.astype(float))
     return np.concatenate(xs), np.concatenate(vs)
 
