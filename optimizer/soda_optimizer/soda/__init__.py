@@ -104,11 +104,15 @@ def to_plan(scenario: Scenario, mq: MacroQResult, mw: MacroWResult, uq: MicroQRe
             )
     stages = [mq.report, mw.report] + ([uq.report] if uq else []) + ([uw.report] if uw else [])
     infeasible = [s for s in stages if s.status == "infeasible"]
+    importance = uq.importance if uq is not None else mq.importance
+    bound = None if mq.bound is None else max(mq.bound, importance)
     return Plan(
         policy=policy,
         feasible=not infeasible,
         message="; ".join(f"{s.stage}: {s.detail}" for s in infeasible),
-        importance=uq.importance if uq is not None else mq.importance,
+        importance=importance,
+        bound=bound,
+        gap=None if bound is None else ((bound - importance) / bound if bound > 0 else 0.0),
         jobs=mq.decisions,
         pes=tuple(pes),
         stream_rates={f"{a}->{b}": t for (a, b), t in mq.stream_rates.items()},

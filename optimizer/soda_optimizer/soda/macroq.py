@@ -234,7 +234,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         except admission.Expired:
             bound = None
         if bound is not None:
-            bound = max(bound, best.importance) if proven else bound
+            bound = max(bound, best.importance)  # an estimate (greedy curves) is at least what was found
     if best is not None:
         pr, hopeless = best.promise, best.hopeless
     rev = revised_ranks(scenario, pr.refused)
