@@ -2,10 +2,12 @@
 the macroQ admission paper).
 
 The nested process of paper Fig. 10:
-- outer loop, resolution granularity: the capacity H is cut into atomic units; we start coarse and
-  refine (x4) while the time already spent says the next resolution fits before the deadline, down
-  to a 100-mips floor. ``Policy.resolution_units`` or ``Policy.unit_mips`` fix the resolution
-  instead (reproducible runs, oracle comparisons);
+- outer loop, resolution granularity: the capacity H is cut into atomic units (the first grid at
+  least 100 mips and dividing H); we start coarse and refine (x4) while the time already spent says
+  the next resolution fits before the deadline, down to 10 mips, each job also on its own finer
+  grid with exact minima; the last pass is the plain grid (every job on the global unit, 100 mips
+  when H allows), so the answer is never below it. ``Policy.resolution_units`` or
+  ``Policy.unit_mips`` fix the resolution instead (reproducible runs, oracle comparisons);
 - central loop, rank-legal job/template lists: revised ranks come from inter-job dependencies
   (an importer depends on its exporter, so the exporter's revised rank is the best rank among the
   jobs depending on it). Rank legality: for a waterline level r, every job of better revised rank
@@ -24,6 +26,12 @@ Departures from the paper, on purpose:
   answer replaces a coarser one only when it is at least as good (so the answer never gets worse
   with time); within a resolution the highest waterline whose forced minima fit comes first. A
   deadline result says in ``detail`` the resolution and waterline it stopped at;
+- feasibility in exact mips (issue 34): with the automatic resolution the admission rule, "cannot
+  fit" and the level check count exact minima, the knapsack charges forced jobs their exact minimum
+  (:func:`.admission.item_curve`), and :mod:`.refine` gives back what whole units leave unused (a
+  job whose minimum fits what is free is admitted, rank legality kept); every answer carries an
+  upper bound and gap (:func:`.refine.upper_bound`), and its status is ``optimal`` only when that
+  bound proves it (with a fixed unit: exact on that grid, as the detail names it);
 - an importer is admitted only with its exporter (reason "dependency");
 - required jobs whose minima do not fit do not make the whole problem infeasible (the paper's
   answer): the admission rule of :mod:`.required` refuses only those that do not fit, and promised
