@@ -224,7 +224,9 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             grids.append(f"{'plain' if not per_job else 'per-job' if not coarse else 'coarse per-job'} {unit:.1f}: {ans.importance:,.6g}")
             # more of the rule's required jobs first, then importance: a finer resolution replaces a
             # coarser answer only when it is at least as good
-            if best is None or ans.key[0] > best.key[0] or (ans.key[0] == best.key[0] and ans.importance >= best.importance - 1e-9):
+            # coarser than the per-job grids, the plain grid must do strictly better (its PEs get whole units)
+            tol = -1e-9 if per_job or fixed_unit else 1e-9 * (1.0 + abs(best.importance) if best is not None else 1.0)
+            if best is None or ans.key[0] > best.key[0] or (ans.key[0] == best.key[0] and ans.importance >= best.importance + tol):
                 best = ans
             if last_items is None or (per_job == (not fixed_unit) and not coarse):
                 last_items = items  # the bound comes from the finest per-job curves (continuous: any pass's answer)
