@@ -14,6 +14,12 @@ each case's time is the median of ``--reps`` runs. Cases:
   the policy's defaults (auto resolution, 5 s deadline): how many PEs of admitted jobs get 0 mips.
 
 Writes docs/benchmarks/resolution.json and resolution.md.
+
+    .venv/bin/python benchmarks/bench_resolution.py --families [--deadline 5] [--no-lsd]
+
+Issue 34: the automatic resolution against fixed 100/200-mips units and the fine-grid optimum on
+the families of benchmarks/resolution_families.py (seconds, importance, gap, jobs refused although
+they fit), then LSD and 10x LSD times with the defaults. Writes docs/benchmarks/resolution-families.json/.md.
 """
 
 from __future__ import annotations
@@ -134,5 +140,112 @@ def main() -> None:
     (out / "resolution.md").write_text("\n".join(lines) + "\n")
 
 
+
+
+# ------------------------------------------------------------------ issue 34: the automatic resolution per family
+
+FAMILIES = ["lone", "lone required", "exact fit", "exact fit -1 mips", "exact fit +1 mips", "span 211 jobs", "step 80 jobs",
+            "one-PE 500 jobs", "7.1 at 25 nodes", "7.1 at 65 nodes"]
+
+
+def family(name: str):  # type: ignore[no-untyped-def]
+    from benchmarks import resolution_families as F
+
+    return {"lone": lambda: F.lone(), "lone required": lambda: F.lone(True), "exact fit": lambda: F.exact_fit(),
+            "exact fit -1 mips": lambda: F.exact_fit(delta=-1.0), "exact fit +1 mips": lambda: F.exact_fit(delta=1.0),
+            "span 211 jobs": lambda: F.span(), "step 80 jobs": lambda: F.step(), "one-PE 500 jobs": lambda: F.one_pe(),
+            "7.1 at 25 nodes": lambda: F.sec71(25), "7.1 at 65 nodes": lambda: F.sec71(65)}[name]()
+
+
+def families(deadline: float) -> list[dict]:
+    """Automatic vs fixed 100/200-mips units vs the fine-grid optimum (10 mips; 50 for the 7.1 jobs,
+    whose capacity is too large for 10), each in seconds, importance, gap and refused-but-fitting."""
+    from benchmarks import resolution_families as F
+    from soda_optimizer.soda import macroq
+
+    rows = []
+    for name in FAMILIES:
+        s = family(name)
+        fine_unit = 50.0 if name.startswith("7.1") else 10.0
+        row: dict = {"family": name, "capacity": s.capacity_mips, "jobs": len(s.jobs), "fine_unit": fine_unit}
+        for key, unit in (("auto", None), ("fixed100", 100.0), ("fixed200", 200.0), ("fine", fine_unit)):
+            old = macroq.MAX_UNITS
+            macroq.MAX_UNITS = max(old, int(s.capacity_mips / fine_unit) + 1)  # the oracle's grid is not clamped
+            try:
+                t0 = time.perf_counter()
+                q = macroq.solve(F.with_unit(s, unit), deadline_s=deadline if unit is None else 600.0)
+                secs = time.perf_counter() - t0
+            finally:
+                macroq.MAX_UNITS = old
+            row[key] = {"seconds": secs, "importance": q.importance, "status": q.report.status, "bound": q.report.bound,
+                        "gap": q.report.gap, "admitted": sum(d.admitted for d in q.decisions),
+                        "refused_but_fitting": len(F.refused_but_fitting(s, q.decisions))}
+        fine = row["fine"]["importance"]
+        for key in ("auto", "fixed100", "fixed200"):
+            row[key]["vs_fine"] = (row[key]["importance"] - fine) / fine if fine > 0 else 0.0
+        rows.append(row)
+        a = row["auto"]
+        print(f"{name}: auto {a['seconds']:.2f}s {a['importance']:,.1f} ({100 * a['vs_fine']:+.2f}% vs fine) gap {100 * (a['gap'] or 0):.2f}% "
+              f"rbf {a['refused_but_fitting']} | 100: {row['fixed100']['importance']:,.1f} rbf {row['fixed100']['refused_but_fitting']} | "
+              f"200: {row['fixed200']['importance']:,.1f} | fine: {fine:,.1f}", flush=True)
+    return rows
+
+
+def lsd_times() -> list[dict]:
+    from benchmarks import workloads
+    from soda_optimizer.model import Policy
+    from soda_optimizer.soda import macroq
+
+    out = []
+    for label, scale, n, cores, dl in (("LSD, 30 nodes", 1, 30, 8, 1.0), ("10x LSD, 300 nodes", 10, 300, 8, 10.0),
+                                       ("10x LSD, 2000 nodes x 16 cores", 10, 2000, 16, 10.0)):
+        s = workloads.scenario(workloads.lsd(scale=scale), workloads.nodes(n, mips=1000.0 * cores), Policy())
+        t0 = time.perf_counter()
+        q = macroq.solve(s, deadline_s=dl)
+        out.append({"case": label, "deadline": dl, "seconds": time.perf_counter() - t0, "status": q.report.status,
+                    "importance": q.importance, "gap": q.report.gap, "admitted": sum(d.admitted for d in q.decisions)})
+        print(out[-1], flush=True)
+    return out
+
+
+def write_families(rows: list[dict], lsd: list[dict], deadline: float) -> None:
+    out = ROOT / "docs" / "benchmarks"
+    cmd = f"benchmarks/bench_resolution.py --families --deadline {deadline:g}"
+    (out / "resolution-families.json").write_text(json.dumps({"command": cmd, "rows": rows, "lsd": lsd}, indent=2))
+
+    def cell(r: dict, k: str) -> str:
+        x = r[k]
+        gap = "" if x["gap"] is None else f", gap {100 * x['gap']:.2f}%"
+        return f"{x['seconds']:.2f} s, {x['importance']:,.1f} ({100 * x.get('vs_fine', 0):+.2f}%{gap}), {x['refused_but_fitting']}"
+
+    lines = [f"Regenerate: `.venv/bin/python {cmd}`. Each cell: seconds, importance (vs the fine-grid optimum; macroQ's "
+             "gap to its own upper bound), jobs refused although they fit.", "",
+             "| family | capacity (mips) | automatic | fixed 100 mips | fixed 200 mips | fine grid optimum |", "|---" * 6 + "|"]
+    for r in rows:
+        f = r["fine"]
+        lines.append(f"| {r['family']} | {r['capacity']:,.0f} | {cell(r, 'auto')} | {cell(r, 'fixed100')} | {cell(r, 'fixed200')} | "
+                     f"{f['seconds']:.2f} s, {f['importance']:,.1f} ({r['fine_unit']:g} mips), {f['refused_but_fitting']} |")
+    lines += ["", "| case | deadline | seconds | status | importance | gap | admitted |", "|---" * 7 + "|"]
+    for x in lsd:
+        lines.append(f"| {x['case']} | {x['deadline']:g} s | {x['seconds']:.2f} | {x['status']} | {x['importance']:,.0f} | "
+                     f"{100 * (x['gap'] or 0):.2f}% | {x['admitted']} |")
+    (out / "resolution-families.md").write_text("\n".join(lines) + "\n")
+
+
+def main_families() -> bool:
+    if "--families" not in sys.argv:
+        return False
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--families", action="store_true")
+    ap.add_argument("--deadline", type=float, default=5.0, help="macroQ's deadline for the automatic resolution")
+    ap.add_argument("--no-lsd", action="store_true")
+    args = ap.parse_args()
+    sys.path[:0] = [str(ROOT / "optimizer"), str(ROOT)]
+    rows = families(args.deadline)
+    write_families(rows, [] if args.no_lsd else lsd_times(), args.deadline)
+    return True
+
+
 if __name__ == "__main__":
-    main()
+    if not main_families():
+        main()

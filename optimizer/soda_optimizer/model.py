@@ -38,6 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from . import bounds
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from .graph import GluedGraph
 
 NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -448,6 +450,16 @@ class PreviousState(_Frozen):
 # --------------------------------------------------------------------------- the scenario
 
 
+class _Memo(dict[str, Any]):
+    """A Scenario's look-ups: derived from its fields, so two Scenarios with equal fields are equal
+    whatever either has cached (pydantic compares private attributes too)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Memo)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class Scenario(_Frozen):
     """One epoch's input. Cross-references are checked here, so every stage can trust them."""
 
@@ -487,22 +499,35 @@ class Scenario(_Frozen):
                     for x in (a, b):
                         if x not in pes_all:
                             raise ValueError(f"job '{j.name}': {field}[{i}] names unknown PE '{x}'")
-        cyc = _find_cycle(list(jobs), [(imp.job, j.name) for j in self.jobs for imp in j.imports])
+        cyc = _cycle_of(self.job_graph())
         if cyc:
             raise ValueError(f"jobs import each other in a cycle: {' -> '.join(cyc)}")
         return self
 
     # look-ups, built once per Scenario (it is immutable); the one owner of "which template, which
     # job, which glued graph" for every stage
-    _memo: dict[str, Any] | None = PrivateAttr(default=None)
+    _memo: _Memo | None = PrivateAttr(default=None)
 
     def _cache(self) -> dict[str, Any]:
         # model_copy() shares private attributes with the copy: the owner check keeps a copy
         # (another Scenario) from reading the original's cache
         if self._memo is None or self._memo.get("owner") != id(self):
-            self._memo = {"owner": id(self), "templates": {t.name: t for t in self.templates},
-                          "jobs": {j.name: j for j in self.jobs}, "glued": {}}
+            self._memo = _Memo(owner=id(self), templates={t.name: t for t in self.templates},
+                               jobs={j.name: j for j in self.jobs}, glued={})
         return self._memo
+
+    def job_graph(self) -> nx.DiGraph:
+        """The job import graph, built once per Scenario: a node per job, an edge exporter ->
+        importer per import. Shared by every stage: read it (or take a view), never change it."""
+        memo = self._cache()
+        if "job_graph" not in memo:
+            import networkx as nx  # lazily: the extender reads Scenarios without it
+
+            g = nx.DiGraph()
+            g.add_nodes_from(j.name for j in self.jobs)
+            g.add_edges_from((imp.job, j.name) for j in self.jobs for imp in j.imports)
+            memo["job_graph"] = g
+        return memo["job_graph"]  # type: ignore[no-any-return]
 
     def template(self, name: str) -> Template:
         return self._cache()["templates"][name]  # type: ignore[no-any-return]
@@ -550,6 +575,12 @@ def _find_cycle(nodes: list[str], edges: list[tuple[str, str]]) -> list[str] | N
     g = nx.DiGraph()
     g.add_nodes_from(nodes)
     g.add_edges_from(edges)
+    return _cycle_of(g)
+
+
+def _cycle_of(g: nx.DiGraph) -> list[str] | None:
+    import networkx as nx
+
     try:
         cyc = nx.find_cycle(g)
     except nx.NetworkXNoCycle:

@@ -46,6 +46,8 @@ class StageReport(_Frozen):
     seconds: float
     status: Literal["optimal", "feasible", "deadline", "fallback", "infeasible", "skipped"]
     objective: float | None = None
+    bound: float | None = None  # an upper bound of the objective's best value (macroQ: importance), when known
+    gap: float | None = None  # (bound - objective) / bound: how far the answer may be from the best
     detail: str = ""
 
 
@@ -54,6 +56,10 @@ class Plan(_Frozen):
     feasible: bool
     message: str = ""
     importance: float = 0.0
+    # an upper bound of the best importance of any plan (macroQ's, over each job's own grid and
+    # continuous allocations; soda.refine) and gap = (bound - importance) / bound; None: not known
+    bound: float | None = None
+    gap: float | None = None
     jobs: tuple[JobDecision, ...] = ()
     pes: tuple[PEPlan, ...] = ()
     stream_rates: dict[str, float] = Field(default_factory=dict)  # "p1->p2" (pe ids) -> t(p1,p2)

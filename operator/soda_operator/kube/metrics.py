@@ -15,6 +15,8 @@ from prometheus_client import (
 STAGE_SECONDS = Histogram("kubesoda_stage_seconds", "Duration of each optimizer stage", ["stage"], buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30))
 EPOCH_SECONDS = Histogram("kubesoda_epoch_seconds", "Duration of a macro or micro epoch (snapshot to applied)", ["epoch"], buckets=(0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60))
 IMPORTANCE = Gauge("kubesoda_projected_importance", "Projected importance of the current plan")
+IMPORTANCE_BOUND = Gauge("kubesoda_importance_bound", "An upper bound of the best importance any plan could project (macroQ's)")
+IMPORTANCE_GAP = Gauge("kubesoda_importance_gap", "(bound - projected importance) / bound: how far the current plan may be from the best")
 JOBS = Gauge("kubesoda_jobs", "StreamJobs by decision", ["decision"])
 PATCHES = Counter("kubesoda_pod_changes_total", "Pod changes applied", ["kind"])  # create, resize, delete
 LEADER = Gauge("kubesoda_leader", "1 while this replica runs the SODA loops (it won the peering election, or runs standalone)")

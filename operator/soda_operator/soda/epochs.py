@@ -276,6 +276,9 @@ class Loops:
         counts["status"] = updates
         admitted = sum(d.admitted for d in plan.jobs)
         metrics.IMPORTANCE.set(plan.importance)
+        if plan.bound is not None and plan.gap is not None:
+            metrics.IMPORTANCE_BOUND.set(plan.bound)
+            metrics.IMPORTANCE_GAP.set(plan.gap)
         metrics.JOBS.labels("admitted").set(admitted)
         metrics.JOBS.labels("rejected").set(len(plan.jobs) - admitted)
         if any(counts.values()):

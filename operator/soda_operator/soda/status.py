@@ -88,6 +88,8 @@ def planned(plan: Plan, job_key: str, generation: int | None, instances: Instanc
         "mips": round(dec.mips, 3),
         "pes": pes,
     }
+    if plan.bound is not None and plan.gap is not None:  # how far the whole plan may be from the best (issue 34)
+        status.update(planImportance=round(plan.importance, 6), planBound=round(plan.bound, 6), planGap=round(plan.gap, 6))
     if dec.template:
         status["chosenTemplate"] = dec.template.split("/", 1)[-1]
     if dec.admitted and pod_phases is not None:

@@ -57,8 +57,7 @@ def macro(scenario: Scenario) -> tuple[MacroQResult, MacroWResult]:
         if w.report.status != "infeasible" or not w.unplaceable:
             break
         bad = {split_pe_id(p)[0] for p in w.unplaceable}
-        g = nx.DiGraph((imp.job, j.name) for j in scenario.jobs for imp in j.imports)
-        g.add_nodes_from(j.name for j in scenario.jobs)
+        g = scenario.job_graph()
         gone = bad | {d for b in bad for d in nx.descendants(g, b)}
         for j in scenario.jobs:
             if j.name in gone:
@@ -105,11 +104,15 @@ def to_plan(scenario: Scenario, mq: MacroQResult, mw: MacroWResult, uq: MicroQRe
             )
     stages = [mq.report, mw.report] + ([uq.report] if uq else []) + ([uw.report] if uw else [])
     infeasible = [s for s in stages if s.status == "infeasible"]
+    importance = uq.importance if uq is not None else mq.importance
+    bound = None if mq.bound is None else max(mq.bound, importance)
     return Plan(
         policy=policy,
         feasible=not infeasible,
         message="; ".join(f"{s.stage}: {s.detail}" for s in infeasible),
-        importance=uq.importance if uq is not None else mq.importance,
+        importance=importance,
+        bound=bound,
+        gap=None if bound is None else ((bound - importance) / bound if bound > 0 else 0.0),
         jobs=mq.decisions,
         pes=tuple(pes),
         stream_rates={f"{a}->{b}": t for (a, b), t in mq.stream_rates.items()},

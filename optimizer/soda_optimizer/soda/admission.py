@@ -60,24 +60,49 @@ class Option:
     choice: dict[str, str]
     curves: list[Curve]
     unit: float  # mips per own unit
-    base: int  # own units of the components' minima
+    base: float  # mips of the components' minima (exact with per-job grids, whole units otherwise)
     values: np.ndarray  # own grid: best importance with base + k own units
     steps: list[np.ndarray]  # convolution arguments, to split an own-grid point over the components
     g_values: np.ndarray = field(default_factory=lambda: np.zeros(0))  # global grid
     g_index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # own-grid point per global point
+    exact_min: bool = False  # minima in exact mips (per-job grids), not whole units
+    _shifted: dict[tuple[float, bool], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def resample(self, g: float) -> None:
-        top = self.base + len(self.values) - 1
-        K = max(1, math.ceil(top * self.unit / g - 1e-9) + 1)
-        own = np.floor(np.arange(K) * g / self.unit + 1e-9).astype(np.int64) - self.base
-        ok = own >= 0
-        idx = np.clip(own, 0, len(self.values) - 1)
-        self.g_values = np.where(ok, self.values[idx], NEG)
-        self.g_index = np.where(ok, idx, -1)
+        self.g_values, self.g_index = self.on_grid(g, 0.0)
 
-    def split(self, k: int) -> dict[str, float]:
-        """PE -> mips at global point ``k``."""
-        x = int(self.g_index[k])
+    def on_grid(self, g: float, shift: float, optimistic: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(values, own point) at ``shift + K g`` mips for K = 0, 1, ...: the option's best point at
+        or below that many mips (-inf / -1 below its minimum). ``optimistic``: the best point below
+        ``shift + (K + 1) g`` (costs rounded down: a knapsack over these bounds the true one; with
+        exact minima, the continuous one)."""
+        got = self._shifted.get((shift, optimistic))
+        if got is None:
+            top = self.base + (len(self.values) - 1) * self.unit - shift
+            K = max(1, math.ceil(top / g - 1e-9) + 1)
+            if optimistic:
+                # with exact minima, also one own unit per PE: a continuous allocation rounded up
+                # to the own grid exceeds itself by less than that (so the bound holds off the grid)
+                own = np.ceil(((np.arange(K) + 1) * g + shift - self.base) / self.unit - 1e-9).astype(np.int64) - 1
+                own = own + (self.n_pes if self.exact_min else 0)
+            else:
+                own = np.floor((np.arange(K) * g + shift - self.base) / self.unit + 1e-9).astype(np.int64)
+            ok = own >= 0
+            idx = np.clip(own, 0, len(self.values) - 1)
+            got = (np.where(ok, self.values[idx], NEG), np.where(ok, idx, -1))
+            self._shifted[(shift, optimistic)] = got
+        return got
+
+    def mips(self, x: int) -> float:
+        """Mips at own point ``x``."""
+        return self.base + x * self.unit
+
+    @property
+    def n_pes(self) -> int:
+        return sum(len(c.pes) for c in self.curves)
+
+    def split(self, x: int) -> dict[str, float]:
+        """PE -> mips at own point ``x``."""
         parts = []
         for arg in reversed(self.steps):
             i = int(arg[x])
@@ -87,7 +112,7 @@ class Option:
         parts.reverse()
         out: dict[str, float] = {}
         for c, xi in zip(self.curves, parts):
-            out.update({p: float(u) * c.unit for p, u in zip(c.pes, c.allocs[xi])})
+            out.update({p: float(m) for p, m in zip(c.pes, c.pe_mips(xi))})
         return out
 
 
@@ -141,12 +166,9 @@ class Items:
         self.H = scenario.capacity_mips
         self.floor = scenario.policy.pe_floor_mips
         names = set(jobs)
-        deps = {j.name: {i.job for i in j.imports if i.job in names} for j in scenario.jobs if j.name in names}
-        graph = nx.Graph()
-        graph.add_nodes_from(names)
-        graph.add_edges_from((d, j) for j, ds in deps.items() for d in ds)
-        self.deps = deps
-        self.groups = [frozenset(c) for c in sorted(nx.connected_components(graph), key=lambda c: min(c))]
+        self.graph = scenario.job_graph().subgraph(names)  # a view: imports among these jobs
+        self.deps = {j: set(self.graph.predecessors(j)) for j in names}
+        self.groups = [frozenset(c) for c in sorted(nx.weakly_connected_components(self.graph), key=lambda c: min(c))]
         self.group_of = {j: i for i, grp in enumerate(self.groups) for j in grp}
         self.options: list[list[Option]] = [[] for _ in self.groups]
         self._curves: dict[tuple, Curve] = cache if cache is not None else {}
@@ -158,11 +180,16 @@ class Items:
         glued = self.s.glued(choice)
         ev = Evaluator(glued, sorted(comp))
         u = own_unit(ev, self.g) if self.per_job else self.g
+        return self._cached(choice, comp, u, ev)
+
+    def _cached(self, choice: dict[str, str], comp: frozenset[str], u: float, ev: Evaluator | None = None) -> Curve:
+        glued = self.s.glued(choice)
         step = self._step(u)
-        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u, step)
+        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u, step, self.per_job)
         c = self._curves.get(key)
         if c is None:
-            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step)
+            ev = ev or Evaluator(glued, sorted(comp))
+            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step, exact_min=self.per_job)
             self._curves[key] = c
         return c
 
@@ -175,22 +202,13 @@ class Items:
         if self.per_job and len({c.unit for c in curves}) > 1:
             # one grid per option: the finest of its components' units
             u = min(c.unit for c in curves)
-            curves = [c if c.unit == u else self._rescaled(choice, comp, u) for c, comp in zip(curves, glued.components())]
+            curves = [c if c.unit == u else self._cached(choice, comp, u) for c, comp in zip(curves, glued.components())]
         values, steps = convolve(curves)
         unit = curves[0].unit
-        opt = Option(frozenset(choice), dict(choice), curves, unit, int(sum(int(c.lo.sum()) for c in curves)), values, steps)
+        opt = Option(frozenset(choice), dict(choice), curves, unit, sum(c.base_mips for c in curves), values, steps,
+                     exact_min=self.per_job)
         opt.resample(self.g)
         return opt
-
-    def _rescaled(self, choice: dict[str, str], comp: frozenset[str], u: float) -> Curve:
-        glued = self.s.glued(choice)
-        step = self._step(u)
-        key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u, step)
-        c = self._curves.get(key)
-        if c is None:
-            c = component_curve(Evaluator(glued, sorted(comp)), u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step)
-            self._curves[key] = c
-        return c
 
     def used_curves(self) -> list[Curve]:
         """The component curves of the options built at this resolution."""
@@ -207,8 +225,7 @@ class Items:
         if len(grp) <= GROUP_LIMIT:
             subsets: Iterable[tuple[str, ...]] = (sub for k in range(1, len(grp) + 1) for sub in itertools.combinations(grp, k))
         else:  # prefixes in import order (exporters first)
-            order = list(nx.topological_sort(nx.DiGraph([(d, j) for j in grp for d in self.deps[j]])))
-            order += [j for j in grp if j not in order]
+            order = list(nx.topological_sort(self.graph.subgraph(grp)))
             subsets = (tuple(order[:k]) for k in range(1, len(order) + 1))
         for sub in subsets:
             s = set(sub)
@@ -234,10 +251,13 @@ class LevelResult:
     importance: float
     count: int
     level: int
-    picks: list[tuple[Option, int]]  # (option, global units) per admitted item
+    picks: list[tuple[Option, int]]  # (option, its own point) per admitted item
 
 
-def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Option | None]]], U: int,
+Pick = tuple[Option, int] | None  # an option and its own point, or nothing
+
+
+def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
              expired: Callable[[], bool], jobs_first: bool = False) -> tuple[float, int, list[tuple[Option, int]]] | None:
     """Max-plus knapsack over items (values by global units, jobs counted, the option at each point)
     with at most ``U`` units; ties go to more jobs (``jobs_first``: more jobs first, then importance).
@@ -286,30 +306,34 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Option | None]]], U:
         step = int(arg[u])
         o = opts[step]
         if o is not None:
-            picks.append((o, step))
+            picks.append(o)
         u -= step
     picks.reverse()
     return total, count, picks
 
 
-def item_curve(options: list[Option], forced: frozenset[str], allowed: frozenset[str]) -> tuple[np.ndarray, np.ndarray, list[Option | None]]:
+def item_curve(options: list[Option], forced: frozenset[str], allowed: frozenset[str],
+               g: float, optimistic: bool = False) -> tuple[np.ndarray, np.ndarray, list[Pick], float]:
     """The best allowed option at each global point (more jobs on ties); the empty option (0 units,
-    importance 0) when nothing in the group is forced."""
+    importance 0) when nothing in the group is forced. A forced item's point K is ``shift + K g``
+    mips, ``shift`` its cheapest allowed option's exact minimum (returned): forced minima are
+    charged exactly, never rounded up to the global unit; an optional item's point K is K g mips."""
     ok = [o for o in options if forced <= o.jobs <= allowed]
-    K = max([len(o.g_values) for o in ok] + [1])
+    shift = min((o.base for o in ok), default=0.0) if forced else 0.0
+    grids = [o.on_grid(g, shift, optimistic) for o in ok]
+    K = max([len(gv) for gv, _ in grids] + [1])
     V = np.full(K, NEG)
     N = np.zeros(K, dtype=np.int64)
-    pick: list[Option | None] = [None] * K
+    pick: list[Pick] = [None] * K
     if not forced:
         V[0] = 0.0
-    for o in ok:
-        gv = o.g_values
+    for o, (gv, gi) in zip(ok, grids):
         cur = V[:len(gv)]
         tol = _tol(cur)
         better = (gv > cur + tol) | ((gv >= cur - tol) & (len(o.jobs) > N[:len(gv)]) & (gv > NEG))
         for k in np.nonzero(better)[0]:
-            V[k], N[k], pick[int(k)] = gv[k], len(o.jobs), o
-    return V, N, pick
+            V[k], N[k], pick[int(k)] = gv[k], len(o.jobs), (o, int(gi[k]))
+    return V, N, pick, shift
 
 
 def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, int], expired: Callable[[], bool],
@@ -317,21 +341,21 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
     """The best (importance, jobs) over waterline levels; status 'optimal' or 'deadline'."""
     levels = sorted(set(free_rank.values())) or [1]
     rank_of = dict(free_rank)
-    min_g = {}  # global units of each job's cheapest option containing it alone (for the level check)
+    min_g: dict[tuple[int, frozenset[str]], float] = {}  # mips of the cheapest option of a group containing these jobs
 
     def forced_at(r: int) -> set[str]:
         return set(promised) | {j for j, x in rank_of.items() if x < r}
 
-    def minimum(jobs: set[str]) -> int:
-        tot = 0
+    def minimum(jobs: set[str]) -> float:
+        """The exact mips the jobs need at least (each group's cheapest option containing them)."""
+        tot = 0.0
         for gi, grp in enumerate(items.groups):
             need = grp & jobs
             if not need:
                 continue
             key = (gi, frozenset(need))
             if key not in min_g:
-                opts = [o for o in items.build(gi) if need <= o.jobs]
-                min_g[key] = min((int(np.argmax(o.g_values > NEG)) for o in opts if (o.g_values > NEG).any()), default=U + 1)
+                min_g[key] = min((o.base for o in items.build(gi) if need <= o.jobs), default=math.inf)
             tot += min_g[key]
         return tot
 
@@ -342,9 +366,10 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
 
 
 def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], set[str]], rank_of: dict[str, int],
-            minimum: Callable[[set[str]], int], expired: Callable[[], bool],
+            minimum: Callable[[set[str]], float], expired: Callable[[], bool],
             have_answer: Callable[[], bool]) -> tuple[LevelResult | None, str]:
-    feasible = [r for r in levels if minimum(forced_at(r)) <= U]
+    H = min(items.H, U * items.g + 1e-6 * (1.0 + items.H))  # the mips the knapsack may hand out
+    feasible = [r for r in levels if minimum(forced_at(r)) <= H + 1e-6]
     if not feasible:
         return None, "optimal"
     top = max(feasible)
@@ -358,10 +383,14 @@ def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], 
         forced = forced_at(r)
         allowed = forced | {j for j, x in rank_of.items() if x == r}
         curves = []
+        shifts = 0.0
         for gi, grp in enumerate(items.groups):
             if not grp & allowed:
                 continue
-            curves.append(item_curve(items.build(gi), grp & forced, grp & allowed))
+            V, N, pick, shift = item_curve(items.build(gi), grp & forced, grp & allowed, items.g)
+            curves.append((V, N, pick))
+            shifts += shift
+        U_r = int(math.floor((H - shifts) / items.g + 1e-9))  # units left above the forced minima
         answered = best is not None or have_answer()
 
         def give_up(answered: bool = answered) -> bool:
@@ -371,7 +400,7 @@ def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], 
         # understate what a job would add, so more jobs come first (a deadline never costs a job that fits its place)
         jobs_first = not answered and (items.coarse or any(not c.complete for c in items.used_curves()))
         tk = time.monotonic()
-        got = knapsack(curves, U, give_up, jobs_first)
+        got = knapsack(curves, U_r, give_up, jobs_first) if U_r >= 0 else None
         items.knapsack_s += time.monotonic() - tk
         if got is None:
             if expired() and (best is not None or have_answer()):

@@ -11,6 +11,9 @@ Departures from the paper, on purpose:
   maxima), so the discrete solution always honours the continuous m_p <= g_p <= M_p; and every PE
   gets at least one unit and the policy's floor (admitted means every PE runs: the paper lets a PE
   of an admitted job get 0);
+- with ``exact_min`` (the automatic resolution's own grids) a PE's minimum is exact mips, not
+  rounded to the grid: it gets its minimum plus whole units (``Curve.offset``), so whether a job
+  fits never depends on the grid;
 - a PE never gets more than its saturation mips (b/a, or primal/a for sources): its output cannot
   grow past it, so the extra is left for others.
 """
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..importance import Evaluator
-from ..model import floor_units
+from ..model import floor_mips, floor_units
 from . import rap
 
 EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
@@ -42,28 +45,52 @@ class Curve:
     allocs: np.ndarray  # (len x P) units
     unit: float = 0.0  # mips per unit of this curve
     complete: bool = True  # False: the greedy stopped at the deadline (a lower bound beyond its end)
+    offset: np.ndarray | None = None  # per PE mips below its units (exact minima); None: 0
+    exact: bool = True  # every point is the grid's optimum (enumerated); False: greedy (a lower bound)
 
     def __post_init__(self) -> None:
         self.concave = rap.is_concave(self.values)
+        if self.offset is None:
+            self.offset = np.zeros(len(self.pes))
+
+    @property
+    def base_mips(self) -> float:
+        """The component's mips at the curve's first point (its PEs' minima)."""
+        assert self.offset is not None
+        return float(self.offset.sum()) + int(self.lo.sum()) * self.unit
+
+    def pe_mips(self, k: int) -> np.ndarray:
+        """Each PE's mips at point ``k``."""
+        assert self.offset is not None
+        return self.offset + self.allocs[k].astype(float) * self.unit
 
 
-def bounds(ev: Evaluator, unit: float, floor: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def bounds(ev: Evaluator, unit: float, floor: float = 0.0, exact_min: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lo, hi, offset): per PE units at least and at most, above ``offset`` mips."""
     specs = [ev.glued.spec(p) for p in ev.pes]
-    lo = np.array([floor_units(s, unit, floor) for s in specs], dtype=int)
-    mx = np.array([math.floor(s.max_mips / unit + 1e-9) if math.isfinite(s.max_mips) else 1 << 30 for s in specs])
-    sat = np.ceil(ev.saturation() / unit - 1e-9).astype(int)
+    if exact_min:
+        off = np.array([floor_mips(s, floor) for s in specs], dtype=float)
+        lo = np.zeros(len(specs), dtype=int)
+    else:
+        off = np.zeros(len(specs))
+        lo = np.array([floor_units(s, unit, floor) for s in specs], dtype=int)
+    mx = np.array([math.floor((s.max_mips - o) / unit + 1e-9) if math.isfinite(s.max_mips) else 1 << 30 for s, o in zip(specs, off)])
+    sat = np.ceil(np.maximum(ev.saturation() - off, 0.0) / unit - 1e-9).astype(int)
     hi = np.maximum(lo, np.minimum(mx, sat))
-    return lo, hi
+    return lo, hi, off
 
 
 def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None, floor: float = 0.0,
-                    step: int = 1) -> Curve:
+                    step: int = 1, exact_min: bool = False) -> Curve:
     """Best importance of the component for each number of units (paper's I_c), with allocations;
     every PE gets at least :func:`~soda_optimizer.model.floor_units` (its minimum, ``floor`` mips,
     one unit). With ``step`` > 1 a PE grows above its minimum only by multiples of ``step`` units
     (minima stay exact, growth is coarse: a cheap first curve; between its points the curve keeps
-    the last value)."""
-    lo, hi = bounds(ev, unit, floor)
+    the last value). ``max_units`` is the capacity in units; with ``exact_min`` minima are exact
+    mips (``Curve.offset``) and the curve goes up to what the capacity leaves above them."""
+    lo, hi, off = bounds(ev, unit, floor, exact_min)
+    if exact_min:
+        max_units = int(math.floor((max_units * unit - float(off.sum())) / unit + 1e-9))
     span = np.minimum(hi - lo, max(0, max_units - int(lo.sum())))
     total = int(min(span.sum(), max(0, max_units - int(lo.sum()))))
     # each PE's growth: 0, step, 2 step, ... and its whole span
@@ -72,7 +99,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     if n_vec <= EXACT_LIMIT and (n_vec <= LATE_EXACT_LIMIT or deadline is None or time.monotonic() <= deadline):
         grids = np.array(list(itertools.product(*levels)), dtype=int).reshape(-1, len(span))
         grids = grids[grids.sum(axis=1) <= total]
-        vals = ev.importance((grids + lo) * unit)
+        vals = ev.importance((grids + lo) * unit + off)
         sums = grids.sum(axis=1)
         values = np.full(total + 1, -np.inf)
         allocs = np.zeros((total + 1, len(span)), dtype=int)
@@ -85,11 +112,11 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
         run = np.maximum.accumulate(values)
         record = np.r_[True, values[1:] > run[:-1]]
         src = np.maximum.accumulate(np.where(record, np.arange(total + 1), 0))
-        return Curve(tuple(ev.pes), lo, values[src], allocs[src] + lo, unit)
+        return Curve(tuple(ev.pes), lo, values[src], allocs[src] + lo, unit, offset=off)
     # greedy marginal over bundles; a move of k units leaves the k-1 totals before it at the
     # previous solution (the curve is filled in from the breakpoints at the end)
     x = np.zeros(len(span), dtype=int)
-    cur = float(ev.importance((x + lo) * unit)[0])
+    cur = float(ev.importance((x + lo) * unit + off)[0])
     at: list[int] = [0]  # totals where the solution changes
     vals_l: list[float] = [cur]
     allocs_l: list[np.ndarray] = [x.copy()]
@@ -115,7 +142,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
             mv_arr[-1] = each
         if not len(mv_arr):
             break
-        vals = ev.importance((x + mv_arr + lo) * unit)
+        vals = ev.importance((x + mv_arr + lo) * unit + off)
         gain = (vals - cur) / mv_arr.sum(axis=1)
         j = int(np.argmax(gain))
         if gain[j] <= 1e-12:
@@ -133,7 +160,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
         path = np.maximum(x[None, :], np.floor(ts[:, None] * span[None, :]).astype(int))
         path = path[path.sum(axis=1) <= total]
         if len(path):
-            pvals = ev.importance((path + lo) * unit)
+            pvals = ev.importance((path + lo) * unit + off)
             for xp, v in zip(path, pvals):
                 k = int(xp.sum())
                 if k > at[-1] and v > vals_l[-1]:
@@ -145,7 +172,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     idx = np.searchsorted(np.array(at), np.arange(used + 1), side="right") - 1
     values = np.array(vals_l)[idx]
     allocs = np.array(allocs_l)[idx]
-    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete)
+    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete, offset=off, exact=False)
 
 
 def _sizes(room: int, step: int) -> np.ndarray:

@@ -2,10 +2,12 @@
 the macroQ admission paper).
 
 The nested process of paper Fig. 10:
-- outer loop, resolution granularity: the capacity H is cut into atomic units; we start coarse and
-  refine (x4) while the time already spent says the next resolution fits before the deadline, down
-  to a 100-mips floor. ``Policy.resolution_units`` or ``Policy.unit_mips`` fix the resolution
-  instead (reproducible runs, oracle comparisons);
+- outer loop, resolution granularity: the capacity H is cut into atomic units (the first grid at
+  least 100 mips and dividing H); we start coarse and refine (x4) while the time already spent says
+  the next resolution fits before the deadline, down to 10 mips, each job also on its own finer
+  grid with exact minima; the last pass is the plain grid (every job on the global unit, 100 mips
+  when H allows), so the answer is never below it. ``Policy.resolution_units`` or
+  ``Policy.unit_mips`` fix the resolution instead (reproducible runs, oracle comparisons);
 - central loop, rank-legal job/template lists: revised ranks come from inter-job dependencies
   (an importer depends on its exporter, so the exporter's revised rank is the best rank among the
   jobs depending on it). Rank legality: for a waterline level r, every job of better revised rank
@@ -24,6 +26,12 @@ Departures from the paper, on purpose:
   answer replaces a coarser one only when it is at least as good (so the answer never gets worse
   with time); within a resolution the highest waterline whose forced minima fit comes first. A
   deadline result says in ``detail`` the resolution and waterline it stopped at;
+- feasibility in exact mips (issue 34): with the automatic resolution the admission rule, "cannot
+  fit" and the level check count exact minima, the knapsack charges forced jobs their exact minimum
+  (:func:`.admission.item_curve`), and :mod:`.refine` gives back what whole units leave unused (a
+  job whose minimum fits what is free is admitted, rank legality kept); every answer carries an
+  upper bound and gap (:func:`.refine.upper_bound`), and its status is ``optimal`` only when that
+  bound proves it (with a fixed unit: exact on that grid, as the detail names it);
 - an importer is admitted only with its exporter (reason "dependency");
 - required jobs whose minima do not fit do not make the whole problem infeasible (the paper's
   answer): the admission rule of :mod:`.required` refuses only those that do not fit, and promised
@@ -35,20 +43,21 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
 
 from ..importance import Evaluator, value
-from ..model import Job, Scenario, floor_units
+from ..model import Job, Scenario, floor_mips, floor_units
 from ..plan import JobDecision, StageReport
-from . import admission
+from . import admission, refine
 from .curves import Curve
 from .required import Promise, job_minimum, promise
 from .stages import ComponentCurve, MacroQResult
 
-MIN_UNIT_MIPS = 100.0
+MIN_UNIT_MIPS = 100.0  # the first global grid's floor, and the plain grid's
+FINE_UNIT_MIPS = 10.0  # the floor of the refinements (each job also on its own grid), while time allows
 AUTO_UNITS = 8192  # the finest global grid the automatic refinement goes to
 # the first answer must be complete whatever the clock says, so its curves stop improving at this
 # share of the deadline: what is left pays for the curves not yet started (their floors) and the
@@ -62,16 +71,18 @@ MAX_UNITS = 16384  # the finest resolution a policy may ask for (unitMips / reso
 
 
 class _Units:
-    """Minima in the global units of one resolution (ceil per PE, as the admission rule counts)."""
+    """Minima in the global units of one resolution (ceil per PE, as the admission rule counts), or
+    in exact mips (``unit`` None: the automatic resolution's per-job grids)."""
 
-    def __init__(self, scenario: Scenario, unit: float):
-        self.unit = unit
-        self.U = int(math.floor(scenario.capacity_mips / unit + 1e-9))
+    def __init__(self, scenario: Scenario, unit: float | None):
         floor = scenario.policy.pe_floor_mips
-        self.min_u = {t.name: sum(floor_units(p, unit, floor) for p in t.pes) for t in scenario.templates}
+        self.unit = unit or 1.0
+        self.U: float = int(math.floor(scenario.capacity_mips / unit + 1e-9)) if unit else scenario.capacity_mips
+        self.min_u: dict[str, float] = {
+            t.name: sum(floor_units(p, unit, floor) if unit else floor_mips(p, floor) for p in t.pes) for t in scenario.templates}
         self.cheap = {j.name: min(j.candidate_templates, key=lambda t: self.min_u[t]) for j in scenario.jobs}
 
-    def min_units(self, choice: dict[str, str]) -> int:
+    def min_units(self, choice: dict[str, str]) -> float:
         return sum(self.min_u[t] for t in choice.values())
 
 
@@ -79,15 +90,14 @@ def revised_ranks(scenario: Scenario, exclude: Iterable[str] = ()) -> dict[str, 
     """Pi_{J,T,j}: the best rank among j and the jobs that depend on j (paper 5.1.1). Jobs in
     ``exclude`` (refused required jobs) lend their rank to nobody."""
     out = set(exclude)
-    g = nx.DiGraph()
-    g.add_nodes_from(j.name for j in scenario.jobs)
-    g.add_edges_from((imp.job, j.name) for j in scenario.jobs for imp in j.imports if j.name not in out)
+    g = nx.subgraph_view(scenario.job_graph(), filter_edge=lambda _, v: v not in out) if out else scenario.job_graph()
     rank = {j.name: j.rank for j in scenario.jobs}
     return {j: min([rank[j]] + [rank[d] for d in nx.descendants(g, j)]) for j in rank}
 
 
 def _deps(scenario: Scenario) -> dict[str, set[str]]:
-    return {j.name: {imp.job for imp in j.imports} for j in scenario.jobs}
+    g = scenario.job_graph()
+    return {j: set(g.predecessors(j)) for j in g}
 
 
 def _hopeless(sv: _Units, scenario: Scenario, pr: Promise) -> dict[str, str]:
@@ -110,7 +120,7 @@ def _hopeless(sv: _Units, scenario: Scenario, pr: Promise) -> dict[str, str]:
         if group & set(pr.refused):
             continue  # rejected for its dependency on a refused job
         need = sv.min_units({x: sv.cheap[x] for x in group})
-        if held + need > sv.U:
+        if held + need > sv.U + 1e-6:
             out[j.name] = (f"its minimum of {need * sv.unit:.0f} mips{' with the jobs it imports from' if len(group) > 1 else ''} "
                            f"does not fit: the usable nodes offer {sv.U * sv.unit:.0f} mips, {held * sv.unit:.0f} of them "
                            f"promised to required jobs; short by {(held + need - sv.U) * sv.unit:.0f} mips")
@@ -123,11 +133,13 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     deadline = t0 + (deadline_s if deadline_s is not None else pol.macroq_deadline_s)
     H = scenario.capacity_mips
 
-    def report(status: str, objective: float | None, detail: str) -> StageReport:
-        return StageReport(stage="macroq", seconds=time.monotonic() - t0, status=status, objective=objective, detail=detail)  # type: ignore
+    def report(status: str, objective: float | None, detail: str, bound: float | None = None) -> StageReport:
+        gap = None if bound is None or objective is None else (max(0.0, bound - objective) / bound if bound > 0 else 0.0)
+        return StageReport(stage="macroq", seconds=time.monotonic() - t0, status=status, objective=objective, detail=detail,  # type: ignore
+                           bound=bound, gap=gap)
 
     if not scenario.jobs:
-        return MacroQResult((), {}, {}, {}, (), 0.0, report("optimal", 0.0, "no jobs"), 0.0)
+        return MacroQResult((), {}, {}, {}, (), 0.0, report("optimal", 0.0, "no jobs", 0.0), 0.0, 0.0, 0.0)
     fixed_unit = pol.unit_mips or (H / pol.resolution_units if pol.resolution_units else None)
     if fixed_unit and H > 0:
         fixed_unit = max(fixed_unit, H / MAX_UNITS)  # a policy's tiny unit never exhausts time or memory
@@ -136,36 +148,47 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     elif fixed_unit:
         units = [fixed_unit]
     else:
-        # the first grid has room for every job (8 units a job, 128 at least, 8192 at most): a
-        # job's share is a multiple of the global unit, so a coarser grid would admit fewer jobs
-        units = [max(H / min(AUTO_UNITS, max(128, 8 * len(scenario.jobs))), MIN_UNIT_MIPS)]
-        while units[-1] / 4 >= MIN_UNIT_MIPS and H / (units[-1] / 4) <= AUTO_UNITS:
+        # the first grid has room for every job (8 units a job, 128 at least, 8192 at most), and
+        # divides H (so a job whose minimum fits H fits the grid); never finer than 100 mips
+        n0 = min(AUTO_UNITS, max(128, 8 * len(scenario.jobs)), max(1, int(H // MIN_UNIT_MIPS)))
+        units = [H / n0]
+        while units[-1] / 4 >= FINE_UNIT_MIPS and H / (units[-1] / 4) <= AUTO_UNITS:
             units.append(units[-1] / 4)
     best: _Answer | None = None
-    pr = promise(scenario, units[-1] if units else None)
+    # the admission rule and "cannot fit": in exact mips with the automatic resolution (never
+    # rounded to a global unit), in the fixed unit's units otherwise
+    exact = not fixed_unit
+    pr = promise(scenario, None if exact else (units[-1] if units else None))
     hopeless: dict[str, str] = {}
     expired = admission.timer(deadline)
     curve_cache: dict = {}  # component curves on their own grids, shared by the resolutions
     knapsack_s = 0.0
     # passes: (global unit, per-job grids, coarse growth). Without a fixed unit every job is on its
-    # own finer grid (minima rounded finely: no job that fits is left out); the first pass lets PEs
-    # grow only in steps of about the global unit (cheap curves: a good answer well inside a tight
-    # deadline), the next ones in single units of their own grid. A pass replaces the answer only
-    # when it keeps every promised job and is at least as good.
-    passes = ([(units[0], True, True)] + [(u, True, False) for u in units]) if not fixed_unit and units \
+    # own finer grid with exact minima (no job that fits is left out); the first pass lets PEs grow
+    # only in steps of about the global unit (cheap curves: a good answer well inside a tight
+    # deadline), the next ones in single units of their own grid; the last is the plain grid
+    # (every job on the global unit, as a fixed unitMips, 100 mips when the capacity allows), so
+    # the answer is never below it. A pass replaces the answer only when it keeps every promised
+    # job and is at least as good.
+    plain = max(MIN_UNIT_MIPS, H / AUTO_UNITS) if H > 0 else 0.0
+    passes = ([(units[0], True, True)] + [(u, True, False) for u in units] + [(plain, False, False)]) if not fixed_unit and units \
         else [(u, False, False) for u in units]
     cut = False  # a pass was stopped by the deadline
     prev_unit: float | None = None
+    grids: list[str] = []  # what each pass found, for the detail
+    last_items: admission.Items | None = None
     for unit, per_job, coarse in passes:
         t1 = time.monotonic()
         same_grid, prev_unit = unit == prev_unit, unit
         if best is not None and not same_grid:
             # the job curves are built once (on their own grids); a 4x finer global grid costs
-            # about 16x the last knapsacks (4x the units, 4x the item points)
+            # about 16x the last knapsacks (4x the units, 4x the item points); the plain grid
+            # builds its own curves
             if t1 + 16 * max(knapsack_s, 1e-3) > deadline:  # the next resolution would not fit
+                cut = True
                 break
-        sv = _Units(scenario, unit)
-        pr_u = promise(scenario, unit)  # minima rounded up to this resolution's units
+        sv = _Units(scenario, None if per_job else unit)
+        pr_u = promise(scenario, None if per_job else unit)
         hl_u = _hopeless(sv, scenario, pr_u)
         rev_u = revised_ranks(scenario, pr_u.refused)
         blocked = _blocked(scenario, set(pr_u.refused))
@@ -181,20 +204,47 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         def have_answer(answered: bool = answered) -> bool:
             return answered
 
-        got, status = admission.solve_levels(items, sv.U, set(pr_u.promised), free, expired, have_answer)
+        U = int(math.floor(H / unit + 1e-9))
+        got, status = admission.solve_levels(items, U, set(pr_u.promised), free, expired, have_answer)
         if status == "optimal" and any(not c.complete for c in items.used_curves()):
             status = "deadline"  # exact over the curves, but some curves stopped improving early
         cut = cut or status == "deadline"
         knapsack_s = items.knapsack_s
+        if got is not None and not fixed_unit:
+            # give back what whole global units left unused (exact mips; never lowers the answer)
+            until = admission.timer(max(deadline - FINISH_SHARE * (deadline - t0), time.monotonic() + 0.05))
+            picks = refine.fill(items, got.picks, free, H, until)
+            got = admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), got.level, picks)
         if got is not None:
-            ans = _answer(got, unit, sv.U, status, pr_u, hl_u, free, per_job)
+            ans = _answer(got, unit, U, status, pr_u, hl_u, free, per_job)
+            if not fixed_unit:
+                goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, until)
+                if imp_p is not None and imp_p > ans.importance:
+                    ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
+            grids.append(f"{'plain' if not per_job else 'per-job' if not coarse else 'coarse per-job'} {unit:.1f}: {ans.importance:,.6g}")
             # more of the rule's required jobs first, then importance: a finer resolution replaces a
             # coarser answer only when it is at least as good
-            if best is None or ans.key[0] > best.key[0] or (ans.key[0] == best.key[0] and ans.importance >= best.importance - 1e-9):
+            # coarser than the per-job grids, the plain grid must do strictly better (its PEs get whole units)
+            tol = -1e-9 if per_job or fixed_unit else 1e-9 * (1.0 + abs(best.importance) if best is not None else 1.0)
+            if best is None or ans.key[0] > best.key[0] or (ans.key[0] == best.key[0] and ans.importance >= best.importance + tol):
                 best = ans
+            if last_items is None or (per_job == (not fixed_unit) and not coarse):
+                last_items = items  # the bound comes from the finest per-job curves (continuous: any pass's answer)
         if time.monotonic() > deadline:
             cut = cut or (unit, per_job, coarse) != passes[-1]
             break
+    bound, proven = None, False
+    if best is not None and last_items is not None:
+        last_items.abandon_at = math.inf
+        try:
+            # the rounded-down knapsack costs about one pass's knapsacks: only when that fits
+            room = deadline - time.monotonic() - FINISH_SHARE * (deadline - t0)
+            skip = (lambda: True) if room < 2 * last_items.knapsack_s else admission.timer(time.monotonic() + room)
+            bound, proven = refine.upper_bound(last_items, set(best.promise.promised), best.free, H, skip)
+        except admission.Expired:
+            bound = None
+        if bound is not None:
+            bound = max(bound, best.importance)  # an estimate (greedy curves) is at least what was found
     if best is not None:
         pr, hopeless = best.promise, best.hopeless
     rev = revised_ranks(scenario, pr.refused)
@@ -215,7 +265,14 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         # no job fitting is a valid answer
         status = "infeasible" if H <= 0 else "optimal"
         return MacroQResult(decisions, {}, {}, {}, (), 0.0, report(status, None, msg), 0.0)
-    level, status, unit, U = best.level, ("deadline" if cut else best.status), best.unit, best.U
+    level, unit, U = best.level, best.unit, best.U
+    gap = None if bound is None else (max(0.0, bound - best.importance) / bound if bound > 0 else 0.0)
+    if cut:
+        status = "deadline"
+    elif fixed_unit:
+        status = best.status  # the knapsack is exact on the fixed grid
+    else:  # automatic: optimal only when the bound proves it
+        status = "optimal" if proven and gap is not None and gap <= 1e-9 else "feasible"
     incomplete = sum(not c.complete for c in curve_cache.values())
     goals = best.goals
     glued = scenario.glued(best.choice)
@@ -258,9 +315,9 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     comps = tuple(
         ComponentCurve(
             pes=c.pes,
-            mips=(np.arange(len(c.values)) + int(c.lo.sum())) * c.unit,
+            mips=(np.arange(len(c.values)) + int(c.lo.sum())) * c.unit + float(c.offset.sum() if c.offset is not None else 0.0),
             importance=c.values.copy(),
-            allocation=c.allocs.astype(float) * c.unit,
+            allocation=c.allocs.astype(float) * c.unit + (c.offset if c.offset is not None else 0.0),
             concave=c.concave,
         )
         for c in best.curves
@@ -275,14 +332,22 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         report=report(
             status,
             best.importance,
-            f"unit {unit:.1f} mips ({U} units{', each job on its own finer grid' if best.per_job else ''}), waterline rank {level}, "
+            ("" if fixed_unit else
+             f"{'optimal' if status == 'optimal' else 'best found'} on {'each job own grid, exact minima' if best.per_job else 'the plain grid'}; "
+             f"passes {'; '.join(grids)}; ")
+            + (f"upper bound {bound:,.6g} ({'proven' if proven else 'estimated: some curves are greedy'}), gap {100 * (gap or 0):.3g}%; "
+               if bound is not None else "no upper bound (deadline); ")
+            + f"unit {unit:.1f} mips ({U} units{', each job on its own finer grid' if best.per_job else ''}), waterline rank {level}, "
             f"knapsack over {best.items} items, {len(comps)} components" + (" (stopped at the deadline: coarser resolutions or "
             "lower levels only; a finer grid may add up to one unit per admitted job"
             + (f"; {incomplete} of {len(curve_cache)} job curves stopped improving early" if incomplete else "") + ")"
             if status == "deadline" else "")
             + (f"; {len(pr.refused)} required job(s) refused: {', '.join(sorted(pr.refused))}" if pr.refused else ""),
+            bound,
         ),
         resolution_mips=unit,
+        bound=bound,
+        gap=gap,
     )
 
 
@@ -291,7 +356,7 @@ def _why(scenario: Scenario, job: Job, rev: dict[str, int], level: int | None, b
     what the admitted jobs of better and equal revised rank hold (the largest named)."""
     need = job_minimum(scenario, job)
     H = scenario.capacity_mips
-    free = max(0.0, (best.U - best.used_units) * best.unit)  # in whole units of the grid it was decided on
+    free = max(0.0, H - sum(best.goals.values()))
     better = sorted(((m, x) for x, m in job_mips.items() if rev[x] < rev[job.name]), reverse=True)
     equal = sorted(((m, x) for x, m in job_mips.items() if rev[x] == rev[job.name]), reverse=True)
     held = sum(m for m, _ in better)
@@ -321,7 +386,7 @@ class _Answer:
     hopeless: dict[str, str]
     key: tuple[tuple[bool, ...], float]
     per_job: bool = False
-    used_units: int = 0  # global units the admitted items take
+    free: dict[str, int] = field(default_factory=dict)  # revised ranks of the candidates not promised
 
 
 def _answer(got: admission.LevelResult, unit: float, U: int, status: str, pr: Promise, hopeless: dict[str, str],
@@ -329,20 +394,20 @@ def _answer(got: admission.LevelResult, unit: float, U: int, status: str, pr: Pr
     choice: dict[str, str] = {}
     goals: dict[str, float] = {}
     curves: list[Curve] = []
-    for opt, k in got.picks:
+    for opt, x in got.picks:
         choice.update(opt.choice)
-        goals.update(opt.split(k))
+        goals.update(opt.split(x))
         curves.extend(opt.curves)
     admitted_free = [free[j] for j in choice if j in free]
     level = max(admitted_free) if admitted_free else (min(free.values()) if free else None)
     return _Answer(got.importance, choice, goals, curves, level, status, unit, U, len(got.picks), pr, hopeless,
-                   (tuple(x in pr.promised for x in pr.order), got.importance), per_job, sum(k for _, k in got.picks))
+                   (tuple(x in pr.promised for x in pr.order), got.importance), per_job, dict(free))
 
 
 def _blocked(scenario: Scenario, refused: set[str]) -> set[str]:
     """Jobs that import, directly or not, from a refused job (reason: dependency)."""
-    g = nx.DiGraph((imp.job, j.name) for j in scenario.jobs for imp in j.imports)
-    return {d for r in refused if r in g for d in nx.descendants(g, r)}
+    g = scenario.job_graph()
+    return {d for r in refused for d in nx.descendants(g, r)}
 
 
 def _importance_by_job(ev: Evaluator, alloc: np.ndarray) -> dict[str, float]:

@@ -68,9 +68,7 @@ def promise(scenario: Scenario, unit: float | None = None) -> Promise:
     required = sorted((j for j in scenario.jobs if j.required), key=rule_key)
     if not required:
         return Promise(frozenset())
-    g = nx.DiGraph()
-    g.add_nodes_from(jobs)
-    g.add_edges_from((imp.job, j.name) for j in scenario.jobs for imp in j.imports)
+    g = scenario.job_graph()
     H = scenario.capacity_mips
     cap = math.floor(H / unit + 1e-9) if unit else H
     scale = unit or 1.0

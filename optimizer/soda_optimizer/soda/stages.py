@@ -41,6 +41,8 @@ class MacroQResult:
     importance: float
     report: StageReport
     resolution_mips: float = 0.0
+    bound: float | None = None  # an upper bound of the best importance (continuous allocations); None: not computed
+    gap: float | None = None  # (bound - importance) / bound
 
 
 @dataclass(frozen=True)
