@@ -113,7 +113,8 @@ def test_the_bound_holds_against_brute_force(s):
 
 
 def test_bound_and_gap_reach_the_plan_json_and_the_job_status():
-    from soda_operator import cli, status
+    from soda_operator import cli
+    from soda_operator.soda import status
     from soda_optimizer.soda import Soda
 
     s = F.lone(True)

@@ -38,3 +38,23 @@ def test_defaults_inside_array_items():
 def test_unknown_kind_is_returned_as_is():
     obj = {"kind": "Nope", "spec": {}}
     assert schema.with_defaults(obj) == obj
+
+
+def test_no_crd_defines_a_key_twice():
+    """A key written twice in a CRD (a merge can do it) is an error for kubectl and the API server;
+    PyYAML's safe loader keeps the last one silently, so check it here."""
+
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        keys = [loader.construct_object(k, deep=True) for k, _ in node.value]
+        twice = sorted({str(k) for k in keys if keys.count(k) > 1})
+        assert not twice, f"{node.start_mark}: {twice}"
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    files = sorted(schema.CRDS.glob("*.yaml"))
+    assert files
+    for f in files:
+        list(yaml.load_all(f.read_text(), Loader=Strict))
