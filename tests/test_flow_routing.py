@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from soda_operator import flow_routing as fr
+from soda_operator.flows import handlers as fr
 from soda_optimizer import flows as fl
 
 EPOCH = 60.0

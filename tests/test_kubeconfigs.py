@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from soda_operator import flow_routing, kubeconfigs
+from soda_operator.flows import handlers as flow_routing
+from soda_operator.flows import kubeconfigs
 
 ROOT = Path(__file__).resolve().parents[1]
 CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()

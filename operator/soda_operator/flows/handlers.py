@@ -60,11 +60,11 @@ from kubernetes.client.exceptions import ApiException
 
 from soda_optimizer import flows as fl
 
+from ..batch_dispatch import _time
+from ..kube import conditions
+from ..memo import Memo
+from ..soda import crd
 from . import kubeconfigs
-from .batch_dispatch import _time
-from .kube import conditions
-from .memo import Memo
-from .soda import crd
 
 log = logging.getLogger("kubesoda.flows")
 
@@ -983,7 +983,7 @@ async def flow_tick(namespace: str, name: str, body: kopf.Body, status: kopf.Sta
                        "flows": len(group), "entries": entries_status(me, entries)}
     _set_status(patch, status, out)
     if acts.dropped:
-        from .batch_dispatch import post_events
+        from ..batch_dispatch import post_events
 
         obj = {"apiVersion": crd.API_VERSION, "kind": "JobFlow", "metadata": dict(body.get("metadata") or {})}
         msgs = [(obj, "Warning", "FlowDropped", f"job {jid} dropped at step {s}: {why}") for jid, s, why in acts.dropped[:20]]
