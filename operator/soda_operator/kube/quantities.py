@@ -15,11 +15,7 @@ from kubernetes.utils import parse_quantity
 from soda_optimizer import bounds
 
 from .errors import TranslationError
-
-
-def shown(q: Any) -> str:
-    t = str(q)
-    return t if len(t) <= 40 else f"{t[:37]}..."
+from .errors import shown as shown
 
 
 def cores(q: Any, field: str) -> float:

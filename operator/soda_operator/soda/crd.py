@@ -51,6 +51,7 @@ from ..kube.api import API_VERSION as API_VERSION
 from ..kube.api import GROUP as GROUP
 from ..kube.api import VERSION as VERSION
 from ..kube.errors import TranslationError as TranslationError
+from ..kube.errors import from_pydantic
 from ..kube.pods import LABEL_JOB as LABEL_JOB
 from ..kube.pods import TERMINAL, requests
 from ..kube.quantities import cores as cores
@@ -102,13 +103,7 @@ _CRD_NAMES = {"bytes_per_tuple": "bytesPerTuple", "primal_inputs": "primalInputs
 
 
 def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationError:
-    err = e.errors()[0]
-    loc = "".join(f"[{x}]" if isinstance(x, int) else f".{_CRD_NAMES.get(str(x), x)}" for x in err["loc"]).lstrip(".")
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    got = err.get("input")
-    if isinstance(got, (int, float, str)) and not isinstance(got, bool) and err.get("type") != "value_error":
-        msg += f" (got {shown(got)})"
-    return TranslationError(f"{prefix}.{loc}" if loc else prefix, msg)
+    return from_pydantic(e, prefix, _CRD_NAMES)
 
 
 # ------------------------------------------------------------------------------------ to model
