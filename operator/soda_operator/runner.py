@@ -151,8 +151,8 @@ def main(args: argparse.Namespace) -> int:
         log.info("extender on %s", srv.url)
     memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
     # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
-    memo.flows.members = flows.handlers.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
-                                                allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))
+    memo.flows.members = flows.members.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
+                                               allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))
     log.info("kubeconfig Secrets read from namespace %s%s", memo.flows.members.namespace,
              " (exec, auth providers and file paths allowed)" if memo.flows.members.allow_unsafe else "")
     try:
