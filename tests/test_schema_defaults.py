@@ -22,7 +22,9 @@ def test_every_top_level_spec_default_is_filled_and_present_values_kept():
         defaults = {k: p["default"] for k, p in props.items() if "default" in p}
         out = schema.with_defaults({"kind": kind, "metadata": {"name": "x"}, "spec": {}})
         for k, v in defaults.items():
-            assert out["spec"][k] == v, (kind, k)
+            # an object's default ({} as a rule) gets its own fields' defaults filled in, as the API server does
+            got = out["spec"][k]
+            assert got == v or isinstance(v, dict) and v.items() <= got.items(), (kind, k)
             seen += 1
         # a value the user wrote stays (a sentinel no default equals)
         mine = {k: "mine" for k in defaults}

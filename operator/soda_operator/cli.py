@@ -28,7 +28,7 @@ def _progress(stop: threading.Event, t0: float) -> None:
         print(f"\r[kubesoda plan] optimising... {time.monotonic() - t0:.0f}s", end="", file=sys.stderr, flush=True)
 
 
-def _table(rows: list[list[str]], header: list[str]) -> str:
+def _table(rows: list[list[Any]], header: list[str]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join([fmt.format(*header)] + [fmt.format(*[str(x) for x in r]) for r in rows])

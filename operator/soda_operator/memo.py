@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .flows.decide import Planned
     from .flows.members import Members
+    from .flows.status import Counters
     from .soda.epochs import Loops
 
 Key = tuple[str, str]  # (namespace, name) of an object
@@ -40,10 +42,10 @@ class DispatchState:
 @dataclass
 class FlowsState:
     members: Members | None = None  # clients of the member clusters (runner sets it from the flags)
-    plans: dict[float, dict[str, Any]] = field(default_factory=dict)  # epoch length -> the epoch's plan and its fingerprint
+    plans: dict[float, Planned] = field(default_factory=dict)  # epoch length -> the epoch's plan and its fingerprint
     plan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    counters: dict[str, dict[str, Any]] = field(default_factory=dict)  # JobFlow key -> epochs, totals, generated, dropped
-    recent: dict[str, dict[Any, float]] = field(default_factory=dict)  # JobFlow key -> what a tick did, until when not to redo it
+    counters: dict[str, Counters] = field(default_factory=dict)  # JobFlow key -> epochs, totals, generated, dropped
+    recent: dict[str, dict[tuple[Any, ...], float]] = field(default_factory=dict)  # JobFlow key -> what a tick did, until when not to redo it
 
 
 @dataclass

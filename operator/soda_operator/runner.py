@@ -12,7 +12,7 @@ import random
 import kopf
 from kubernetes import client, config
 
-from . import dispatch, fair_yield, flow_routing, logs  # noqa: F401  (their Kopf handlers)
+from . import dispatch, fair_yield, flows, logs  # noqa: F401  (their Kopf handlers)
 from .kube import (
     metrics,
     pods,  # noqa: F401  (the other workloads' pod index every system reads)
@@ -151,8 +151,8 @@ def main(args: argparse.Namespace) -> int:
         log.info("extender on %s", srv.url)
     memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
     # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
-    memo.flows.members = flow_routing.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
-                                                allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))
+    memo.flows.members = flows.members.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
+                                               allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))
     log.info("kubeconfig Secrets read from namespace %s%s", memo.flows.members.namespace,
              " (exec, auth providers and file paths allowed)" if memo.flows.members.allow_unsafe else "")
     try:

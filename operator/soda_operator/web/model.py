@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from soda_optimizer import topology
 from soda_optimizer.importance import Evaluator
 from soda_optimizer.model import Scenario, split_pe_id
 from soda_optimizer.plan import Plan
+from soda_optimizer.topology import build as build_topology
 
 # geometry of the grid (arbitrary units; the page scales it)
 ZONE_GAP = 1.0
@@ -103,7 +103,7 @@ def build(scenario: Scenario, plan: Plan, *, observed: Mapping[str, float] | Non
     share: dict[str, dict[str, float]] = {}  # pe -> node -> mips there
     node_used: dict[str, float] = {}
     node_frac: dict[str, float] = {}
-    pes_out = []
+    pes_out: list[dict[str, Any]] = []
     for p in plan.pes:
         if p.job not in admitted:
             continue
@@ -143,7 +143,7 @@ def build(scenario: Scenario, plan: Plan, *, observed: Mapping[str, float] | Non
         pe["outputRate"] = _r(out_rate.get(pe["id"], 0.0), 4)
 
     # ------------------------------------------------------------- links: traffic over the uplinks
-    topo = topology.build(scenario)
+    topo = build_topology(scenario)
     load = [0.0] * len(topo.links)
 
     def racks_of(pe: str) -> dict[str, float]:
@@ -167,11 +167,11 @@ def build(scenario: Scenario, plan: Plan, *, observed: Mapping[str, float] | Non
 
     # ------------------------------------------------------------- topology with a grid layout
     by_zone: dict[str, dict[str, list[str]]] = {}
-    for n in scenario.nodes:
-        by_zone.setdefault(n.zone, {}).setdefault(n.rack, []).append(n.name)
+    for node in scenario.nodes:
+        by_zone.setdefault(node.zone, {}).setdefault(node.rack, []).append(node.name)
     per_node: dict[str, list[dict[str, Any]]] = {}
-    for inst in instances:
-        per_node.setdefault(inst["node"], []).append(inst)
+    for placed_inst in instances:
+        per_node.setdefault(str(placed_inst["node"]), []).append(placed_inst)
     zones = []
     x0 = 0.0
     for z in sorted(by_zone):
@@ -180,13 +180,13 @@ def build(scenario: Scenario, plan: Plan, *, observed: Mapping[str, float] | Non
         for r in sorted(by_zone[z]):
             names = sorted(by_zone[z][r])
             cols = max(1, math.ceil(math.sqrt(len(names) / 4)))  # a rack is a tall block
-            out_nodes = []
+            out_nodes: list[dict[str, Any]] = []
             for k, name in enumerate(names):
-                n = nodes[name]
+                node = nodes[name]
                 x, y = x0 + (k % cols) * NODE_STEP, -(k // cols) * NODE_STEP
                 used = node_used.get(name, 0.0)
-                out_nodes.append({"name": name, "mips": _r(n.mips, 3), "cores": _r(n.cores, 3), "usedMips": _r(used, 3),
-                                  "utilisation": _r(node_frac.get(name, 0.0)), "usable": n.usable, "ready": n.ready,
+                out_nodes.append({"name": name, "mips": _r(node.mips, 3), "cores": _r(node.cores, 3), "usedMips": _r(used, 3),
+                                  "utilisation": _r(node_frac.get(name, 0.0)), "usable": node.usable, "ready": node.ready,
                                   "instances": len(per_node.get(name, ())), "x": _r(x, 3), "y": _r(y, 3)})
                 # instances around their node: a small ring
                 mine = per_node.get(name, [])

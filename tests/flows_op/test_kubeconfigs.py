@@ -1,4 +1,4 @@
-"""Kubeconfigs from Secrets (soda_operator.kubeconfigs): inline credentials only, Secrets of the
+"""Kubeconfigs from Secrets (soda_operator.flows.kubeconfigs): inline credentials only, Secrets of the
 operator's namespace only, and a chart whose ClusterRole reads no Secret."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from soda_operator import flow_routing, kubeconfigs
+from soda_operator.flows import kubeconfigs, members
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").decode()
 
 
@@ -76,7 +76,7 @@ def test_members_read_secrets_only_in_the_operators_namespace(tmp_path):
             return type("S", (), {"data": data, "metadata": type("M", (), {"resource_version": "1"})()})()
 
     core = Core()
-    m = flow_routing.Members(core, namespace="kubesoda-system")  # type: ignore[arg-type]
+    m = members.Members(core, namespace="kubesoda-system")  # type: ignore[arg-type]
     with pytest.raises(kubeconfigs.Refused, match="read only from the operator's namespace kubesoda-system"):
         m.api(("tenant", "m1", "kubeconfig"))
     assert core.read == []

@@ -1,5 +1,8 @@
 """Kubeconfigs read from Secrets (a FlowPool's member cluster, docs/flows.md): inline credentials only.
 
+Not in the paper: Montana & Zinky take the clusters as reachable (section 2.2); reaching another Kubernetes cluster
+from a Secret is this side's own concern, guarded as MultiKueue guards its worker kubeconfigs.
+
 The kubernetes client does more with a kubeconfig than connect: it runs ``users[].user.exec``
 commands and ``auth-provider`` plugins, and reads the files a kubeconfig names (``tokenFile``,
 ``client-certificate``, ``client-key``, ``certificate-authority``, anything ``LocationOfOrigin``

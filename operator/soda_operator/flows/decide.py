@@ -1,0 +1,127 @@
+"""The plan of an epoch: JobFlows, FlowPools and the jobs in the clusters -> the planner's
+:class:`soda_optimizer.flows.Problem` -> :func:`soda_optimizer.flows.plan_flows` -> the current epoch's policy
+entries (Montana & Zinky, section 2.3: a policy is, per flow and step, the probabilities of each allowed cluster and
+of backlog; 2.4: epochs; 3: the planner). Pure: no API call; the handlers run :func:`plan` in a thread.
+
+The flows of one ``epochSeconds`` are planned together, the horizon starting at the current epoch (the problem's
+epoch 0). Units at the edge: seconds and jobs per epoch; the problem's are minutes and jobs per minute.
+Departure: the jobs already in the system enter as the problem's ``waiting`` jobs (the paper carries backlog and
+queues across epoch boundaries inside one simulation, section 2.5; here each epoch is planned afresh from the
+clusters as they are).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from soda_optimizer import flows as fl
+
+from ..kube import clock
+from .jobs import FlowJob
+from .spec import FlowSpec, PoolSpec
+
+CURRENT, EARLIER = "current", "earlier"  # the cohorts a tick reads: arrived in this epoch, or waiting at its start
+Entries = Mapping[tuple[str, int], tuple[dict[str, float], float]]  # (cohort, step) -> (pool probabilities, backlog)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One epoch length's plan at epoch ``k``, or why there is none."""
+
+    fingerprint: tuple[Any, ...]  # the epoch and the objects' generations it was made from
+    k: int
+    result: fl.PlanResult | None
+    error: str | None
+    seconds: float
+    at: str
+
+
+def problem_of(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs: Mapping[str, Sequence[FlowJob]], now: float,
+               discount_per_hour: float = 0.995) -> fl.Problem:
+    """The planner's problem for the flows of one epoch length at epoch ``k`` (the problem's epoch 0): times in
+    minutes, arrivals in jobs per minute, the pools the flows name (capacity cycled from ``k``), and as waiting jobs
+    the flow jobs in the system now (a backlogged step Job: backlog; any other unfinished one: its pool's queue),
+    with their remaining lifespans. ``jobs`` is keyed by the flow's ``key``."""
+    epoch_s = flows[0].epoch_s
+    horizon = max(f.horizon for f in flows)
+    names = sorted({p for f in flows for s in f.steps for p in s.pools if p in pools})
+    em = epoch_s / 60.0
+    out_pools = tuple(fl.Pool(name=n, capacity=tuple(pools[n].capacity_at(k + e) for e in range(horizon)),
+                              load_map=fl.LoadMap(points=pools[n].load_map)) for n in names)
+    out_flows = []
+    waiting: dict[tuple[str, int, str | None], list[float]] = {}
+    for f in flows:
+        steps = tuple(fl.Step(name=s.name, run_time=s.run_seconds / 60.0, pools=tuple(p for p in s.pools if p in pools)) for s in f.steps)
+        out_flows.append(fl.Flow(name=f.key, steps=steps, lifespan=f.lifespan_s / 60.0, utility=f.utility,
+                                 arrival_rate=tuple(f.forecast_at(k + e) / em for e in range(horizon))))
+        for j in jobs.get(f.key, ()):
+            cur = j.current
+            if cur.deleting or cur.failed:
+                continue
+            remaining = (j.arrived + f.lifespan_s - now) / 60.0
+            if remaining <= 0:
+                continue
+            if cur.complete:
+                if cur.step + 1 >= len(f.steps):
+                    continue
+                where: tuple[str, int, str | None] = (f.key, cur.step + 1, None)
+            else:
+                pool = cur.pool if cur.pool in steps[cur.step].pools else None
+                where = (f.key, cur.step, None if cur.suspended or pool is None else pool)
+            waiting.setdefault(where, []).append(remaining)
+    out_waiting = tuple(fl.Waiting(flow=fk, step=s, pool=p, jobs=float(len(r)), min_remaining=min(r), max_remaining=max(r))
+                        for (fk, s, p), r in sorted(waiting.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")))
+    return fl.Problem(pools=out_pools, flows=tuple(out_flows), epochs=horizon, epoch_length=em, discount_per_hour=discount_per_hour,
+                      waiting=out_waiting)
+
+
+def fingerprint(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int) -> tuple[Any, ...]:
+    """What a plan is made from: a new epoch, or a JobFlow's or FlowPool's new generation, asks for a new one."""
+    return (k, tuple(sorted((f.key, f.generation) for f in flows)), tuple(sorted((p.name, p.generation) for p in pools.values())))
+
+
+def plan(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs: Mapping[str, Sequence[FlowJob]],
+         now: float) -> Planned:
+    """The plan of one epoch length's flows at epoch ``k``, under the smallest deadline and the largest budget among
+    them; a problem the planner refuses becomes a :class:`Planned` with the error (reported in status; the flows
+    keep their jobs)."""
+    t0 = time.monotonic()
+    fp = fingerprint(flows, pools, k)
+    try:
+        problem = problem_of(flows, pools, k, jobs, now)
+        params = fl.PlannerParams(evaluations=max(f.evaluations for f in flows), deadline_s=min(f.deadline_s for f in flows),
+                                  seed=flows[0].seed)
+        res = fl.plan_flows(problem, params)
+    except Exception as e:  # noqa: BLE001  (an invalid problem is reported in status, the flows keep their jobs)
+        return Planned(fp, k, None, str(e)[:500], time.monotonic() - t0, clock.iso(time.time()) or "")
+    return Planned(fp, k, res, None, time.monotonic() - t0, clock.iso(time.time()) or "")
+
+
+def current_entries(plan: fl.Plan, flow_key: str) -> dict[tuple[str, int], tuple[dict[str, float], float]]:
+    """The plan's entries of the problem's epoch 0 (the current epoch) for one flow: (cohort, step) -> (pool
+    probabilities, backlog probability); cohort ``current`` = arrived in this epoch, ``earlier`` = waiting at 0."""
+    out: dict[tuple[str, int], tuple[dict[str, float], float]] = {}
+    for e in plan.entries:
+        if e.epoch != 0 or e.flow != flow_key:
+            continue
+        cohort = CURRENT if e.cohort == 0 else EARLIER if e.cohort == fl.model.INITIAL_COHORT else None
+        if cohort is not None:
+            out[(cohort, e.step)] = (dict(e.pools), e.backlog)
+    return out
+
+
+def planned_figures(result: fl.SimResult, flow_key: str, utility: float) -> dict[str, float]:
+    """What the plan expects of a flow in the current epoch (problem epoch 0): jobs and utility."""
+    acc = {"arrivals": 0.0, "completed": 0.0, "backlogged": 0.0, "released": 0.0, "dropped": 0.0}
+    for s in result.flows:
+        if s.flow == flow_key and s.epoch == 0:
+            acc["arrivals"] += s.arrived
+            acc["completed"] += s.completed
+            acc["backlogged"] += s.backlogged
+            acc["released"] += s.released
+            acc["dropped"] += s.dropped
+    acc["utility"] = acc["completed"] * utility
+    return {k: round(v, 3) for k, v in acc.items()}
