@@ -12,39 +12,10 @@ from typing import Any
 
 import kopf
 from bd_fixtures import bd_body, job_body, node_body, pod_body
+from fake_core import RecordingCore
 
 from soda_operator.dispatch import handlers
 from soda_operator.memo import Memo
-
-
-class Resp:
-    status = 201
-
-    def read(self) -> bytes:
-        return b"{}"
-
-    def release_conn(self) -> None:
-        pass
-
-
-class Core:
-    """Records every write of the CoreV1Api the timer makes."""
-
-    def __init__(self) -> None:
-        self.patches: list[tuple[str, Any]] = []
-        self.deleted: list[str] = []
-        self.events: list[dict[str, Any]] = []
-
-    def patch_namespaced_pod(self, name: str, namespace: str, body: Any) -> None:
-        self.patches.append((name, body))
-
-    def delete_namespaced_pod(self, name: str, namespace: str, **_: Any) -> None:
-        self.deleted.append(name)
-
-    def create_namespaced_event(self, namespace: str, body: dict[str, Any], **_: Any) -> Resp:
-        assert namespace == body["metadata"]["namespace"]
-        self.events.append(body)
-        return Resp()
 
 
 def tick(bd: dict[str, Any], memo: Memo, jobs: list[dict[str, Any]], pods: list[dict[str, Any]],
@@ -62,7 +33,7 @@ def tick(bd: dict[str, Any], memo: Memo, jobs: list[dict[str, Any]], pods: list[
     return patch
 
 
-def memo_with(core: Core) -> Memo:
+def memo_with(core: RecordingCore) -> Memo:
     return Memo(loops=SimpleNamespace(core=core))  # type: ignore[arg-type]
 
 
@@ -74,7 +45,7 @@ def scene() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, 
 
 
 def test_a_decision_is_written_and_its_events_posted() -> None:
-    core = Core()
+    core = RecordingCore()
     jobs, pods, nodes = scene()
     patch = tick(bd_body(), memo_with(core), jobs, pods, nodes)
     assert sorted(n for n, b in core.patches if isinstance(b, dict)) == ["j-0", "j-1"]
@@ -84,28 +55,28 @@ def test_a_decision_is_written_and_its_events_posted() -> None:
     assert st["policy"] == "deadline+fill-deadline" and st["jobs"][0]["running"] == 2
     (cond,) = st["conditions"]
     assert (cond["type"], cond["status"], cond["reason"], cond["observedGeneration"]) == ("Dispatching", "True", "Dispatching", 1)
-    on_bd, on_job = core.events
+    on_bd, on_job = core.bodies()
     assert on_bd["involvedObject"] == {"apiVersion": "kubesoda.io/v1alpha1", "kind": "BatchDispatch", "name": "default", "namespace": "ns",
                                        "uid": "uid-default"}
     assert (on_bd["reason"], on_bd["type"], on_bd["message"]) == ("Dispatched", "Normal", "2 task(s) released (deadline+fill-deadline): n1 x2")
     assert on_job["involvedObject"] == {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "namespace": "ns", "uid": "uid-job"}
     assert (on_job["reason"], on_job["message"]) == ("Dispatched", "2 task(s) released by BatchDispatch default: n1 x2")
-    for ev in core.events:
+    for ev in core.bodies():
         assert ev["metadata"]["namespace"] == "ns" and ev["source"] == {"component": "kubesoda"} and ev["count"] == 1
         assert ev["firstTimestamp"] == ev["lastTimestamp"]
 
 
 def test_lost_tasks_are_deleted_with_a_warning() -> None:
-    core = Core()
+    core = RecordingCore()
     jobs, _, _ = scene()
     pods = [pod_body("j-0", "j", 0, gate=False, node="gone", phase="Running")]
     patch = tick(bd_body(), memo_with(core), jobs, pods, [node_body("n1")])
     assert core.deleted == ["j-0"] and patch.status["redispatched"] == 1
-    assert [(e["reason"], e["type"]) for e in core.events] == [("Redispatch", "Warning")]
+    assert [(e["reason"], e["type"]) for e in core.bodies()] == [("Redispatch", "Warning")]
 
 
 def test_a_deadline_at_risk_is_said_once() -> None:
-    core = Core()
+    core = RecordingCore()
     jobs, pods, nodes = scene()
     ann = jobs[0]["metadata"]["annotations"]
     ann["kubesoda.io/deadline"] = datetime.fromtimestamp(time.time() + 5, tz=UTC).isoformat()
@@ -113,11 +84,11 @@ def test_a_deadline_at_risk_is_said_once() -> None:
     memo = memo_with(core)
     patch = tick(bd_body(), memo, jobs, pods, nodes)
     assert patch.status["jobs"][0]["meetsDeadline"] is False
-    risk = [(e["type"], e["involvedObject"]["kind"]) for e in core.events if e["reason"] == "DeadlineAtRisk"]
+    risk = [(e["type"], e["involvedObject"]["kind"]) for e in core.bodies() if e["reason"] == "DeadlineAtRisk"]
     assert risk == [("Warning", "BatchDispatch"), ("Warning", "Job")]
     memo.dispatch.last.clear()  # due again
     tick(bd_body(), memo, jobs, pods, nodes)
-    assert sum(e["reason"] == "DeadlineAtRisk" for e in core.events) == 2
+    assert sum(e["reason"] == "DeadlineAtRisk" for e in core.bodies()) == 2
 
 
 def test_invalid_spec_gets_the_field_a_condition_and_one_warning() -> None:
@@ -125,7 +96,7 @@ def test_invalid_spec_gets_the_field_a_condition_and_one_warning() -> None:
     ``intervalSeconds: 0`` was taken as it is. Now both are refused, naming the field."""
     for field, value, says in (("slotCPU", "abc", "spec.slotCPU: 'abc' is not a CPU quantity"),
                                ("intervalSeconds", 0, "spec.intervalSeconds: Input should be greater than or equal to 1 (got 0)")):
-        core = Core()
+        core = RecordingCore()
         jobs, pods, nodes = scene()
         bd = bd_body(**{field: value})
         memo = memo_with(core)
@@ -135,12 +106,12 @@ def test_invalid_spec_gets_the_field_a_condition_and_one_warning() -> None:
         assert st["state"] == "invalid" and st["message"] == says
         (cond,) = st["conditions"]
         assert (cond["type"], cond["status"], cond["reason"], cond["message"]) == ("Dispatching", "False", "InvalidSpec", says)
-        (ev,) = core.events
+        (ev,) = core.bodies()
         assert (ev["reason"], ev["type"], ev["message"], ev["involvedObject"]["kind"]) == ("InvalidSpec", "Warning", says, "BatchDispatch")
         # the next tick sees the refusal in the status: no write, no second Event
         bd["status"] = st
         again = tick(bd, memo, jobs, pods, nodes)
-        assert not again and len(core.events) == 1
+        assert not again and len(core.bodies()) == 1
         # fixed: the next tick dispatches, and the condition turns True
         fixed = bd_body()
         fixed["status"] = st

@@ -10,34 +10,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import kopf
+from fake_core import RecordingCore
 
 from soda_operator import schema
 from soda_operator.flows import apply, handlers, jobs
 from soda_operator.flows.members import Members
 from soda_operator.memo import Memo
-
-
-class Response:
-    status = 201
-
-    def read(self) -> bytes:
-        return b"{}"
-
-    def release_conn(self) -> None:
-        pass
-
-
-class Core:
-    """The CoreV1Api surface the flows use for Events; records them."""
-
-    api_client = None
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def create_namespaced_event(self, namespace: str, body: dict[str, Any], **_: Any) -> Response:
-        self.events.append((namespace, body))
-        return Response()
 
 
 class Batch:
@@ -56,7 +34,7 @@ class Batch:
         self.calls.append(("delete", name))
 
 
-def memo(core: Core) -> Memo:
+def memo(core: RecordingCore) -> Memo:
     m = Memo(loops=SimpleNamespace(core=core))  # type: ignore[arg-type]
     m.flows.members = Members(core, namespace="ops")  # type: ignore[arg-type]
     return m
@@ -84,7 +62,7 @@ def flow_tick(m: Memo, body: dict[str, Any], status: dict[str, Any], pools: list
 
 
 def test_an_invalid_jobflow_is_reported_in_its_condition_and_one_warning_event():
-    core = Core()
+    core = RecordingCore()
     m = memo(core)
     body = jobflow(epochSeconds=0.5)  # the old parser made it 1.0 and said nothing
     patch = flow_tick(m, body, {}, [flowpool()], [])
@@ -103,7 +81,7 @@ def test_an_invalid_jobflow_is_reported_in_its_condition_and_one_warning_event()
 
 
 def test_an_invalid_flowpool_is_reported_and_its_flows_wait():
-    core = Core()
+    core = RecordingCore()
     m = memo(core)
     bad = flowpool(capacity=[3, -1])  # the old parser made it 0
     patch = kopf.Patch()
@@ -118,7 +96,7 @@ def test_an_invalid_flowpool_is_reported_and_its_flows_wait():
 
 
 def test_a_dropped_job_gets_its_event_through_the_api(monkeypatch):
-    core, batch = Core(), Batch()
+    core, batch = RecordingCore(), Batch()
     monkeypatch.setattr(handlers.client, "BatchV1Api", lambda *_: batch)
     m = memo(core)
     late = {"apiVersion": "batch/v1", "kind": "Job",
@@ -134,7 +112,7 @@ def test_a_dropped_job_gets_its_event_through_the_api(monkeypatch):
 
 
 def test_event_bodies():
-    core = Core()
+    core = RecordingCore()
     apply.post_dropped(core, jobflow(), [(f"j{i}", 1, "step Job failed") for i in range(25)])  # type: ignore[arg-type]
     assert len(core.events) == apply.DROPPED_EVENTS
     ns, ev = core.events[0]
