@@ -23,6 +23,10 @@ Departures from the paper, on purpose:
 
 Bad input raises :class:`pydantic.ValidationError` whose message names the object (job, template,
 PE or stream) and the field.
+
+Over 400 lines on purpose: the model's classes validate against each other (a job's templates, a
+stream's PEs, the policy's bounds), and the Scenario owns the look-ups every stage shares (the
+glued graph per choice, the cached job graph); split, each part would import the others.
 """
 
 from __future__ import annotations
