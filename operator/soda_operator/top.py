@@ -12,14 +12,13 @@ import argparse
 import sys
 from typing import Any, cast
 
-from kubernetes.utils import parse_quantity
-
+from .kube import quantities
 from .soda import crd
 
 
 def _cores(q: Any) -> float:
     try:
-        return float(parse_quantity(str(q))) if q is not None else 0.0
+        return quantities.amount(q, 0.0)
     except (ValueError, TypeError):
         return 0.0
 

@@ -47,7 +47,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from kubernetes import client
-from kubernetes.utils import parse_quantity
 from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 
@@ -59,7 +58,7 @@ from soda_optimizer.model import PEKind, ResourceFunction, Scenario, pe_id
 from soda_optimizer.observed import PEObservation
 from soda_optimizer.plan import Plan
 
-from ..kube import conditions
+from ..kube import conditions, quantities
 from . import crd, observe
 
 log = logging.getLogger("kubesoda.learning")
@@ -197,7 +196,7 @@ def allocated_mips(pods: Iterable[Mapping[str, Any]], mips_per_core: Mapping[str
             continue
         lim = next(((c.get("resources") or {}).get("limits") or {} for c in sp.get("containers") or [] if c.get("name") == "pe"), {})
         try:
-            cores = float(parse_quantity(str(lim.get("cpu", "0"))))
+            cores = quantities.amount(lim.get("cpu"), 0.0)
         except (ValueError, TypeError):
             continue
         pid = pe_id(f"{md.get('namespace')}/{lab[crd.LABEL_JOB]}", lab[crd.LABEL_PE])
