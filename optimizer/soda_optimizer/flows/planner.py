@@ -6,15 +6,29 @@
 - Level 3 (multi-epoch): the epochs are optimised one at a time from the last to the first, each seeing the load the
   later epochs' plans put on the pools (so that backlogging into a later epoch knows what is already there).
 
-Deadline: before any GA runs, one route build per epoch (last to first) with a heuristic ordering (shortest lifespan
-first, then highest utility) gives a complete, valid plan; the first answer. The GA then improves the epochs from
-the last one back. When the deadline passes, the epochs not yet optimised are rebuilt with the heuristic ordering
-against the loads of the optimised ones, and the better of that plan and the first one is returned. The deadline is
-checked between evaluations, so it can be overrun by one evaluation and the final rebuild; the first answer itself
-is always completed.
+Anytime (issue 36): the first answer is admit-on-arrival with each step spread over its allowed pools in proportion
+to their capacity (:func:`admit_policy`: no ledger, no search), simulated once. Then, while less than 30% of the
+deadline has passed, two whole-plan baselines of the route builder: admit on arrival at the best pool per step, and
+backlog everything possible (each subflow held to the latest epoch where half its jobs are still alive). The GA runs
+until 80% of the deadline; each epoch keeps the best of the GA's ordering, the admit-on-arrival build and the
+backlog-all build (so the search never scores below either in eq. (2) for the epochs it has planned); epochs not
+reached are admitted on arrival at the best pool. The returned plan is the best-scoring candidate of all
+(:attr:`PlanResult.baselines`, :attr:`PlanResult.chosen`). The deadline is checked between evaluations.
+
+Unroutable flows: a flow one of whose steps has no allowed pool of positive capacity in any epoch is refused as a
+whole (its arrivals are dropped on arrival, :attr:`~.model.PolicyEntry.refused`), reported in
+:attr:`PlanResult.unroutable` naming the step, and planned out: the rest is planned on the problem without it, so it
+changes nothing for the others. A cohort with no legal route while its jobs live is refused by the route builder.
+
+Identical flows (same steps, lifespan and utility, no waiting jobs) are planned as one flow whose arrival rate is
+their sum, and the plan and figures are given back per flow (each its share of the cohort's arrivals). This is exact
+in the fluid model: their jobs are interchangeable and a pool serves a class pro rata, so any per-flow policy has a
+group policy with the same outcome.
 
 Departures from the paper, on purpose:
-- the heuristic first plan, and the seeding of each GA population with two heuristic orderings (shortest lifespan
+- the admit-on-arrival first answer, the admit and backlog-all candidates, the refusal of unroutable flows and the
+  grouping of identical flows (above); the paper's GA orders flows, ours orders groups;
+- the seeding of each GA population with two heuristic orderings (shortest lifespan
   first, then utility; highest utility first, then lifespan) -- the paper starts from random orderings only; it
   makes the first answer useful and costs two evaluations per epoch;
 - the score of an ordering at Level 2 is the score of the epochs from the current one on, with the earlier epochs

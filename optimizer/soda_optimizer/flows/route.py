@@ -24,8 +24,11 @@ Departures from the paper, on purpose:
 - the hop penalty prices the retraction at the chosen pool only (first order); the full chain reaction is in the
   simulator (:mod:`.sim`) that scores every ordering the GA proposes, so the GA still sees it. Doing the full
   simulation for every (step, epoch, pool) candidate costs about a thousand simulations per route build;
-- unserved own jobs are charged as drops even when a long lifespan would let them wait for the next epoch (the
-  simulator carries them over; the builder is conservative);
+- unserved own jobs whose deadline passes in the epoch are charged as drops; the survivors are carried to the same
+  pool in the next epoch (and put on the ledger there), where what the ledger's free throughput can take is charged
+  the holding cost and the rest as drops (issue 36: holding counts what the jobs can still earn);
+- a subflow with no legal path is refused (no pool is loaded) rather than sent to pools where it would drop;
+- ``admit`` and ``hold`` modes of the builder give the planner's admit-on-arrival and backlog-all candidates;
 - the ledger holds offered load as routed (rates after the losses the builder predicted), and is not revised when
   later flows take throughput from earlier ones.
 """
