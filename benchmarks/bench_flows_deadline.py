@@ -5,9 +5,13 @@ Usage: python benchmarks/bench_flows_deadline.py N same|distinct DEADLINE_S
 groups); ``distinct``: each copy's lifespan nudged by 0.001 min x its index, so no two flows group. Prints one line.
 """
 
-import sys, time, resource
+import resource
+import sys
+import time
+
 from soda_optimizer.flows import PlannerParams, plan_flows
 from soda_optimizer.flows import fixtures as fx
+
 n=int(sys.argv[1]); distinct=sys.argv[2]=="distinct"; dl=float(sys.argv[3])
 p=fx.scaled(fx.baseline(), flows=n)
 if distinct:
