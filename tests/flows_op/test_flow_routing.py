@@ -362,3 +362,21 @@ def test_a_pool_losing_capacity_changes_the_next_plan():
     assert after[("earlier", 0)] == ({}, pytest.approx(1.0))
     acts = route.route(f, lost, jobs, [], after, K + 1, now)
     assert not acts.release and [(h[0].job_id, h[1]) for h in acts.hold] == [("j0", f"{K + 1}/earlier/backlog"), ("j1", f"{K + 1}/earlier/backlog")]
+
+
+def test_an_unroutable_flow_is_held_and_its_condition_names_the_step():
+    """Step b's only pool has capacity 0 in every epoch of the horizon: the planner refuses the flow as a whole, the
+    translation holds its jobs in backlog (a suspended Job takes no capacity), the Routing condition names step b."""
+    f = spec.flow_of(flow_body(forecast=(2, 0), lifespan=240))
+    p = {**pools(), "m2": spec.pool_of(pool_body("m2", [0], secret={"namespace": "kubesoda", "name": "m2", "key": "config"}))}
+    _, res, entries = plan_at(f, p, K, [], (K) * EPOCH + 1)
+    assert [(u.flow, u.step) for u in res.unroutable] == [(f.key, "b")]
+    assert entries[("current", 0)] == ({}, pytest.approx(1.0))
+    acts = route.route(f, p, [], [], entries, K, (K) * EPOCH + 45, new_ids=["j0"])
+    assert [(c.job_id, c.pool) for c in acts.create] == [("j0", None)]
+    planned = decide.Planned((), K, res, None, 0.1, "")
+    c = status.Counters.seeded(None, {})
+    st = status.flow_status(f, K, c, [], {}, [], planned, entries, 1, None)
+    (cond,) = st["conditions"]
+    assert (st["state"], cond["status"], cond["reason"]) == ("unroutable", "False", "Unroutable")
+    assert "step b" in cond["message"]

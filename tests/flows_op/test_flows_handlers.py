@@ -92,7 +92,7 @@ def test_an_invalid_flowpool_is_reported_and_its_flows_wait():
     ((ns, ev),) = core.events
     assert ns == "default" and ev["reason"] == "InvalidSpec" and ev["involvedObject"]["kind"] == "FlowPool"  # cluster-scoped: Events in default
     st = flow_tick(m, jobflow(), {}, [bad], [])["status"]
-    assert st["state"] == "waiting" and st["message"] == "missing or invalid FlowPools: here"
+    assert st["state"] == "waiting" and st["message"].startswith("missing or invalid FlowPools: here (step ")
 
 
 def test_a_dropped_job_gets_its_event_through_the_api(monkeypatch):

@@ -109,7 +109,8 @@ def current_entries(plan: fl.Plan, flow_key: str) -> dict[tuple[str, int], tuple
             continue
         cohort = CURRENT if e.cohort == 0 else EARLIER if e.cohort == fl.model.INITIAL_COHORT else None
         if cohort is not None:
-            out[(cohort, e.step)] = (dict(e.pools), e.backlog)
+            # the share the plan refuses (no route can complete it) is held in backlog: a suspended Job takes nothing
+            out[(cohort, e.step)] = (dict(e.pools), e.backlog + e.refused)
     return out
 
 

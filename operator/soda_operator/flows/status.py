@@ -2,8 +2,9 @@
 jobs completed, backlogged, dropped, utility -- here counted as they happen, per epoch beside the plan's own
 expectation, and in total).
 
-A JobFlow's ``status``: ``state`` and ``message`` with the ``Routing`` condition (reasons Routing, MissingPools,
-InvalidPlan, InvalidSpec), the epoch, the plan's current entries, the last :data:`EPOCHS_KEPT` epochs' counts
+A JobFlow's ``status``: ``state`` and ``message`` with the ``Routing`` condition (reasons Routing, MissingPools (naming
+the steps), InvalidPlan, Unroutable (a step no pool of positive capacity serves: the planner refuses the flow's
+jobs, issue 36), InvalidSpec), the epoch, the plan's current entries, the last :data:`EPOCHS_KEPT` epochs' counts
 against the plan, totals, where the unfinished jobs are now, the forecast jobs made this epoch, unreachable pools.
 A FlowPool's: ``reachable`` with the ``Reachable`` condition (Reachable, Unreachable, KubeconfigRefused,
 InvalidSpec) and, from the current plan, its capacity, load and throughput. Counters live in memory
@@ -25,7 +26,7 @@ from .spec import FlowSpec, PoolSpec
 
 EPOCHS_KEPT = 12
 CONDITION = {"JobFlow": "Routing", "FlowPool": "Reachable"}  # the one condition of each kind
-ROUTING_REASONS = {"routing": "Routing", "waiting": "MissingPools", "invalid": "InvalidPlan"}
+ROUTING_REASONS = {"routing": "Routing", "waiting": "MissingPools", "invalid": "InvalidPlan", "unroutable": "Unroutable"}
 
 
 @dataclass
@@ -101,12 +102,18 @@ def flow_status(flow: FlowSpec, k: int, counters: Counters, jobs: Sequence[FlowJ
     out["totals"] = copy.deepcopy(counters.totals)
     out["now"] = where_now(flow, [j for j in jobs if j.id not in counters.dropped])
     out["unreachablePools"] = dict(unreachable) or None
+    refused = [u for u in planned.result.unroutable if u.flow == flow.key and u.cohort is None] \
+        if planned is not None and planned.result is not None else []
     if missing:
         out["state"] = "waiting"
-        out["message"] = f"missing or invalid FlowPools: {', '.join(missing)}"
+        steps = [s.name for s in flow.steps if set(s.pools) & set(missing)]
+        out["message"] = f"missing or invalid FlowPools: {', '.join(missing)} (step {', '.join(steps)})"
     elif planned is not None and planned.error:
         out["state"] = "invalid"
         out["message"] = planned.error
+    elif refused:
+        out["state"] = "unroutable"
+        out["message"] = f"refused: {refused[0].reason}"
     else:
         out["state"] = "routing"
         out["message"] = ""

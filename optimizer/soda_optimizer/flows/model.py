@@ -174,7 +174,9 @@ class Problem(_Frozen):
 
 class PolicyEntry(_Frozen):
     """Where the jobs of ``flow`` that arrived in epoch ``cohort`` go before step ``step`` during ``epoch``:
-    probabilities per pool, the rest (``backlog``) is held for a later epoch (section 2.3, Fig. 3)."""
+    probabilities per pool, ``backlog`` held for a later epoch (section 2.3, Fig. 3), and ``refused`` dropped now
+    (ours: the share of jobs no legal route can complete, refused rather than sent where they would only take
+    capacity from others)."""
 
     epoch: int = Field(ge=0)
     flow: str
@@ -182,10 +184,11 @@ class PolicyEntry(_Frozen):
     step: int = Field(ge=0)
     pools: dict[str, NonNeg]
     backlog: NonNeg = 0.0
+    refused: NonNeg = 0.0
 
     @model_validator(mode="after")
     def _check(self) -> PolicyEntry:
-        total = sum(self.pools.values()) + self.backlog
+        total = sum(self.pools.values()) + self.backlog + self.refused
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"policy entry {self.flow}/{self.cohort}/{self.step}@{self.epoch}: sums to {total}")
         return self
@@ -207,6 +210,17 @@ class Route(_Frozen):
     share: PosFinite
     first_step: int = 0
     hops: tuple[Hop, ...]
+
+
+class Unroutable(_Frozen):
+    """A flow (or one cohort of it) that no route can complete: step ``step`` (index ``step_index``) has no allowed
+    pool of positive capacity while its jobs live. Its jobs are refused as a whole and take no capacity."""
+
+    flow: str
+    step: str
+    step_index: int
+    cohort: int | None = None  #: None: every cohort (no allowed pool of the step has capacity in any epoch)
+    reason: str
 
 
 class Plan(_Frozen):

@@ -6,15 +6,29 @@
 - Level 3 (multi-epoch): the epochs are optimised one at a time from the last to the first, each seeing the load the
   later epochs' plans put on the pools (so that backlogging into a later epoch knows what is already there).
 
-Deadline: before any GA runs, one route build per epoch (last to first) with a heuristic ordering (shortest lifespan
-first, then highest utility) gives a complete, valid plan; the first answer. The GA then improves the epochs from
-the last one back. When the deadline passes, the epochs not yet optimised are rebuilt with the heuristic ordering
-against the loads of the optimised ones, and the better of that plan and the first one is returned. The deadline is
-checked between evaluations, so it can be overrun by one evaluation and the final rebuild; the first answer itself
-is always completed.
+Anytime (issue 36): the first answer is admit-on-arrival with each step spread over its allowed pools in proportion
+to their capacity (:func:`admit_policy`: no ledger, no search), simulated once. Then, while less than 30% of the
+deadline has passed, two whole-plan baselines of the route builder: admit on arrival at the best pool per step, and
+backlog everything possible (each subflow held to the latest epoch where half its jobs are still alive). The GA runs
+until 80% of the deadline; each epoch keeps the best of the GA's ordering, the admit-on-arrival build and the
+backlog-all build (so the search never scores below either in eq. (2) for the epochs it has planned); epochs not
+reached are admitted on arrival at the best pool. The returned plan is the best-scoring candidate of all
+(:attr:`PlanResult.baselines`, :attr:`PlanResult.chosen`). The deadline is checked between evaluations.
+
+Unroutable flows: a flow one of whose steps has no allowed pool of positive capacity in any epoch is refused as a
+whole (its arrivals are dropped on arrival, :attr:`~.model.PolicyEntry.refused`), reported in
+:attr:`PlanResult.unroutable` naming the step, and planned out: the rest is planned on the problem without it, so it
+changes nothing for the others. A cohort with no legal route while its jobs live is refused by the route builder.
+
+Identical flows (same steps, lifespan and utility, no waiting jobs) are planned as one flow whose arrival rate is
+their sum, and the plan and figures are given back per flow (each its share of the cohort's arrivals). This is exact
+in the fluid model: their jobs are interchangeable and a pool serves a class pro rata, so any per-flow policy has a
+group policy with the same outcome.
 
 Departures from the paper, on purpose:
-- the heuristic first plan, and the seeding of each GA population with two heuristic orderings (shortest lifespan
+- the admit-on-arrival first answer, the admit and backlog-all candidates, the refusal of unroutable flows and the
+  grouping of identical flows (above); the paper's GA orders flows, ours orders groups;
+- the seeding of each GA population with two heuristic orderings (shortest lifespan
   first, then utility; highest utility first, then lifespan) -- the paper starts from random orderings only; it
   makes the first answer useful and costs two evaluations per epoch;
 - the score of an ordering at Level 2 is the score of the epochs from the current one on, with the earlier epochs
@@ -30,9 +44,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .compiled import Compiled, compile_problem
 from .ga import steady_state_ga
-from .model import Hop, Plan, Problem, Route, SimResult
-from .route import Item, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes
-from .sim import plan_entries, simulate_policy
+from .model import INITIAL_COHORT, Flow, FlowEpochStats, Hop, Plan, PolicyEntry, Problem, Route, SimResult, Unroutable
+from .route import Item, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
+from .sim import Decision, Policy, plan_entries, simulate_policy
 
 
 class PlannerParams(BaseModel):
@@ -54,11 +68,18 @@ class PlanResult(BaseModel):
 
     plan: Plan
     result: SimResult
-    first_score: float  #: score of the heuristic first plan
+    first_score: float  #: score of the first answer (admit on arrival)
     evaluations: int
     elapsed_s: float
     timed_out: bool
     epochs_optimised: int
+    baselines: dict[str, float] = Field(default_factory=dict)  #: score of each whole-plan candidate compared
+    chosen: str = "search"  #: the candidate returned
+    unroutable: tuple[Unroutable, ...] = ()  #: flows (or cohorts) refused as a whole, naming the blocked step
+    groups: int = 0  #: flow groups planned (identical flows planned as one, see the module docstring)
+    first_answer_s: float = 0.0  #: seconds to the first complete, scored answer
+    seed_scores: tuple[float, ...] = ()  #: per epoch optimised (last first): best GA seed's score
+    ga_scores: tuple[float, ...] = ()  #: per epoch optimised: the GA's best score (< seed: the search moved)
 
 
 def heuristic_order(cp: Compiled, items: list[Item]) -> list[int]:
@@ -71,57 +92,245 @@ def utility_order(cp: Compiled, items: list[Item]) -> list[int]:
     return sorted(range(len(items)), key=lambda i: (-cp.flow_utility[items[i].flow], cp.lifespan[items[i].flow], i))
 
 
-def _build(cp: Compiled, ledger: Ledger, e: int, order: list[int] | None, threshold: float) -> list[RouteSpec]:
+def _build(
+    cp: Compiled, ledger: Ledger, e: int, order: list[int] | None, threshold: float, mode: str = "route"
+) -> list[RouteSpec]:
     items = epoch_items(cp, e)
     if order is None:
         order = heuristic_order(cp, items)
-    return build_epoch(cp, ledger, items, order, threshold)
+    return build_epoch(cp, ledger, items, order, threshold, mode)
 
 
-def _to_plan(cp: Compiled, routes: list[RouteSpec]) -> Plan:
+def _routes_out(cp: Compiled, routes: list[RouteSpec], members: list[list[int]], full: Problem) -> tuple[Route, ...]:
     names = [p.name for p in cp.problem.pools]
-    policy = policy_from_routes(cp, routes)
-    return Plan(
-        entries=plan_entries(cp.problem, policy),
-        routes=tuple(
-            Route(
-                flow=cp.problem.flows[r.flow].name,
-                cohort=r.cohort,
-                share=r.share,
-                first_step=r.first_step,
-                hops=tuple(Hop(epoch=e, pool=names[c]) for e, c in r.hops),
+    out = []
+    for r in routes:
+        for f in members[r.flow]:
+            out.append(
+                Route(
+                    flow=full.flows[f].name,
+                    cohort=r.cohort,
+                    share=r.share,
+                    first_step=r.first_step,
+                    hops=tuple(Hop(epoch=e, pool=names[c]) for e, c in r.hops),
+                )
             )
-            for r in routes
-        ),
+    return tuple(out)
+
+
+def _group(problem: Problem, bad: set[int]) -> tuple[Problem | None, list[list[int]]]:
+    """The reduced problem: routable flows with the same steps, lifespan and utility (and no waiting jobs) merged
+    into one flow whose arrival rate is their sum; returns it (None: no routable flow) and each group's members."""
+    waiting = {w.flow for w in problem.waiting}
+    keys: dict[object, int] = {}
+    members: list[list[int]] = []
+    for f, fl in enumerate(problem.flows):
+        if f in bad:
+            continue
+        key: object = (
+            ("w", f) if fl.name in waiting else (tuple((s.run_time, s.pools) for s in fl.steps), fl.lifespan, fl.utility)
+        )
+        g = keys.get(key)
+        if g is None:
+            keys[key] = len(members)
+            members.append([f])
+        else:
+            members[g].append(f)
+    if not members:
+        return None, members
+    if all(len(m) == 1 for m in members) and not bad:
+        return problem, members
+    flows = []
+    for m in members:
+        first = problem.flows[m[0]]
+        if len(m) == 1:
+            flows.append(first)
+            continue
+        rates = tuple(sum(problem.flows[f].arrival_rate[e] for f in m) for e in range(problem.epochs))
+        flows.append(Flow.model_construct(**{**dict(first), "arrival_rate": rates}))
+    kept = {problem.flows[m[0]].name for m in members}
+    red = Problem.model_construct(
+        **{**dict(problem), "flows": tuple(flows), "waiting": tuple(w for w in problem.waiting if w.flow in kept)}
     )
+    return red, members
+
+
+def admit_policy(cp: Compiled) -> Policy:
+    """The cheapest sound plan: every fresh cohort runs every step on arrival, spread over the step's allowed pools
+    in proportion to their capacity in that epoch (no ledger, no search: O(flows x steps x epochs)); jobs waiting at
+    time 0 likewise in epoch 0. A step with no pool of positive capacity in the epoch refuses the cohort there."""
+    pol: Policy = {}
+    cache: dict[tuple[int, tuple[int, ...]], Decision] = {}
+
+    def dec(e: int, pools: tuple[int, ...]) -> Decision:
+        d = cache.get((e, pools))
+        if d is None:
+            caps = [(c, float(cp.caps[e, c])) for c in pools if cp.caps[e, c] > 0]
+            tot = sum(v for _, v in caps)
+            d = cache[(e, pools)] = (tuple(sorted((c, v / tot) for c, v in caps)), 0.0)
+        return d
+
+    for f in range(cp.n_flows):
+        allowed = cp.allowed[f]
+        for e in range(cp.n_epochs):
+            if cp.rates[f, e] <= 0:
+                continue
+            for s in range(cp.n_steps[f]):
+                d = dec(e, allowed[s])
+                pol[(e, f, e, s)] = d
+                if not d[0]:
+                    break
+    fidx = cp.problem.flow_index()
+    for w in cp.problem.waiting:
+        f = fidx[w.flow]
+        for s in range(w.step + (1 if w.pool is not None else 0), cp.n_steps[f]):
+            d = dec(0, cp.allowed[f][s])
+            pol[(0, f, INITIAL_COHORT, s)] = d
+            if not d[0]:
+                break
+    return pol
+
+
+def _expand(
+    cp: Compiled, full: Problem, members: list[list[int]], policy: Policy, res: SimResult, refused: dict[int, int]
+) -> tuple[Plan, SimResult]:
+    """The reduced plan and result back on the problem's own flows: each member of a group gets the group's
+    decisions (exact in the fluid model: jobs of identical flows are interchangeable and a pool serves a class
+    pro rata), its share of the group's figures (its share of the cohort's arrivals), and the refused flows."""
+    names = [p.name for p in full.pools]
+    fnames = [f.name for f in full.flows]
+    rates = [f.arrival_rate for f in full.flows]
+    entries: list[PolicyEntry] = []
+    for (e, g, a, s), (pools, bl) in sorted(policy.items()):
+        pd = {names[c]: pr for c, pr in pools}
+        tot = sum(pr for _, pr in pools)
+        back = min(bl, max(0.0, 1.0 - tot))
+        ref = max(0.0, 1.0 - tot - back)
+        for f in members[g]:
+            entries.append(
+                PolicyEntry.model_construct(
+                    epoch=e, flow=fnames[f], cohort=a, step=s, pools=pd, backlog=back, refused=ref
+                )
+            )
+    extra = [0.0] * cp.n_epochs
+    stats: list[FlowEpochStats] = []
+    red_idx, full_idx = cp.problem.flow_index(), full.flow_index()
+    grouped = len(members) != len(full.flows)
+    for st in res.flows:
+        mem = members[red_idx[st.flow]] if grouped else [full_idx[st.flow]]
+        tot_r = sum(rates[f][st.cohort] for f in mem) if st.cohort >= 0 else 0.0
+        for f in mem:
+            share = rates[f][st.cohort] / tot_r if tot_r > 0 else 1.0 / len(mem)
+            d = {k: getattr(st, k) * share for k in ("arrived", "admitted", "completed", "dropped", "backlogged",
+                                                      "released", "held")}
+            stats.append(FlowEpochStats.model_construct(epoch=st.epoch, flow=fnames[f], cohort=st.cohort, **d))
+    for f, s in sorted(refused.items()):
+        fl = full.flows[f]
+        for e in range(full.epochs):
+            n = fl.arrival_rate[e] * full.epoch_length
+            if n <= 0:
+                continue
+            entries.append(
+                PolicyEntry.model_construct(
+                    epoch=e, flow=fl.name, cohort=e, step=0, pools={}, backlog=0.0, refused=1.0
+                )
+            )
+            stats.append(
+                FlowEpochStats.model_construct(
+                    epoch=e, flow=fl.name, cohort=e, arrived=n, admitted=0.0, completed=0.0, dropped=n,
+                    backlogged=0.0, released=0.0, held=0.0,
+                )
+            )
+            extra[e] += fl.utility * n * cp.weight(e)
+        for w in full.waiting:
+            if w.flow == fl.name:
+                st0 = w.step + (1 if w.pool is not None else 0)
+                if st0 < len(fl.steps):
+                    entries.append(
+                        PolicyEntry.model_construct(
+                            epoch=0, flow=fl.name, cohort=INITIAL_COHORT, step=st0, pools={}, backlog=0.0, refused=1.0
+                        )
+                    )
+                stats.append(
+                    FlowEpochStats.model_construct(
+                        epoch=0, flow=fl.name, cohort=INITIAL_COHORT, arrived=0.0, admitted=0.0, completed=0.0,
+                        dropped=w.jobs, backlogged=0.0, released=0.0, held=0.0,
+                    )
+                )
+                extra[0] += fl.utility * w.jobs
+    if not refused and len(members) == len(full.flows):
+        return Plan(entries=plan_entries(full, policy)), res
+    stats.sort(key=lambda x: (x.epoch, x.flow, x.cohort))
+    by_epoch = tuple(a + b for a, b in zip(res.score_by_epoch, extra)) if res.score_by_epoch else tuple(extra)
+    out = SimResult.model_construct(
+        score=float(sum(by_epoch)), score_by_epoch=by_epoch, flows=tuple(stats), pools=res.pools,
+        left_at_horizon=res.left_at_horizon,
+    )
+    entries.sort(key=lambda x: (x.epoch, x.flow, x.cohort, x.step))
+    return Plan.model_construct(entries=tuple(entries), routes=()), out
 
 
 def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanResult:
-    """Plan routing and backlog for every epoch of ``problem``."""
+    """Plan routing and backlog for every epoch of ``problem`` (anytime: see the module docstring)."""
     params = params or PlannerParams()
     t0 = time.monotonic()
     deadline = t0 + params.deadline_s if params.deadline_s is not None else None
-    cp = compile_problem(problem)
+
+    def late(frac: float = 1.0) -> bool:
+        return deadline is not None and time.monotonic() >= t0 + frac * (deadline - t0)
+
+    full_cp = compile_problem(problem)
+    refused: dict[int, int] = {}
+    unroutable: list[Unroutable] = []
+    for f in range(full_cp.n_flows):
+        s = unroutable_step(full_cp, f)
+        if s is not None:
+            refused[f] = s
+            fl = problem.flows[f]
+            unroutable.append(
+                Unroutable(flow=fl.name, step=fl.steps[s].name, step_index=s,
+                           reason=f"step {fl.steps[s].name}: no allowed pool has positive capacity in any epoch")
+            )
+    red, members = _group(problem, set(refused))
+    if red is None:
+        empty = SimResult(score=0.0, score_by_epoch=(0.0,) * problem.epochs, flows=(), pools=(), left_at_horizon=0.0)
+        plan, res = _expand(full_cp, problem, [], {}, empty, refused)
+        return PlanResult(plan=plan, result=res, first_score=res.score, evaluations=0, elapsed_s=time.monotonic() - t0,
+                          timed_out=False, epochs_optimised=problem.epochs, unroutable=tuple(unroutable),
+                          chosen="refused")
+    cp = compile_problem(red) if red is not problem else full_cp
     rng = random.Random(params.seed)
     E = cp.n_epochs
     th = params.split_threshold
 
-    # the first answer: heuristic orderings, last epoch first
-    led0 = Ledger(cp)
-    first_routes: list[RouteSpec] = []
-    for e in reversed(range(E)):
-        first_routes += _build(cp, led0, e, None, th)
-    first_policy = policy_from_routes(cp, first_routes)
+    # the first answer: admit on arrival, capacity-proportional (cheap at any size), scored
+    first_policy = admit_policy(cp)
     first_score = simulate_policy(cp, first_policy, detail=False).score
+    first_s = time.monotonic() - t0
+    cands: dict[str, tuple[float, Policy, list[RouteSpec] | None]] = {"admit": (first_score, first_policy, None)}
 
-    # Level 3 over Level 2
+    # whole-plan baselines of the route builder: admit on arrival at the best pool per step, and backlog
+    # everything possible, last epoch first (each costs one route build and one simulation)
+    for mode in ("admit-best", "backlog-all"):
+        if late(0.3):
+            break
+        led = Ledger(cp)
+        rs: list[RouteSpec] = []
+        for e in reversed(range(E)):
+            rs += _build(cp, led, e, None, th, "admit" if mode == "admit-best" else "hold")
+        pol = policy_from_routes(cp, rs)
+        cands[mode] = (simulate_policy(cp, pol, detail=False).score, pol, rs)
+
+    # Level 3 over Level 2; each epoch keeps the best of the GA's ordering, admit on arrival and backlog-all
     ledger = Ledger(cp)
     committed: list[RouteSpec] = []
     evaluations = 0
     timed_out = False
     optimised = 0
+    seed_scores: list[float] = []
+    ga_scores: list[float] = []
     for e in reversed(range(E)):
-        if deadline is not None and time.monotonic() >= deadline:
+        if late(0.8):
             timed_out = True
             break
         items = epoch_items(cp, e)
@@ -130,46 +339,77 @@ def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanRes
             continue
 
         def evaluate(
-            order: list[int], e: int = e, items: list[Item] = items, committed: list[RouteSpec] = committed
+            order: list[int], e: int = e, items: list[Item] = items, committed: list[RouteSpec] = committed,
+            mode: str = "route",
         ) -> float:
             led = ledger.copy()
-            routes = build_epoch(cp, led, items, order, th)
+            routes = build_epoch(cp, led, items, order, th, mode)
             return simulate_policy(cp, policy_from_routes(cp, committed + routes), start_epoch=e, detail=False).score
 
-        res = steady_state_ga(
-            len(items),
-            evaluate,
-            params.evaluations,
-            rng,
-            seeds=[heuristic_order(cp, items), utility_order(cp, items)],
-            deadline=deadline,
+        seeds = [heuristic_order(cp, items), utility_order(cp, items)]
+        ga = steady_state_ga(
+            len(items), evaluate, params.evaluations, rng, seeds=seeds,
+            deadline=t0 + 0.8 * (deadline - t0) if deadline is not None else None,
             crossover_rate=params.crossover_rate,
         )
-        evaluations += res.evaluations
-        routes = build_epoch(cp, ledger, items, res.best, th)
-        committed += routes
+        evaluations += ga.evaluations
+        seed_scores.append(min(ga.history[: len(seeds)]) if ga.history else float("inf"))
+        ga_scores.append(ga.best_score)
+        best_mode, best_score = "route", ga.best_score
+        for mode in ("admit", "hold"):
+            if late(0.8):
+                break
+            sc = evaluate(seeds[0], mode=mode)
+            evaluations += 1
+            if sc < best_score - 1e-9:
+                best_mode, best_score = mode, sc
+        order = ga.best if best_mode == "route" else seeds[0]
+        committed += build_epoch(cp, ledger, items, order, th, best_mode)
         optimised += 1
-        if res.timed_out:
+        if ga.timed_out:
             timed_out = True
             break
-    # epochs not reached: heuristic orderings against the optimised epochs' loads
-    for e in reversed(range(E - optimised)):
-        committed += _build(cp, ledger, e, None, th)
-    policy = policy_from_routes(cp, committed)
+    if optimised == E or not late(0.9):
+        # epochs not reached: admit on arrival at the best pool against the optimised epochs' loads
+        for e in reversed(range(E - optimised)):
+            committed += _build(cp, ledger, e, None, th, "admit")
+        pol = policy_from_routes(cp, committed)
+        cands["search"] = (simulate_policy(cp, pol, detail=False).score, pol, committed)
+    chosen = min(cands, key=lambda k: (cands[k][0], k != "search"))
+    _, policy, routes = cands[chosen]
     final = simulate_policy(cp, policy)
-    routes_out = committed
-    if first_score < final.score:
-        final = simulate_policy(cp, first_policy)
-        routes_out = first_routes
+    plan, result = _expand(cp, problem, members, policy, final, refused)
+    if routes is not None and len(members) == len(problem.flows) and not refused:
+        plan = Plan(entries=plan.entries, routes=_routes_out(cp, routes, members, problem))
+    extra = result.score - final.score
+    for r in routes or ():
+        if r.blocked_step is not None:
+            fl = problem.flows[members[r.flow][0]]
+            for f in members[r.flow]:
+                unroutable.append(
+                    Unroutable(
+                        flow=problem.flows[f].name, step=fl.steps[r.blocked_step].name, step_index=r.blocked_step,
+                        cohort=r.cohort,
+                        reason=f"step {fl.steps[r.blocked_step].name}: no allowed pool has positive capacity while "
+                        f"the jobs of epoch {r.cohort} live",
+                    )
+                )
     return PlanResult(
-        plan=_to_plan(cp, routes_out),
-        result=final,
-        first_score=first_score,
+        plan=plan,
+        result=result,
+        first_score=first_score + extra,
         evaluations=evaluations,
         elapsed_s=time.monotonic() - t0,
         timed_out=timed_out,
         epochs_optimised=optimised,
+        baselines={k: v[0] + extra for k, v in cands.items()},
+        chosen=chosen,
+        unroutable=tuple(unroutable),
+        groups=len(members),
+        first_answer_s=first_s,
+        seed_scores=tuple(seed_scores),
+        ga_scores=tuple(ga_scores),
     )
 
 
-__all__ = ["PlanResult", "PlannerParams", "heuristic_order", "plan_flows", "utility_order"]
+__all__ = ["PlanResult", "PlannerParams", "admit_policy", "heuristic_order", "plan_flows", "utility_order"]

@@ -28,6 +28,8 @@ pointless backlog.
 Departures from the paper, on purpose:
 - jobs still queued or backlogged when the horizon ends are charged as dropped in the last epoch; otherwise a plan
   could backlog past the horizon for free (the paper's "boundary effect" of spoke 3 assumes there is no such gain);
+- a policy entry may refuse a share of the jobs (:attr:`~.model.PolicyEntry.refused`): they are dropped at once
+  (a plan refuses the jobs no legal route can complete, so that they take no capacity from others);
 - jobs reaching a (epoch, flow, cohort, step) with no policy entry stay in backlog (a complete plan has an entry
   wherever jobs arrive); fresh arrivals of an epoch with no entry for step 0 are left out of the simulation, which
   lets the planner score partial plans (Level 3 plans the last epochs first).
@@ -89,7 +91,8 @@ def plan_entries(problem: Problem, policy: Policy) -> tuple[PolicyEntry, ...]:
                 cohort=a,
                 step=s,
                 pools={names[c]: p for c, p in pools},
-                backlog=max(0.0, 1.0 - sum(p for _, p in pools)),
+                backlog=min(bl, max(0.0, 1.0 - sum(p for _, p in pools))),
+                refused=max(0.0, 1.0 - sum(p for _, p in pools) - min(bl, max(0.0, 1.0 - sum(p for _, p in pools)))),
             )
         )
     return tuple(out)
@@ -234,7 +237,10 @@ def _epoch(
                 sx.admitted += jobs
             sx.dropped += jobs * (1.0 - p_alive)
             src[node((f, a, s, c))] += jobs * p_alive / tau
-        rest = n * (1.0 - sum(pr for _, pr in pools)) if dec is not None else n
+        rest = n * min(bl, 1.0 - sum(pr for _, pr in pools)) if dec is not None else n
+        refused = n * (1.0 - sum(pr for _, pr in pools)) - rest
+        if refused > 1e-12:
+            sx.dropped += refused
         if rest > 1e-12:
             to_backlog(f, a, s, rest, keep_start)
     # carried input queues: re-presented over the epoch at the same pool
@@ -252,28 +258,34 @@ def _epoch(
             continue
         sx = st(e, f, e)
         sx.arrived += r * tau
-        pools, _ = dec
+        pools, bl = dec
         for c, pr in pools:
             src[node((f, e, 0, c))] += r * pr
             sx.admitted += r * pr * tau
-        rest = 1.0 - sum(pr for _, pr in pools)
+        rest = min(bl, 1.0 - sum(pr for _, pr in pools))
+        refused = 1.0 - sum(pr for _, pr in pools) - rest
+        if refused > 1e-12:
+            sx.dropped += r * refused * tau
         if rest > 1e-12:
             sx.backlogged += r * rest * tau
             to_backlog(f, e, 0, r * rest * tau, surv(f, e)[1])
     # expand the node graph step by step (nodes only ever feed the next step)
     edges: list[tuple[int, int, float]] = []
     out_backlog: dict[int, float] = {}
+    out_refused: dict[int, float] = {}
     i = 0
     while i < len(keys):
         f, a, s, c = keys[i]
         if s + 1 < cp.n_steps[f]:
             dec = policy.get((e, f, a, s + 1))
-            pools, _ = dec if dec is not None else ((), 1.0)
+            pools, bl = dec if dec is not None else ((), 1.0)
             for c2, pr in pools:
                 edges.append((node((f, a, s + 1, c2)), i, pr))
-            rest = 1.0 - sum(pr for _, pr in pools)
+            rest = min(bl, 1.0 - sum(pr for _, pr in pools))
             if rest > 1e-12:
                 out_backlog[i] = rest
+            if 1.0 - sum(pr for _, pr in pools) - rest > 1e-12:
+                out_refused[i] = 1.0 - sum(pr for _, pr in pools) - rest
         i += 1
     n_nodes = len(keys)
     if n_nodes:
@@ -297,6 +309,9 @@ def _epoch(
             if s + 1 == cp.n_steps[f]:
                 sx.completed += served[i2] * tau
             else:
+                frac_ref = out_refused.get(i2, 0.0)
+                if frac_ref > 0.0:
+                    sx.dropped += served[i2] * frac_ref * tau
                 frac_bl = out_backlog.get(i2, 0.0)
                 if frac_bl > 0.0:
                     jobs = served[i2] * frac_bl * tau
