@@ -276,6 +276,8 @@ def markdown(data: dict[str, Any], files: list[str]) -> str:
     lines += ["## Beside the paper", ""]
     lines += data["comparison"] + [""]
     lines += ["Plots: " + ", ".join(f"[{f}]({f})" for f in files), ""]
+    lines += ["The default (anytime: MCB8, then the MILP warm-started from it) against the proven optimum, on our off-grid "
+              "instances and the paper's small grid: [yield_exact.md](yield_exact.md) (`bench_yield.py --exact`).", ""]
     return "\n".join(lines)
 
 
