@@ -1,11 +1,14 @@
 """Fair-yield groups live (docs/yield.md): a Deployment, a parallel Job and bare pods in one
 YieldGroup on the KWOK nodes of the small topology (8 nodes of 4 cores).
 
-- every gated pod lands on the node kubesoda chose (nodeSelector set while gated, gate removed);
+- every gated pod lands on the node kubesoda chose (node affinity on its name set while gated, gate removed);
 - running pods' CPU limits become alpha x yield in place (same UIDs) and the group's status gives
   the minimum and average yield;
 - a pod that arrives later is placed and the yields re-optimised;
-- a labelled pod without the gate is never touched.
+- a labelled pod without the gate is never touched;
+- request-only and limit pods: requests follow the yields (no node's requests ever above its
+  allocatable, sampled throughout), a cordoned node's pods moved through the Eviction API, a
+  PodDisruptionBudget that refuses reported (status blockedMoves, MoveBlocked and NodeLost Events).
 """
 
 from __future__ import annotations
@@ -135,3 +138,137 @@ def test_yield_group_places_resizes_and_reoptimises(kube, kubectl, namespace, ex
     finally:
         op.stop()
         kubectl("delete", "-n", namespace, "deployment/web", "job/crunch", "--wait=false", check=False)
+
+
+def res(cpu: str, limit: bool) -> str:
+    lim = f", limits: {{cpu: '{cpu}', memory: 1Gi}}" if limit else ""
+    return f"resources: {{requests: {{cpu: '{cpu}', memory: 1Gi}}{lim}}}"
+
+
+def deployment(name: str, replicas: int, cpu: str, limit: bool) -> str:
+    return f"""---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}, kubesoda.io/yield-group: moves}}}}
+    spec:
+      schedulingGates: [{{name: kubesoda.io/yield}}]
+      {TOL}
+      containers: [{{name: app, image: registry.k8s.io/pause:3.10, {res(cpu, limit)}}}]
+"""
+
+
+MOVES = """apiVersion: kubesoda.io/v1alpha1
+kind: YieldGroup
+metadata: {name: moves}
+spec: {epochSeconds: 2}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: req}
+spec:
+  maxUnavailable: 0
+  selector: {matchLabels: {app: req}}
+""" + deployment("req", 6, "4", limit=False) + deployment("lim", 4, "4", limit=True)
+
+
+class Overcommit:
+    """Samples every bound, unfinished pod's CPU requests per node (all namespaces) against the
+    node's allocatable, in a thread, until stopped: the worst excess seen."""
+
+    def __init__(self, kube):
+        import threading
+
+        self.kube, self.worst, self.samples, self.stop_ = kube, {}, 0, threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop_.is_set():
+            alloc = {n.metadata.name: milli(n.status.allocatable["cpu"]) for n in self.kube.core.list_node().items}
+            used: dict[str, int] = {}
+            for p in self.kube.core.list_pod_for_all_namespaces().items:
+                if not p.spec.node_name or p.status.phase in ("Succeeded", "Failed"):
+                    continue
+                for c in p.spec.containers:
+                    req = (c.resources.requests or {}).get("cpu") if c.resources else None
+                    used[p.spec.node_name] = used.get(p.spec.node_name, 0) + (milli(req) if req else 0)
+            for n, u in used.items():
+                if n in alloc and u > alloc[n]:
+                    self.worst[n] = max(self.worst.get(n, 0), u - alloc[n])
+            self.samples += 1
+            self.stop_.wait(0.3)
+
+    def stop(self):
+        self.stop_.set()
+        self.thread.join(timeout=10)
+        return self.worst
+
+
+def moves_pods(kube, ns):
+    return kube.core.list_namespaced_pod(ns, label_selector="kubesoda.io/yield-group=moves").items
+
+
+def placed(kube, ns, count):
+    """``count`` pods Running where kubesoda placed them, each container's CPU request (and limit
+    where it has one) at alpha x yield."""
+    pods = [p for p in moves_pods(kube, ns) if not p.metadata.deletion_timestamp]
+    if len(pods) != count:
+        return False
+    for p in pods:
+        ann = p.metadata.annotations or {}
+        if p.status.phase != "Running" or p.spec.scheduling_gates or p.spec.node_name != ann.get("kubesoda.io/yield-node"):
+            return False
+        want = 1000 * float(ann["kubesoda.io/yield-alpha"]) * float(ann.get("kubesoda.io/yield", "0"))
+        r = p.spec.containers[0].resources
+        if abs(milli(r.requests["cpu"]) - want) > 2 or (r.limits and abs(milli(r.limits["cpu"]) - want) > 2):
+            return False
+    return pods
+
+
+def test_request_only_pods_pdb_and_a_cordoned_node(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    """Request-only and limit pods (40 cores of need on 32): requests follow the yields, so no node's
+    requests ever sum above its allocatable; a node is cordoned mid-run: its limit pods move (evicted
+    through the Eviction API, recreated gated, placed elsewhere), its request-only pods do not (their
+    PodDisruptionBudget refuses), which the status and a Warning Event report."""
+    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+    watch = Overcommit(kube)
+    cordoned = None
+    try:
+        kubectl("apply", "-n", namespace, "-f", "-", input=MOVES)
+        pods = wait_for(lambda: placed(kube, namespace, 10), timeout=120, interval=1, what="10 pods placed, requests = alpha x yield")
+        req = [p for p in pods if p.metadata.name.startswith("req-")]
+        assert all(not p.spec.containers[0].resources.limits for p in req)  # still request-only
+        assert sum(milli(p.spec.containers[0].resources.requests["cpu"]) for p in pods) <= 32000
+        assert all(t.match_fields and t.match_fields[0].key == "metadata.name"
+                   for p in pods for t in p.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms)
+        # cordon a node holding a request-only pod (its PDB blocks the move) and, if there, limit pods
+        cordoned = req[0].spec.node_name
+        kubectl("cordon", cordoned)
+        st = wait_for(lambda: (s := kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "yieldgroups", "moves").get("status")
+                               or {}).get("blockedMoves") and s, timeout=60, interval=0.5, what="a blocked move in the status")
+        blocked = {b["pod"] for b in st["blockedMoves"]}
+        assert blocked and all(n.startswith("req-") for n in blocked) and req[0].metadata.name in blocked, st
+        assert req[0].metadata.name in st["lost"] and st["algorithm"] == "anytime" and st["gap"] is not None
+        # the PDB held: the request-only pod is still there, same UID
+        assert kube.core.read_namespaced_pod(req[0].metadata.name, namespace).metadata.uid == req[0].metadata.uid
+        lim_there = [p.metadata.name for p in pods if p.metadata.name.startswith("lim-") and p.spec.node_name == cordoned]
+        if lim_there:  # evicted, recreated gated, placed on another node
+            wait_for(lambda: not any(p.metadata.name in lim_there for p in moves_pods(kube, namespace))
+                     and all(p.spec.node_name != cordoned for p in moves_pods(kube, namespace) if p.metadata.name.startswith("lim-"))
+                     and placed(kube, namespace, 10), timeout=90, interval=1, what="the limit pods moved off the cordoned node")
+        events = kube.core.list_namespaced_event(namespace, field_selector="involvedObject.name=moves").items
+        reasons = {e.reason for e in events}
+        assert {"Placed", "MoveBlocked", "NodeLost"} <= reasons, reasons
+        print(f"\nyield moves: blocked {sorted(blocked)}, moved {lim_there}; min yield {st['minYield']}, gap {st['gap']}")
+    finally:
+        worst = watch.stop()
+        if cordoned:
+            kubectl("uncordon", cordoned, check=False)
+        op.stop()
+        kubectl("delete", "-n", namespace, "deployment/req", "deployment/lim", "pdb/req", "--wait=false", check=False)
+    assert watch.samples > 5 and not worst, f"CPU requests above allocatable (millicores over, per node): {worst}"

@@ -100,9 +100,9 @@ def test_fair_yield_reallocates_through_the_entry(algorithm: str) -> None:
 
 
 def test_fair_yield_refuses_unknown_algorithms() -> None:
-    with pytest.raises(ValueError, match="unknown algorithm 'mcb9'; one of milp, mcb1, .*, rrnz$"):
+    with pytest.raises(ValueError, match="unknown algorithm 'mcb9'; one of anytime, milp, mcb1, .*, rrnz$"):
         fair_yield.allocate(_instance(), "mcb9")
-    with pytest.raises(ValueError, match="unknown algorithm 'best'; one of milp, .*, rrnz, dynamic, dynamic-milp$"):
+    with pytest.raises(ValueError, match="unknown algorithm 'best'; one of anytime, milp, .*, rrnz, dynamic, dynamic-milp$"):
         systems.decide("fair_yield", "best", _instance())
     assert fair_yield.allocate(_instance(), "MCB8").algorithm == fair_yield.allocate(_instance(), "mcb8").algorithm
 

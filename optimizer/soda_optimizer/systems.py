@@ -104,7 +104,7 @@ class FairYieldSpec(BaseModel):
     ``previous`` (one host per task, -1 = new) moving at most ``budget``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    algorithm: str = "mcb8"
+    algorithm: str = fair_yield.DEFAULT
     seed: int = 0
     previous: tuple[int, ...] | None = None
     budget: float | None = Field(default=None, ge=0)

@@ -34,9 +34,11 @@ def instances(
     return Instance(jobs=tuple(js), hosts=h)
 
 
-def brute_force(inst: Instance, previous: np.ndarray | None = None, budget: float | None = None) -> float | None:
+def brute_force(
+    inst: Instance, previous: np.ndarray | None = None, budget: float | None = None, fixed: np.ndarray | None = None
+) -> float | None:
     """The optimal minimum yield by enumerating every placement (None: no placement fits), optionally within a
-    migration budget (memory moved) from ``previous``. Independent of the MILP: for a fixed placement the best
+    migration budget (memory moved) from ``previous``, ``fixed`` tasks kept on their previous host. Independent of the MILP: for a fixed placement the best
     minimum yield is min(1, capacity / load) on every host."""
     t: Tasks = inst.tasks()
     all_p = np.array(list(itertools.product(range(t.hosts), repeat=t.n)), dtype=np.int64)  # (P, T)
@@ -47,6 +49,9 @@ def brute_force(inst: Instance, previous: np.ndarray | None = None, budget: floa
     if previous is not None and budget is not None:
         moved = (previous[None, :] >= 0) & (all_p != previous[None, :])
         ok &= (moved * t.mem[None, :]).sum(axis=1) <= budget + 1e-9
+    if previous is not None and fixed is not None:  # fixed tasks stay on their previous host
+        pin = np.asarray(fixed, dtype=bool) & (previous >= 0)
+        ok &= np.all(~pin[None, :] | (all_p == previous[None, :]), axis=1)
     if not ok.any():
         return None
     with np.errstate(divide="ignore"):

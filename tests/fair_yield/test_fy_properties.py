@@ -15,7 +15,7 @@ from soda_optimizer.fair_yield.average import greedy_fill, job_lp
 from soda_optimizer.fair_yield.generator import Spec, truncated_normal
 from soda_optimizer.fair_yield.model import Instance
 
-FAST = [a for a in ALGORITHMS if a not in ("milp", "rrnd", "rrnz")]
+FAST = [a for a in ALGORITHMS if a not in ("anytime", "milp", "rrnd", "rrnz")]  # anytime: test_fy_anytime.py
 PROPS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -49,7 +49,12 @@ def test_hosts_for_subtracts_every_other_bound_pod():
 
 @st.composite
 def groups(draw):
+    """A group's pods as the cluster can hold them: a running pod sits on a node whose memory it
+    fits beside the group's other running pods (the scheduler bound it there); one that fits
+    nowhere is still gated. (The generator drew running pods anywhere, over a node's memory, a
+    state no scheduler produces and a bare pod's planner cannot undo.)"""
     hosts = {f"n{i}": (float(draw(st.sampled_from([2, 4, 8]))), draw(st.sampled_from([2, 4, 8])) * GI) for i in range(draw(st.integers(1, 4)))}
+    used = dict.fromkeys(hosts, 0.0)
     tasks = []
     for k in range(draw(st.integers(1, 8))):
         owner = draw(st.sampled_from(["", "rs1", "rs2"]))
@@ -57,15 +62,19 @@ def groups(draw):
         running = draw(st.booleans())
         node = draw(st.sampled_from(sorted(hosts))) if running else None
         mem = float(draw(st.sampled_from([0.5, 1, 2]))) * GI if not owner else {"rs1": 0.5 * GI, "rs2": 1.0 * GI}[owner]
-        tasks.append(Task("ns", f"p{k}", f"u{k}", owner, alpha if not owner else {"rs1": 1.0, "rs2": 2.0}[owner], mem, node, not running))
+        if node is not None and used[node] + mem > hosts[node][1]:
+            node = None
+        if node is not None:
+            used[node] += mem
+        tasks.append(Task("ns", f"p{k}", f"u{k}", owner, alpha if not owner else {"rs1": 1.0, "rs2": 2.0}[owner], mem, node, node is None))
     return tasks, hosts, draw(st.sampled_from([0.0, 2 * GI]))
 
 
 @settings(max_examples=80, deadline=None)
-@given(groups())
-def test_epoch_respects_memory_cpu_and_the_budget(g):
+@given(groups(), st.sampled_from(["anytime", "mcb8", "dynamic", "sg"]))
+def test_epoch_respects_memory_cpu_and_the_budget(g, algorithm):
     tasks, hosts, budget = g
-    d = plan(tasks, hosts, group(algorithm="mcb8", migrationBudget=int(budget), deadlineSeconds=0.5))
+    d = plan(tasks, hosts, group(algorithm=algorithm, migrationBudget=int(budget), deadlineSeconds=0.3))
     if d.status == "infeasible":
         assert not d.place and not d.cpu
         return
@@ -79,6 +88,9 @@ def test_epoch_respects_memory_cpu_and_the_budget(g):
         y = d.yields[name]
         assert 0 < y <= 1 + 1e-9 and y + 1e-9 >= d.min_yield
         cpu[node] = cpu.get(node, 0.0) + by[name].alpha * y
+    assert d.algorithm.split()[0] in (algorithm, "dynamic")
+    if d.bound is not None:
+        assert d.gap is not None and d.min_yield <= d.bound + 1e-6
     for node in where.values():
         assert mem[node] <= hosts[node][1] * (1 + 1e-9)
         assert cpu[node] <= hosts[node][0] * (1 + 1e-6), (node, cpu, hosts)

@@ -105,3 +105,34 @@ def test_a_fixed_spec_is_planned_at_once():
     assert refused["state"] == "invalid"
     fixed = epoch(group(), core, memo=memo, status=refused)
     assert fixed["state"] != "invalid" and fixed["conditions"][0]["reason"] != "InvalidSpec"
+
+
+def test_a_blocked_move_is_reported_and_the_gauges_set():
+    """A pod with a controller on a node that went away is evicted; a PDB refuses (429): the status
+    names it, a Warning Event says so, the next epoch tries again; the group's gap is a metric."""
+    from kubernetes.client.exceptions import ApiException
+
+    from soda_operator.kube import metrics
+
+    core = MagicMock()
+    refused = ApiException(status=429, reason="Too Many Requests")
+    refused.body = '{"message": "Cannot evict pod as it would violate the pod\'s disruption budget."}'
+    core.create_namespaced_pod_eviction.side_effect = refused
+    lost = gated("lost")
+    lost["spec"].pop("schedulingGates")
+    lost["spec"]["nodeName"] = "gone"
+    lost["metadata"]["annotations"] = {"kubesoda.io/yield-node": "gone"}
+    lost["metadata"]["ownerReferences"] = [{"uid": "rs", "controller": True, "kind": "ReplicaSet", "name": "rs"}]
+    lost["status"]["phase"] = "Running"
+    memo = Memo(loops=SimpleNamespace(core=core))  # type: ignore[arg-type]
+    status = epoch(group(epochSeconds=1), core, memo=memo, pods=[gated("a"), lost])
+    assert status["blockedMoves"] == [{"pod": "lost", "reason": "Cannot evict pod as it would violate the pod's disruption budget."}]
+    assert status["lost"] == ["lost"] and status["algorithm"] == "anytime" and status["gap"] == 0.0 and status["bound"] == 1.0
+    reasons = {e["reason"]: e for e in posted(core)}
+    assert reasons["MoveBlocked"]["type"] == "Warning" and "lost: Cannot evict" in reasons["MoveBlocked"]["message"]
+    assert reasons["NodeLost"]["type"] == "Warning" and set(reasons) == {"Placed", "MoveBlocked", "NodeLost"}
+    labels = {"namespace": "ns", "group": "g"}
+    assert metrics.YIELD_GAP.labels(**labels)._value.get() == 0.0 and metrics.YIELD_BOUND.labels(**labels)._value.get() == 1.0
+    memo.fair_yield.last.clear()  # the next epoch, due: the move is tried again
+    epoch(group(epochSeconds=1), core, memo=memo, pods=[gated("a"), lost])
+    assert core.create_namespaced_pod_eviction.call_count == 2

@@ -16,7 +16,7 @@ def defaulted(**spec):
 
 def test_the_crd_gives_every_default():
     s = parse(defaulted())
-    assert (s.algorithm, s.migration_budget, s.epoch_seconds, s.deadline_seconds) == ("mcb8", 0.0, 10.0, 1.0)
+    assert (s.algorithm, s.migration_budget, s.epoch_seconds, s.deadline_seconds) == ("anytime", 0.0, 10.0, 1.0)
     assert parse(defaulted(migrationBudget="1Gi", algorithm="milp")).migration_budget == 2.0**30
     assert parse(defaulted(migrationBudget=2048)).migration_budget == 2048.0
 
@@ -36,7 +36,7 @@ def test_no_default_of_its_own():
     ({"epochSeconds": "10"}, "spec.epochSeconds", "valid number"),
     ({"deadlineSeconds": 0}, "spec.deadlineSeconds", "greater than 0"),
     ({"deadlineSeconds": 61}, "spec.deadlineSeconds", "less than or equal to 60"),
-    ({"algorithm": "best"}, "spec.algorithm", "not an algorithm: one of milp, mcb1"),
+    ({"algorithm": "best"}, "spec.algorithm", "not an algorithm: one of anytime, milp, mcb1"),
     ({"algorithm": 8}, "spec.algorithm", "valid string"),
 ])
 def test_out_of_range_is_refused_with_the_field(spec, field, says):

@@ -1,20 +1,29 @@
 """A YieldGroup's decision written to its pods: the paper's resource allocator acting through the VM
 management system (section 2.1; adapting an allocation, section 6.2), here the API server.
 
-- a gated pod placed on node n gets ``nodeSelector kubernetes.io/hostname: n`` (adding to a gated
-  pod's scheduling constraints is allowed), its CPU resized (``pods/resize``, allowed on a gated
-  pod) to alpha x yield, request = limit, so that it fits the share it was planned, and its gate
-  removed, so the default scheduler binds it there;
-- a move is an eviction: the pod's controller recreates it, gated again, and the next epoch places it
-  (the paper's migration, section 6);
-- a running task's CPU is resized in place (same UID) to alpha x yield (section 3.5).
+- a gated pod placed on node n gets a required node affinity on the Node's name (``matchFields
+  metadata.name In [n]``, added to each of its own terms if it has some: adding to a gated pod's
+  scheduling constraints is allowed; ``kubernetes.io/hostname`` need not equal the Node's name), its
+  CPU resized (``pods/resize``, allowed on a gated pod) to alpha x yield so that it fits the share
+  it was planned, and its gate removed, so the default scheduler binds it there;
+- a move is an eviction through the Eviction API, so PodDisruptionBudgets hold: the pod's
+  controller recreates it, gated again, and the next epoch places it (the paper's migration,
+  section 6). An eviction the API refuses (429: a budget allows no disruption now) is reported
+  (``blocked``) and tried again at the next epoch, which plans with the pod where it is;
+- a running task's CPU is resized in place (same UID) to alpha x yield (section 3.5): the pods that
+  shrink first, then the gated pods placed, then the pods that grow, so that the requests on a node
+  never sum above what the plan gives it, even between two writes.
 
+Every container's CPU is resized, whatever it declares (:func:`resize_body`): its request (a pod
+with requests only keeps no limit), and its limit where it has one; a container whose request is
+below its limit keeps that ratio (so the pod's QoS class, which a resize may not change, stays).
 A pod gone meanwhile (404) is skipped; any other refusal is logged and the epoch goes on (the next
 one retries). Events go through :mod:`..kube.events` (the handlers post them).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -27,28 +36,87 @@ from .tasks import ANN_ALPHA, ANN_NODE, ANN_YIELD, GATE, task_of
 
 log = logging.getLogger("kubesoda.yield")
 
-HOSTNAME = "kubernetes.io/hostname"
+FIELD = "metadata.name"
+
+
+def _cpu(c: dict[str, Any], kind: str) -> float:
+    return quantities.amount(((c.get("resources") or {}).get(kind) or {}).get("cpu"))
 
 
 def resize_body(pod: dict[str, Any], cores: float) -> dict[str, Any] | None:
-    """The pods/resize patch that gives ``pod`` ``cores`` CPU in all (request = limit), shared
-    among its containers as their limits are; None when it has that already (within 1.5m)."""
-    containers = [c for c in (pod.get("spec") or {}).get("containers") or [] if ((c.get("resources") or {}).get("limits") or {}).get("cpu")]
-    now = sum(quantities.amount(c["resources"]["limits"]["cpu"]) for c in containers)
+    """The pods/resize patch that gives ``pod`` ``cores`` CPU in all, shared among its containers as
+    their CPU needs are (a container's limit, its request when it has none); None when it has that
+    already (within 1.5m) or declares no CPU. Requests are set on every container, limits only where
+    present; a request below its limit keeps its ratio to it."""
+    containers = [c for c in (pod.get("spec") or {}).get("containers") or [] if _cpu(c, "limits") or _cpu(c, "requests")]
+    need = {c["name"]: _cpu(c, "limits") or _cpu(c, "requests") for c in containers}
+    now = sum(need.values())
     if now <= 0 or abs(now - cores) < 0.0015:
         return None
     scale = cores / now
-    return {"spec": {"containers": [
-        {"name": c["name"], "resources": {k: {**((c.get("resources") or {}).get(k) or {}), "cpu": quantities.milli(quantities.amount(c["resources"]["limits"]["cpu"]) * scale)}
-                                          for k in ("requests", "limits")}}
-        for c in containers]}}
+    out = []
+    for c in containers:
+        res = c.get("resources") or {}
+        share = need[c["name"]] * scale
+        lim, req = _cpu(c, "limits"), _cpu(c, "requests")
+        ratio = req / lim if lim and 0 < req < lim else 1.0
+        body = {"requests": {**(res.get("requests") or {}), "cpu": quantities.milli(share * ratio)}}
+        if lim:
+            body["limits"] = {**(res.get("limits") or {}), "cpu": quantities.milli(share)}
+        out.append({"name": c["name"], "resources": body})
+    return {"spec": {"containers": out}}
 
 
-def write(core: client.CoreV1Api, namespace: str, decision: Decision, pods: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """Write a decision: place (CPU resized to alpha x yield while still gated, so the pod fits the
-    node it was planned on; nodeSelector; gate removed), evict, resize the running ones. Returns
-    how many pods were placed, evicted and resized."""
-    done = {"placed": 0, "evicted": 0, "resized": 0}
+def pinned_affinity(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    """The pod's node affinity required on ``node`` by name: one term ``metadata.name In [node]``, or
+    that requirement added to each of the pod's own required terms (the only change the API server
+    allows on a gated pod that has some)."""
+    spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    na = affinity.get("nodeAffinity") or {}
+    req = {"key": FIELD, "operator": "In", "values": [node]}
+    terms = (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    terms = [{**t, "matchFields": [*(t.get("matchFields") or []), req]} for t in terms] or [{"matchFields": [req]}]
+    return {**affinity, "nodeAffinity": {**na, "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def _resize(core: client.CoreV1Api, namespace: str, decision: Decision, pod: dict[str, Any], name: str, cores: float) -> bool:
+    resize = resize_body(pod, cores)
+    if resize is None:
+        return False
+    try:
+        core.patch_namespaced_pod_resize(name, namespace, resize)
+        core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {ANN_YIELD: f"{decision.yields.get(name, 0):.6f}"}}})
+        return True
+    except ApiException as e:
+        if e.status != 404:
+            log.error("resizing %s/%s failed: %s %s", namespace, name, e.reason, e.body)
+        return False
+
+
+def write(core: client.CoreV1Api, namespace: str, decision: Decision, pods: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Write a decision: evict (Eviction API), shrink, place (CPU resized to alpha x yield while still
+    gated, so the pod fits the node it was planned on; node affinity by name; gate removed), grow.
+    Returns the counts placed, evicted and resized, and the pods whose eviction was refused
+    (``blocked``: pod -> the API server's reason)."""
+    done: dict[str, Any] = {"placed": 0, "evicted": 0, "resized": 0, "blocked": {}}
+    for name in decision.evict:
+        try:
+            core.create_namespaced_pod_eviction(name, namespace, client.V1Eviction(
+                metadata=client.V1ObjectMeta(name=name, namespace=namespace)))
+            done["evicted"] += 1
+        except ApiException as e:
+            if e.status == 429:  # a PodDisruptionBudget allows no disruption now: retried next epoch
+                done["blocked"][name] = _reason(e)
+            elif e.status != 404:
+                log.error("evicting %s/%s failed: %s", namespace, name, e.reason)
+                done["blocked"][name] = _reason(e)
+    current = {n: sum(_cpu(c, "limits") or _cpu(c, "requests") for c in (pods[n].get("spec") or {}).get("containers") or [])
+               for n in decision.cpu}
+    shrink = [n for n, cores in decision.cpu.items() if cores < current[n]]
+    grow = [n for n in decision.cpu if n not in shrink]
+    for name in shrink:
+        done["resized"] += _resize(core, namespace, decision, pods[name], name, decision.cpu[name])
     for name, node in decision.place.items():
         pod = pods[name]
         spec = pod.get("spec") or {}
@@ -57,7 +125,7 @@ def write(core: client.CoreV1Api, namespace: str, decision: Decision, pods: dict
             continue
         gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
         body = {"metadata": {"annotations": {ANN_NODE: node, ANN_ALPHA: f"{task.alpha:g}", ANN_YIELD: f"{decision.yields.get(name, 0):.6f}"}},
-                "spec": {"nodeSelector": {**(spec.get("nodeSelector") or {}), HOSTNAME: node}}}
+                "spec": {"affinity": pinned_affinity(pod, node)}}
         try:
             core.patch_namespaced_pod(name, namespace, body)
             resize = resize_body(pod, task.alpha * decision.yields.get(name, 1.0))
@@ -69,23 +137,15 @@ def write(core: client.CoreV1Api, namespace: str, decision: Decision, pods: dict
         except ApiException as e:
             if e.status != 404:
                 log.error("placing %s/%s on %s failed: %s %s", namespace, name, node, e.reason, e.body)
-    for name in decision.evict:
-        try:
-            core.delete_namespaced_pod(name, namespace)
-            done["evicted"] += 1
-        except ApiException as e:
-            if e.status != 404:
-                log.error("evicting %s/%s failed: %s", namespace, name, e.reason)
-    for name, cores in decision.cpu.items():
-        pod = pods[name]
-        resize = resize_body(pod, cores)
-        if resize is None:
-            continue
-        try:
-            core.patch_namespaced_pod_resize(name, namespace, resize)
-            core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {ANN_YIELD: f"{decision.yields.get(name, 0):.6f}"}}})
-            done["resized"] += 1
-        except ApiException as e:
-            if e.status != 404:
-                log.error("resizing %s/%s failed: %s %s", namespace, name, e.reason, e.body)
+    for name in grow:
+        done["resized"] += _resize(core, namespace, decision, pods[name], name, decision.cpu[name])
     return done
+
+
+def _reason(e: ApiException) -> str:
+    """The API server's message of a refused eviction (its Status body), else its reason."""
+    try:
+        msg = json.loads(e.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        msg = None
+    return str(msg or e.reason or e.status)

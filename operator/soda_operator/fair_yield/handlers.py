@@ -6,7 +6,8 @@ Every :data:`TICK_S` the timer of each group reads its spec (:mod:`.spec`; a ref
 ``Allocated`` False with reason ``InvalidSpec`` and posts one Warning Event, until it changes) and,
 when the group's ``epochSeconds`` have passed, copies what the epoch reads from the indexes on
 Kopf's event loop, decides (:mod:`.decide`, in a thread), writes (:mod:`.apply`, in a thread),
-patches the group's status (:mod:`.status`) and posts its Events through :mod:`..kube.events`.
+patches the group's status (:mod:`.status`), sets the group's gauges (minimum yield, proven bound,
+gap; :mod:`..kube.metrics`) and posts its Events through :mod:`..kube.events`.
 
 The nodes and the other workloads' pods come from the indexes the operator keeps anyway
 (``kubesoda_nodes``, ``kubesoda_pods``: SODA's; ``foreign_pods``: :mod:`..kube.pods`).
@@ -21,7 +22,7 @@ from typing import Any
 
 import kopf
 
-from ..kube import api, conditions, events, pods
+from ..kube import api, conditions, events, metrics, pods
 from ..kube.errors import TranslationError
 from ..memo import Memo
 from . import status as group_status
@@ -68,7 +69,13 @@ async def yield_epoch(namespace: str | None, name: str, spec: kopf.Spec, status:
     hosts = hosts_for(nodes, bound, {f"{t.namespace}/{t.name}" for t in tasks})
     decision = await asyncio.to_thread(plan, tasks, hosts, settings)
     done = await asyncio.to_thread(write, core, key[0], decision, members)
-    patch.status.update(group_status.allocated(decision, len(tasks), generation, status.get("conditions")))
-    said = group_status.events(decision, done["placed"], done["evicted"])
+    patch.status.update(group_status.allocated(decision, len(tasks), generation, status.get("conditions"), done["blocked"]))
+    labels = {"namespace": key[0], "group": name}
+    metrics.YIELD_MIN.labels(**labels).set(decision.min_yield)
+    metrics.YIELD_BOUND.labels(**labels).set(-1 if decision.bound is None else decision.bound)
+    metrics.YIELD_GAP.labels(**labels).set(-1 if decision.gap is None else decision.gap)
+    if done["blocked"]:
+        metrics.YIELD_BLOCKED.labels(**labels).inc(len(done["blocked"]))
+    said = group_status.events(decision, done["placed"], done["evicted"], done["blocked"])
     if said:
         await asyncio.to_thread(events.post_all, core, [(body, reason, message, type_) for reason, message, type_ in said])

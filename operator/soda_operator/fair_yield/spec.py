@@ -1,4 +1,5 @@
-"""A YieldGroup's spec as typed, checked settings: the algorithm of the first allocation (section 3),
+"""A YieldGroup's spec as typed, checked settings: the algorithm of every epoch (section 3; ``anytime``,
+the default, or a named heuristic; ``dynamic``: section 6.1's re-placement within the budget alone),
 the migration budget B of the later ones (section 6.1, constraint (31)), the epoch and the
 allocator's deadline.
 
@@ -21,6 +22,9 @@ from soda_optimizer import fair_yield
 from ..kube import quantities
 from ..kube.errors import from_validation
 
+DYNAMIC = "dynamic"  #: the re-placement heuristic within the migration budget (section 6.1), every epoch
+ALGORITHMS = (*fair_yield.ALGORITHMS, DYNAMIC)
+
 
 class GroupSpec(BaseModel):
     """A YieldGroup's ``spec``; fields by their CRD names (``epochSeconds``)."""
@@ -35,8 +39,8 @@ class GroupSpec(BaseModel):
     @field_validator("algorithm")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in fair_yield.ALGORITHMS:
-            raise ValueError(f"'{quantities.shown(v)}' is not an algorithm: one of {', '.join(fair_yield.ALGORITHMS)}")
+        if v not in ALGORITHMS:
+            raise ValueError(f"'{quantities.shown(v)}' is not an algorithm: one of {', '.join(ALGORITHMS)}")
         return v
 
     @field_validator("migration_budget", mode="before")

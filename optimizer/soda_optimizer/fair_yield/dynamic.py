@@ -13,6 +13,9 @@ Two methods:
   move of one of its tasks that raises the minimum yield most (all (task, host) pairs are scored at once with
   numpy), within the remaining budget. Moving a task back to its old host refunds its cost.
 
+``fixed`` tasks (ours: pods without a controller) never move: the heuristic sheds and moves only the others, the
+MILP pins them.
+
 Both return an :class:`~.model.Allocation` after the average-yield phase; :func:`migration_cost` measures B used.
 """
 
@@ -40,16 +43,19 @@ def _host_yield(tasks: Tasks, load: np.ndarray) -> np.ndarray:
 
 
 def _heuristic(
-    tasks: Tasks, previous: np.ndarray, budget: float, by_count: bool, deadline: float | None
+    tasks: Tasks, previous: np.ndarray, budget: float, by_count: bool, deadline: float | None, fixed: np.ndarray
 ) -> tuple[np.ndarray | None, bool]:
     cost_of = np.ones(tasks.n) if by_count else tasks.mem.copy()
     placement = previous.copy()
+    pinned = fixed & (previous >= 0)
+    if np.any(np.bincount(previous[pinned], weights=tasks.mem[pinned], minlength=tasks.hosts) > tasks.mem_cap + EPS):
+        return None, False  # the tasks that cannot move overflow a host by themselves
     free = tasks.mem_cap - np.bincount(
         placement[placement >= 0], weights=tasks.mem[placement >= 0], minlength=tasks.hosts
     )
-    # forced moves: hosts whose memory is now exceeded shed their largest tasks
+    # forced moves: hosts whose memory is now exceeded shed their largest movable tasks
     for h in np.flatnonzero(free < -EPS):
-        on_h = np.flatnonzero(placement == h)
+        on_h = np.flatnonzero((placement == h) & ~pinned)
         for t in on_h[np.argsort(-tasks.mem[on_h], kind="stable")]:
             if free[h] >= -EPS:
                 break
@@ -85,6 +91,7 @@ def _heuristic(
         new_load = load[None, :] + tasks.alpha[on_b][:, None]  # target host load after the move
         ok = (free[None, :] + EPS >= tasks.mem[on_b][:, None]) & (used + delta <= budget + EPS)
         ok[:, b] = False
+        ok[pinned[on_b], :] = False
         target_y = np.minimum(tasks.cpu_cap[None, :] / new_load, 1.0)
         src_load = load[b] - tasks.alpha[on_b]
         src_y = np.where(src_load > 0, tasks.cpu_cap[b] / np.maximum(src_load, EPS), 1.0)
@@ -116,19 +123,25 @@ def reallocate(
     method: Literal["heuristic", "milp"] = "heuristic",
     by_count: bool = False,
     deadline_s: float | None = 1.0,
+    fixed: np.ndarray | list[bool] | None = None,
 ) -> Allocation:
-    """Re-place the tasks of ``inst`` from ``previous`` (one host per task, -1 = new) moving at most ``budget``."""
+    """Re-place the tasks of ``inst`` from ``previous`` (one host per task, -1 = new) moving at most ``budget``;
+    ``fixed[t]``: task t never leaves its previous host (ours: a pod without a controller cannot move)."""
     t0 = time.monotonic()
     tasks = inst.tasks() if isinstance(inst, Instance) else inst
     prev = np.asarray(previous, dtype=np.int64)
     if prev.shape != (tasks.n,):
         raise ValueError(f"previous: one host (or -1) per task, {tasks.n} tasks")
+    pin = np.zeros(tasks.n, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool)
+    if pin.shape != (tasks.n,):
+        raise ValueError(f"fixed: one flag per task, {tasks.n} tasks")
     if method == "milp":
         return solve_milp(
-            tasks, deadline_s=deadline_s, previous=prev, budget=budget, by_count=by_count, algorithm="dynamic-milp"
+            tasks, deadline_s=deadline_s, previous=prev, budget=budget, by_count=by_count, algorithm="dynamic-milp",
+            fixed=pin,
         )
     deadline = t0 + deadline_s if deadline_s is not None else None
-    placement, timed_out = _heuristic(tasks, prev, budget, by_count, deadline)
+    placement, timed_out = _heuristic(tasks, prev, budget, by_count, deadline, pin)
     if placement is None:
         return finish(tasks, None, "dynamic", "infeasible", t0)
     return finish(tasks, placement, "dynamic", "deadline" if timed_out else "feasible", t0)

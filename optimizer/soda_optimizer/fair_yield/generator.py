@@ -10,6 +10,11 @@ Parallel jobs (section 5.2): the number of tasks of a job follows Lublin & Feite
 log-uniform distribution biased to powers of two, between 1 and 64 tasks; jobs are drawn until the task count is
 reached (the last job is cut to fit).
 
+Off the grid (:func:`off_grid`, ours, not the paper's): 4-8 hosts, some identical and some not, 8-18 tasks, in
+three regimes -- ``memory``-tight (the tasks' memory fills 80-95% of the hosts'), ``middle`` (45-70%) and
+``cpu``-tight (15-35% of memory, the CPU need 2-3.5 times the capacity) -- the sizes at which the exact optimum
+can still be proven, used to measure how far a heuristic is from it (benchmarks/bench_yield.py, the tests).
+
 Departures: truncation is by rejection (redraw the values outside the interval), the paper does not say how;
 alpha excludes 0 (a yield divides by it); the Lublin-Feitelson parameters are the published ones (serial
 probability 0.24, power-of-two probability 0.75, stages [0.8, uhi - 2.5] and [uhi - 2.5, uhi] with probability
@@ -75,6 +80,32 @@ def generate(spec: Spec, rng: np.random.Generator, parallel: bool = False) -> In
         jobs.append(Job(alpha=float(alpha[k]), mem=float(mem[k]), tasks=size))  # uniform tasks: the first draw
         k += size
     return Instance(jobs=tuple(jobs), hosts=spec.hosts)
+
+
+REGIMES = ("memory", "middle", "cpu")
+
+
+def off_grid(rng: np.random.Generator, regime: str, hosts: tuple[int, int] = (4, 8), tasks: tuple[int, int] = (8, 18)) -> Instance:
+    """One off-grid instance of ``regime`` (one of :data:`REGIMES`): H hosts in ``hosts``, T tasks in ``tasks``
+    (inclusive); half the instances have unequal hosts (CPU and memory each in [0.5, 1]). Not guaranteed
+    feasible."""
+    if regime not in REGIMES:
+        raise ValueError(f"off_grid: regime {regime!r} is not one of {', '.join(REGIMES)}")
+    h = int(rng.integers(hosts[0], hosts[1] + 1))
+    t = int(rng.integers(tasks[0], tasks[1] + 1))
+    if rng.random() < 0.5:
+        cpu, mem_cap = np.ones(h), np.ones(h)
+    else:
+        cpu, mem_cap = rng.uniform(0.5, 1.0, h), rng.uniform(0.5, 1.0, h)
+    fill = {"memory": (0.80, 0.95), "middle": (0.45, 0.70), "cpu": (0.15, 0.35)}[regime]
+    share = rng.dirichlet(np.full(t, 2.0))
+    mem = np.clip(share * rng.uniform(*fill) * mem_cap.sum(), 0.0, float(mem_cap.max()))
+    alpha = rng.uniform(0.1, 1.0, t)
+    if regime == "cpu":  # CPU need 2-3.5 times the capacity
+        alpha = np.clip(alpha * rng.uniform(2.0, 3.5) * cpu.sum() / alpha.sum(), 0.01, 1.0)
+    same = bool(np.all(cpu == 1.0))
+    return Instance(jobs=tuple(Job(alpha=float(a), mem=float(m)) for a, m in zip(alpha, mem)), hosts=h,
+                    cpu=None if same else tuple(float(c) for c in cpu), mem=None if same else tuple(float(m) for m in mem_cap))
 
 
 def job_size(rng: np.random.Generator, max_tasks: int = 64) -> int:

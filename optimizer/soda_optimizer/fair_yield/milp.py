@@ -63,6 +63,16 @@ def _migration_budget(
         solver.Add(sum(cost) <= float(budget))
 
 
+def _pin(solver: pywraplp.Solver, e: list[list[Any]], previous: np.ndarray | None, fixed: np.ndarray | None) -> None:
+    """Tasks that cannot move (``fixed[t]``, with a previous host) stay on it (ours: pods without a controller)."""
+    if previous is None or fixed is None:
+        return
+    for t in np.flatnonzero(np.asarray(fixed, dtype=bool) & (previous >= 0)):
+        v = e[int(t)][int(previous[t])]
+        if v is not None:
+            solver.Add(v == 1)
+
+
 def _build(
     solver: pywraplp.Solver,
     tasks: Tasks,
@@ -70,6 +80,7 @@ def _build(
     previous: np.ndarray | None = None,
     budget: float | None = None,
     by_count: bool = False,
+    fixed: np.ndarray | None = None,
 ) -> tuple[list[list[Any]], Any]:
     n, h = tasks.n, tasks.hosts
     mem = np.where(tasks.mem < 1e-12, 0.0, tasks.mem)  # GLOP reports ABNORMAL on coefficients like 1e-19
@@ -103,6 +114,7 @@ def _build(
     for i in range(tasks.n_jobs):
         solver.Add(y[i] >= big_y)
     _migration_budget(solver, e, mem, previous, budget, by_count)
+    _pin(solver, e, previous, fixed)
     solver.Maximize(big_y)
     return e, big_y
 
@@ -113,6 +125,7 @@ def _build_makespan(
     previous: np.ndarray | None = None,
     budget: float | None = None,
     by_count: bool = False,
+    fixed: np.ndarray | None = None,
 ) -> tuple[list[list[Any]], Any]:
     """The equivalent MILP without CPU variables: minimise Z >= 1 s.t. sum_t alpha_t e[t, j] <= C_j Z per host;
     then Y = 1 / Z. Equivalent because, for a fixed placement, giving every task the yield min(1, min_j C_j / load_j)
@@ -132,6 +145,7 @@ def _build_makespan(
             solver.Add(sum(float(tasks.alpha[t]) * e[t][j] for t in col) <= float(tasks.cpu_cap[j]) * z)
             solver.Add(sum(float(mem[t]) * e[t][j] for t in col) <= float(tasks.mem_cap[j]))
     _migration_budget(solver, e, mem, previous, budget, by_count)
+    _pin(solver, e, previous, fixed)
     solver.Minimize(z)
     return e, z
 
@@ -174,10 +188,11 @@ def solve_milp(
     solver_name: str = "SCIP",
     algorithm: str = "milp",
     formulation: str = "makespan",
+    fixed: np.ndarray | None = None,
 ) -> Allocation:
     """Solve VCSCHED exactly (status ``optimal``), or return the incumbent when ``deadline_s`` passes (status
     ``deadline``). ``formulation``: ``makespan`` (default, see :func:`_build_makespan`) or ``paper`` (section 2.5
-    as written, with the CPU variables). ``hint``: a placement to start from (e.g. MCB8's), also returned if the deadline passes before
+    as written, with the CPU variables). ``fixed``: tasks that stay on their ``previous`` host. ``hint``: a placement to start from (e.g. MCB8's), also returned if the deadline passes before
     the solver beats it. ``previous``/``budget``: section 6.1 (the hint must then respect the budget)."""
     t0 = time.monotonic()
     tasks = inst.tasks() if isinstance(inst, Instance) else inst
@@ -188,9 +203,9 @@ def solve_milp(
         solver.SetTimeLimit(max(1, int(deadline_s * 1000)))
     makespan = formulation == "makespan"
     if makespan:
-        e, obj = _build_makespan(solver, tasks, previous=previous, budget=budget, by_count=by_count)
+        e, obj = _build_makespan(solver, tasks, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
     else:
-        e, obj = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count)
+        e, obj = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
     if hint is not None:
         hv, vals = [], []
         for t in range(tasks.n):

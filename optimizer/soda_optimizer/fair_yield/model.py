@@ -153,6 +153,14 @@ class Allocation(_Frozen):
     def ok(self) -> bool:
         return bool(self.placement)
 
+    @property
+    def gap(self) -> float | None:
+        """(bound - min_yield) / bound: how far the answer may be from the optimum (0: proven optimal); None
+        without a bound or a placement."""
+        if self.bound is None or not self.ok:
+            return None
+        return max(0.0, (self.bound - self.min_yield) / self.bound) if self.bound > 0 else 0.0
+
 
 def host_cpu_used(tasks: Tasks, placement: np.ndarray, task_yield: np.ndarray) -> np.ndarray:
     """CPU given on each host: sum of alpha * yield."""
