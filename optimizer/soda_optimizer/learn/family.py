@@ -8,6 +8,8 @@ by two functions of the rate ``p`` it *processes* (tuples/s taken in):
 - the **CPU need** ``n(p)`` in mips, non-decreasing and convex, one of
 
   - ``linear``: ``c1 p`` (a fixed cost per tuple; the paper's form at one input rate),
+  - ``paper``: the paper's own, ``K`` mips saturate the PE whatever its input and with less it
+    processes the share ``m / K`` of its input (``c0 = K``),
   - ``affine``: ``c0 + c1 p`` (a background CPU term),
   - ``quadratic``: ``c0 + c1 p + c2 p^2`` (a cost per tuple growing with the rate; a concave response
     such as ``p = k sqrt(m)``),
@@ -20,12 +22,13 @@ by two functions of the rate ``p`` it *processes* (tuples/s taken in):
   ``|beta| <= 0.9``: selectivity falling, or rising, with the rate), fitted in log space.
 
 With ``m`` mips and an offered input rate ``r_i`` the PE processes ``p = min(r_i, n^-1(m))``, emits
-``s(p) p`` and uses ``min(m, n(r_i))`` mips. Each function's form is chosen by K-fold
-cross-validation (leave-one-out below 12 samples) on the PE's own window, the simplest form whose
-held-out error is within 5% of the best; the fit's ``cv_error`` is the held-out median relative
-error of the *combined* prediction (output rate and mips used) under the chosen forms, which is what
-the learner's confidence is built from (:mod:`.learner`). A robust final fit (two rounds of
-reweighting: Huber weights on log residuals) keeps single bad samples from moving it;
+``s(p) p`` and uses ``min(m, n(r_i))`` mips. Every (selectivity, need) pair is judged by K-fold
+cross-validation (leave-one-out below 12 samples) on the PE's own window, by the mean held-out log
+error (capped at 0.5) of the *combined* prediction, output rate and mips used; the simplest pair
+within 5% of the best wins. The fit's ``cv_error`` is the held-out weighted median of
+``|predicted / observed - 1|`` under the chosen pair, which is what the learner's confidence is
+built from (:mod:`.learner`). Every fit is robust (a start without samples a factor 4.5 off the
+median cost per tuple, then rounds of Huber weights on log residuals, no weight beyond 0.5);
 ``outlier_fraction`` is the weight share of samples more than ``outlier_threshold`` (log units) off.
 
 **Which rate is processed** (the backpressure rule; :mod:`.sample` builds the samples):
