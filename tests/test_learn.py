@@ -383,18 +383,25 @@ def test_learned_functions_predict_mips_and_traffic_better_than_declared_ones() 
                            now=float(t))
                 lr_paper.observe(sig, [Sample(r_i=r_in, m=m, r_o=noisy)], now=float(t))
                 r_in = r_o
+    untrusted = []
+
     def params(learner: Learner) -> list[list[tuple[float, float]]]:
         out = []
-        for line in lines:
+        for line, dec in zip(lines, declared):
             ps = []
-            for sig, _, _, _ in line:
+            for (sig, _, _, _), d in zip(line, dec):
                 hit = learner.lookup(sig, min_confidence=0.5)
-                assert hit is not None and hit.exact
+                if hit is None:  # not trusted (issue 38: held-out error or outliers too high): planned as declared
+                    untrusted.append(sig.key)
+                    ps.append(d)
+                    continue
+                assert hit.exact
                 ps.append((hit.model.a, hit.model.b))
             out.append(ps)
         return out
 
     learned, learned_paper = params(lr), params(lr_paper)
+    assert len(untrusted) <= 3  # of 48 (10% of the samples are stalls)
     # 30 fresh epochs: predicted vs observed (noisy, no stalls) rates and mips used
     err: dict[str, list[float]] = {"declared": [], "learned": [], "paper": []}
     for _ in range(30):

@@ -225,7 +225,7 @@ def test_profiles_written_loaded_and_refitted_the_same():
     lrn.sync()
     assert len(api.objects) == 4 and not lrn.dirty
     obj = api.objects[SIG.key]
-    assert obj["spec"] == {"pinned": False} and obj["status"]["level"] == "flowspec" and len(obj["status"]["window"]) == 40
+    assert obj["spec"] == {"pinned": False} and obj["status"]["level"] == "flowspec" and len(obj["status"]["window"]) == learning.STATUS_WINDOW  # the newest of 40
     assert obj["status"]["confidence"] > 0.5 and obj["status"]["a"] == pytest.approx(0.004, rel=0.05)
     lrn.sync()
     assert api.writes == 4  # nothing changed: nothing written

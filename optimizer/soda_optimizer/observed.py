@@ -37,6 +37,9 @@ class PEObservation(BaseModel):
     received: dict[str, float] = Field(default_factory=dict)
     emitted: dict[str, float] = Field(default_factory=dict)
     mips: float | None = None
+    # tuples/s offered per input stream label (taken in + left waiting or blocked upstream), when the
+    # data plane reports it (issue 38; docs/learn.md "Which rate is the input rate")
+    offered: dict[str, float] = Field(default_factory=dict)
 
 
 class JobObservation(BaseModel):

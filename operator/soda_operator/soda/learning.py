@@ -67,7 +67,8 @@ PLURAL = "resourceprofiles"
 KIND = "ResourceProfile"
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"  # the StreamTemplate schema's default
 SCRAPE_MARGIN_S = 2.0  # an allocation must have held for the window plus this before it is sampled
-MAX_PROFILES_LOADED = 10000
+MAX_PROFILES_LOADED = 100000  # issue 38: 7,000 distinct PEs hold 21,002 profiles
+STATUS_WINDOW = 32  # the newest samples a status carries (the learner keeps up to max_samples in memory)
 
 ERRORS = Counter("kubesoda_learning_errors_total", "Resource profiles that could not be read, loaded or written (skipped)", ["what"])
 PROBES = Counter("kubesoda_learning_probes_total", "PEs planned with an exploration probe for a macro epoch (spec.learning.exploration)")
@@ -220,15 +221,25 @@ def profile_status(model: Any, now: float) -> dict[str, Any]:
         "lastUpdate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(model.updated_at if model.updated_at is not None else now)),
         "updatedAt": model.updated_at,
         "window": [{k: v for k, v in (("ri", _sig(s.r_i)), ("m", _sig(s.m)), ("ro", _sig(s.r_o)),
-                                      ("mUsed", None if s.m_used is None else _sig(s.m_used)), ("t", s.t)) if v is not None}
-                   for s in model.samples],
+                                      ("mUsed", None if s.m_used is None else _sig(s.m_used)), ("t", s.t),
+                                      ("rp", None if s.r_p is None else _sig(s.r_p)), ("censored", True if s.censored else None))
+                    if v is not None}
+                   for s in model.samples[-STATUS_WINDOW:]],
     }
     if f is not None:
         st.update(relativeError=round(f.rel_residual, 4), effectiveSamples=round(f.n_eff, 2), aIdentified=f.a_identified,
                   bIdentified=f.b_identified, outlierFraction=round(f.outlier_fraction, 4))
-    ok = f is not None and model.confidence >= CONFIDENT
+    ok = f is not None and model.confidence >= CONFIDENT and (model.pinned or f.trusted is not False)
+    if f is not None and f.held_out_error is not None:
+        st["heldOutError"] = round(f.held_out_error, 4)
+    if model.family is not None:
+        ff = model.family
+        st["form"] = {"need": ff.need, "c": [_sig(x) for x in ff.c], "knot": _sig(ff.knot), "selectivity": ff.selectivity,
+                      "s": _sig(ff.s), "beta": round(ff.beta, 4), "p0": _sig(ff.p0), "rate": _sig(ff.rate)}
+    if model.drifts:
+        st["drifts"] = int(model.drifts)
     st["conditions"] = [conditions.condition(
-        "Fitted", ok, "Confident" if ok else ("NoFit" if f is None else "LowConfidence"),
+        "Fitted", ok, "Confident" if ok else ("NoFit" if f is None or f.no_fit else "LowConfidence"),
         f"confidence {model.confidence:.2f} from {int(model.observed)} sample(s)" + (f", relative error {f.rel_residual:.1%}" if f is not None else ""),
         None, at=st["lastUpdate"])]
     return st
@@ -243,7 +254,8 @@ def model_from_profile(obj: Mapping[str, Any]) -> dict[str, Any]:
     if st.get("key", name) != name:
         raise ValueError(f"ResourceProfile {name}: status.key is {st.get('key')}")
     samples = [{"r_i": s["ri"], "m": s["m"], "r_o": s["ro"], **({"m_used": s["mUsed"]} if s.get("mUsed") is not None else {}),
-                **({"t": s["t"]} if s.get("t") is not None else {})} for s in st.get("window") or []]
+                **({"t": s["t"]} if s.get("t") is not None else {}), **({"r_p": s["rp"]} if s.get("rp") is not None else {}),
+                **({"censored": True} if s.get("censored") else {})} for s in st.get("window") or []]
     out = {"key": name, "path": list(st["path"]), "level": st["level"], "kind": st["kind"], "samples": samples,
            "observed": int(st.get("samples", len(samples))), "updated_at": st.get("updatedAt"), "stale": bool(samples),
            "pinned": bool(sp.get("pinned", False))}

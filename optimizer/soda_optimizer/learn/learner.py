@@ -26,10 +26,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .fit import age_weights, fit
-from .model import LearnConfig, LearnedModel, Sample
+from .family import FamilyFit, fit_family
+from .fit import _kish, age_weights, fit
+from .model import Fit, LearnConfig, LearnedModel, Sample
 from .signature import Level, Signature, normalize_image
 
 STATE_VERSION = 1
@@ -75,9 +77,11 @@ class Learner:
         return model
 
     def refit_all(self) -> None:
-        """Refit every node that has observations not yet fitted."""
+        """Refit every node that has observations not yet fitted (nodes holding the very same window,
+        as the levels of one PE's path do until they diverge, are fitted once)."""
+        memo: dict[tuple[Any, ...], Any] = {}
         for model in self.state.models.values():
-            self._refit(model)
+            self._refit(model, memo)
 
     # ------------------------------------------------------------------ aliases
     def resolve(self, signature: Signature) -> Signature:
@@ -114,35 +118,116 @@ class Learner:
     def _update(self, model: LearnedModel, batch: list[Sample], now: float) -> None:
         cfg = self.config
         kept = sorted([*model.samples, *batch], key=lambda s: s.t if s.t is not None else now)
+        if self._drifted(model, batch):
+            kept = kept[-model.surprises:]  # the window before the change-point is dropped
+            model.drifts += 1
+            model.surprises = 0
+            if model.fit is not None:
+                model.fit = model.fit.model_copy(update={"trusted": False})
         w = age_weights(kept, now, cfg.half_life_s)
         model.samples = [s for s, wi in zip(kept, w) if wi >= cfg.min_weight][-cfg.max_samples:]
         model.observed += len(batch)
         model.updated_at = now
         model.stale = True
 
-    def _refit(self, model: LearnedModel) -> None:
+    def _drifted(self, model: LearnedModel, batch: list[Sample]) -> bool:
+        """Counts the new samples far from a trusted family fit in a row (:attr:`LearnedModel.surprises`);
+        True when ``drift_run`` of them are: the PE changed (a residual run test, issue 38)."""
+        ff, cfg = model.family, self.config
+        if ff is None or model.fit is None or model.fit.trusted is not True or not batch:
+            return False
+        r_i = np.array([np.inf if s.censored else s.r_i for s in batch])
+        m = np.array([s.m for s in batch])
+        r_o = np.array([s.r_o for s in batch])
+        mu = np.array([np.nan if s.m_used is None else s.m_used for s in batch])
+        pr, pu = ff.predict(r_i, m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dev = np.fmax(np.abs(np.log(pr / r_o)), np.abs(np.log(pu / mu)))
+        limit = max(cfg.drift_threshold, 3.0 * ff.cv_error)
+        for d in dev:
+            model.surprises = model.surprises + 1 if (not np.isfinite(d) or d > limit) else 0
+        return model.surprises >= cfg.drift_run
+
+    def _refit(self, model: LearnedModel, memo: dict[tuple[Any, ...], Any] | None = None) -> None:
         if not model.stale or model.pinned:
             return
         now = model.updated_at if model.updated_at is not None else 0.0
-        f = fit(model.kind, model.samples, now, self.config,
-                previous=(model.a, model.b) if model.fit is not None else None)
-        model.fit = f
+        cfg = self.config
+        key = (model.kind, now, len(model.samples), tuple(map(id, model.samples))) if memo is not None else None
+        if key is not None and key in memo:  # type: ignore[operator]
+            f, ff = memo[key]  # type: ignore[index]
+        else:
+            ff = None
+            if cfg.family:
+                w = age_weights(model.samples, now, cfg.half_life_s)
+                ff = fit_family(model.kind, model.samples, w, idle_margin=cfg.idle_margin,
+                                outlier_threshold=cfg.outlier_threshold, f_scale=cfg.f_scale)
+            if ff is not None:
+                f = self._judge(model, ff, now)
+            else:
+                f = fit(model.kind, model.samples, now, cfg, previous=(model.a, model.b) if model.fit is not None else None)
+            if key is not None:
+                memo[key] = (f, ff)  # type: ignore[index]
+        model.fit, model.family = f, ff
         if f is not None:
             model.a, model.b = f.a, f.b
         model.stale = False
+        model.fitted_n = model.observed
+
+    def _judge(self, model: LearnedModel, ff: FamilyFit, now: float) -> Fit:
+        """The :class:`Fit` of a family fit: the paper's a, b at the operating rate, and a confidence
+        from the held-out error and the outliers (issue 38): trusted only within the config's limits."""
+        cfg = self.config
+        a, b = ff.at(model.kind)
+        w = age_weights(model.samples, now, cfg.half_life_s)
+        n_eff = _kish(w)
+        err = ff.cv_error
+        trusted = (err <= cfg.max_confident_error and ff.outlier_fraction <= cfg.max_outlier_fraction
+                   and ff.n >= 5 and n_eff >= cfg.min_branch_n_eff)
+        conf = min(1.0, n_eff / cfg.n_full) * max(0.0, 1.0 - err / cfg.max_rel_residual) * (1.0 - ff.outlier_fraction)
+        if not trusted:
+            conf = min(conf, 0.49)
+        return Fit(a=a, b=b, a_identified=ff.n >= cfg.min_branch_n_eff,
+                   b_identified=model.kind.value != "source" and ff.n_known >= cfg.min_branch_n_eff,
+                   n_eff=n_eff, n_eff_a=n_eff, n_eff_b=float(ff.n_known), rel_residual=err,
+                   outlier_fraction=ff.outlier_fraction, confidence=float(max(0.0, min(1.0, conf))), used=ff.n,
+                   trusted=trusted, held_out_error=err, no_fit=err > cfg.max_rel_residual)
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, signature: Signature, min_confidence: float = 0.5) -> Lookup | None:
         """The most specific model on the path of ``signature`` that is pinned or has at least
         ``min_confidence``; None when there is none."""
         sig = self.resolve(signature)
+        own: LearnedModel | None = None
+        best: tuple[float, int, Any, LearnedModel] | None = None
         for i, node in enumerate(sig.lineage()):
             model = self.get(node.key)
+            if own is None and model is not None and model.samples and not model.pinned:
+                own = model
             if model is None or (model.fit is None and not model.pinned):
                 continue
-            if model.pinned or model.confidence >= min_confidence:
-                return Lookup(model=model.model_copy(deep=True), level=node.level, key=node.key, exact=i == 0)
-        return None
+            if model.pinned:
+                if best is None:
+                    return Lookup(model=model.model_copy(deep=True), level=node.level, key=node.key, exact=i == 0)
+                break
+            if (not model.trusted and min_confidence > 0) or model.confidence < min_confidence:
+                continue
+            if not self.config.family or own is None or own.family is None:
+                if best is None:
+                    return Lookup(model=model.model_copy(deep=True), level=node.level, key=node.key, exact=i == 0)
+                break
+            # issue 38: a young own model against pooled ancestors, by their error on its own samples
+            if model is not own and model.observed <= own.observed:
+                continue  # it holds nothing but the own samples: the same model
+            err = own.family.cv_error if model is own else _error_on(model, own.samples[-32:])
+            if err > self.config.max_confident_error and min_confidence > 0:
+                continue
+            if best is None or err < best[0] - 1e-9:
+                best = (err, i, node, model)
+        if best is None:
+            return None
+        _, i, node, model = best
+        return Lookup(model=model.model_copy(deep=True), level=node.level, key=node.key, exact=i == 0)
 
     # ------------------------------------------------------------------ pinning
     def pin(self, target: Signature | str, a: float | None = None, b: float | None = None) -> LearnedModel:
@@ -193,3 +278,27 @@ class Learner:
         model = LearnedModel.model_validate(dict(data))
         self.state.models[model.key] = model
         return model
+
+
+def _error_on(model: LearnedModel, samples: list[Sample]) -> float:
+    """The median of |predicted / observed - 1| (output rate and, where measured, mips used) of
+    ``model`` on ``samples``."""
+    ok = [s for s in samples if s.r_o > 0 and s.m > 0 and s.r_i > 0]
+    if not ok:
+        return float("inf")
+    r_i = np.array([np.inf if s.censored else s.r_i for s in ok])
+    m = np.array([s.m for s in ok])
+    r_o = np.array([s.r_o for s in ok])
+    mu = np.array([np.nan if s.m_used is None else s.m_used for s in ok])
+    if model.family is not None:
+        pr, pu = model.family.predict(r_i, m)
+    else:
+        a, b = model.a, model.b
+        if model.kind.value == "source":
+            pr, pu = np.minimum(a * m, r_i), np.minimum(m, r_i / a)
+        else:
+            ri = np.where(np.isfinite(r_i), r_i, np.array([s.r_i for s in ok]))
+            pr, pu = np.minimum(a * ri * m, b * ri), np.minimum(m, b / a + 0 * m)
+    eo = np.abs(pr / r_o - 1.0)
+    eu = np.where(np.isfinite(mu) & (mu > 0), np.abs(pu / np.where(mu > 0, mu, 1.0) - 1.0), eo)
+    return float(np.median(0.5 * (eo + eu)))

@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import PEKind
+from .family import FamilyFit
 from .signature import Level
 
 Loss = Literal["soft_l1", "huber", "cauchy", "linear"]
@@ -39,6 +40,11 @@ class Sample(BaseModel):
     r_o: float = Field(ge=0, allow_inf_nan=False)  # output rate (before per-stream selectivity)
     m_used: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # mips used, when measured
     t: float | None = Field(default=None, allow_inf_nan=False)  # seconds; None: the time of the observe call
+    # issue 38, backpressure (docs/learn.md, "Which rate is the input rate"): the rate the PE took in
+    # when the offered rate r_i was measured apart from it, and whether r_i is only a lower bound
+    # (a saturated PE with no offered series: what it received is what it processed)
+    r_p: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    censored: bool = False
 
 
 class LearnConfig(BaseModel):
@@ -61,6 +67,16 @@ class LearnConfig(BaseModel):
     n_full: float = Field(default=20.0, gt=0)
     max_rel_residual: float = Field(default=0.5, gt=0)
     outlier_threshold: float = Field(default=0.3, gt=0)  # |log residual| beyond which a sample is an outlier
+    # issue 38: the family of :mod:`.family` chosen by held-out error (False: the paper's form only,
+    # the learner before issue 38); a fit is trusted (may be Confident) only with a held-out error
+    # and an outlier share at most these
+    family: bool = True
+    max_confident_error: float = Field(default=0.1, gt=0)
+    max_outlier_fraction: float = Field(default=0.3, ge=0, le=1)
+    # drift: this many consecutive new samples each further than drift_threshold (log units, and
+    # 3x the fit's held-out error) from a trusted fit drop the window before them
+    drift_run: int = Field(default=3, ge=1)
+    drift_threshold: float = Field(default=0.25, gt=0)
 
 
 class Fit(BaseModel):
@@ -78,6 +94,10 @@ class Fit(BaseModel):
     outlier_fraction: float = Field(ge=0, le=1)  # weight share of samples beyond outlier_threshold
     confidence: float = Field(ge=0, le=1)
     used: int = Field(ge=0)  # samples used (positive rates and mips)
+    # issue 38: held-out error and outliers within LearnConfig's limits (None: the paper's fit, not judged)
+    trusted: bool | None = None
+    held_out_error: float | None = Field(default=None, ge=0)  # the family's cross-validated error
+    no_fit: bool = False  # no form predicts held-out samples within max_rel_residual
 
 
 class LearnedModel(BaseModel):
@@ -97,6 +117,10 @@ class LearnedModel(BaseModel):
     observed: int = Field(default=0, ge=0)  # samples ever received (the window holds the recent ones)
     updated_at: float | None = None  # the time of the latest observation (the fit's "now")
     stale: bool = False  # observations arrived since the latest fit (the learner refits on read)
+    family: FamilyFit | None = None  # issue 38: the family fit the paper's a and b are taken from
+    surprises: int = Field(default=0, ge=0)  # consecutive new samples far from the fit (drift)
+    drifts: int = Field(default=0, ge=0)  # windows dropped on drift
+    fitted_n: int = Field(default=0, ge=0)  # observed when the latest fit was made
 
     @property
     def confidence(self) -> float:
@@ -105,8 +129,15 @@ class LearnedModel(BaseModel):
             return 1.0
         return self.fit.confidence if self.fit is not None else 0.0
 
+    @property
+    def trusted(self) -> bool:
+        """Pinned, or fitted and not judged untrustworthy (:attr:`Fit.trusted`)."""
+        return self.pinned or (self.fit is not None and self.fit.trusted is not False)
+
     def predict(self, r_i: float, m: float) -> float:
         """Predicted output rate at input rate ``r_i`` (a source's primal rate) and ``m`` mips."""
+        if self.family is not None and not self.pinned:
+            return float(self.family.predict(r_i, m)[0])
         if self.kind is PEKind.source:
             return min(self.a * m, r_i)
         return min(self.a * r_i * m, self.b * r_i)

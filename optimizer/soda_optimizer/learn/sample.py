@@ -8,6 +8,18 @@ output times the stream's selectivity, a sink's output (``sink``) is the output 
 agree on a healthy PE; the median resists one odd series). ``m`` is the mips the plan allocated
 (the pod CPU limits), ``m_used`` what the CPU series measured.
 
+**Which rate is the input rate** (issue 38). Under backpressure (the PE SDK's sockets block) a
+saturated PE *receives* only what it processes, so the received rate is not the rate offered to
+it. The rule:
+
+- the observation reports an offered rate for an input (``offered``): ``r_i`` combines the offered
+  rates and ``r_p`` the received ones (what the PE took in);
+- else, with CPU to spare (``m_used < (1 - idle_margin) m``), what it received is what it was offered;
+- else (saturated, no offered rate): ``r_i`` is the received rate and the sample is ``censored``:
+  ``r_i`` is only a lower bound of the offered rate. :mod:`.family` then takes the processed rate
+  from the output through the selectivity it learned where the rate is known, and never predicts
+  from that ``r_i`` as if it were offered.
+
 Pure: no I/O.
 """
 
@@ -25,20 +37,28 @@ from .model import Sample
 
 def sample_from_observation(obs: PEObservation, kind: PEKind, m: float, t: float | None = None, *,
                             selectivity: Mapping[str, float] | None = None,
-                            combine: Literal["sum", "min", "max"] = "sum") -> Sample | None:
+                            combine: Literal["sum", "min", "max"] = "sum", idle_margin: float = 0.05) -> Sample | None:
     """The sample of one PE over one window, or None when the observation lacks an input or an
     output rate (nothing to learn from). ``selectivity`` maps an emitted stream label to its
     selectivity (1 when absent)."""
     sel = selectivity or {}
-    primal = obs.received.get(PRIMAL, 0.0)
-    streams = [v for k, v in obs.received.items() if k != PRIMAL]
-    if kind is PEKind.source or not streams:
-        r_i = primal
-    else:
-        arr = np.array(streams, dtype=float)
-        c = float(arr.sum() if combine == "sum" else arr.min() if combine == "min" else arr.max())
-        r_i = c + primal
+    r_p = _combined(obs.received, kind, combine)
     outs = [v / sel.get(k, 1.0) if k != SINK else v for k, v in obs.emitted.items() if sel.get(k, 1.0) > 0]
-    if not outs or r_i <= 0:
+    if not outs or r_p <= 0:
         return None
-    return Sample(r_i=float(r_i), m=float(m), r_o=float(np.median(outs)), m_used=obs.mips, t=t)
+    r_o = float(np.median(outs))
+    if obs.offered:
+        offered = _combined({k: max(obs.offered.get(k, v), v) for k, v in obs.received.items()}, kind, combine)
+        return Sample(r_i=float(offered), m=float(m), r_o=r_o, m_used=obs.mips, t=t, r_p=float(r_p))
+    saturated = obs.mips is not None and obs.mips >= (1.0 - idle_margin) * m
+    return Sample(r_i=float(r_p), m=float(m), r_o=r_o, m_used=obs.mips, t=t, censored=saturated)
+
+
+def _combined(rates: Mapping[str, float], kind: PEKind, combine: str) -> float:
+    """A PE's input rate from per-label rates: its streams combined, plus its primal input."""
+    primal = rates.get(PRIMAL, 0.0)
+    streams = [v for k, v in rates.items() if k != PRIMAL]
+    if kind is PEKind.source or not streams:
+        return float(primal)
+    arr = np.array(streams, dtype=float)
+    return float(arr.sum() if combine == "sum" else arr.min() if combine == "min" else arr.max()) + primal

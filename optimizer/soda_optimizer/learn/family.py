@@ -1,0 +1,367 @@
+"""A family of resource functions wider than the paper's, chosen per PE by held-out error (issue 38).
+
+The SODA paper (section 6.1) fits ``r_o = min(A r_i m, B r_i)``: the CPU needed to saturate a PE,
+``B / A``, does not depend on its input rate, its output grows linearly with its mips until then,
+and its selectivity ``B`` is a constant. Real operators break all three. This module describes a PE
+by two functions of the rate ``p`` it *processes* (tuples/s taken in):
+
+- the **CPU need** ``n(p)`` in mips, non-decreasing and convex, one of
+
+  - ``linear``: ``c1 p`` (a fixed cost per tuple; the paper's form at one input rate),
+  - ``paper``: the paper's own, ``K`` mips saturate the PE whatever its input and with less it
+    processes the share ``m / K`` of its input (``c0 = K``),
+  - ``affine``: ``c0 + c1 p`` (a background CPU term),
+  - ``quadratic``: ``c0 + c1 p + c2 p^2`` (a cost per tuple growing with the rate; a concave response
+    such as ``p = k sqrt(m)``),
+  - ``hinge``: ``c0 + c1 p + c2 max(0, p - k)`` (piecewise linear: the cost per tuple steps up at
+    ``k``; the knot is chosen among quantiles of the rates seen),
+
+  all with non-negative coefficients (non-negative least squares in relative error,
+  :func:`scipy.optimize.nnls`);
+- the **selectivity** ``s(p) = r_o / p``, ``const`` (``s``) or ``power`` (``s (p / p0)^-beta``,
+  ``|beta| <= 0.9``: selectivity falling, or rising, with the rate), fitted in log space.
+
+With ``m`` mips and an offered input rate ``r_i`` the PE processes ``p = min(r_i, n^-1(m))``, emits
+``s(p) p`` and uses ``min(m, n(r_i))`` mips. Every (selectivity, need) pair is judged by K-fold
+cross-validation (leave-one-out below 12 samples) on the PE's own window, by the mean held-out log
+error (capped at 0.5) of the *combined* prediction, output rate and mips used; the simplest pair
+within 5% of the best wins. The fit's ``cv_error`` is the held-out weighted median of
+``|predicted / observed - 1|`` under the chosen pair, which is what the learner's confidence is
+built from (:mod:`.learner`). Every fit is robust (a start without samples a factor 4.5 off the
+median cost per tuple, then rounds of Huber weights on log residuals, no weight beyond 0.5);
+``outlier_fraction`` is the weight share of samples more than ``outlier_threshold`` (log units) off.
+
+**Which rate is processed** (the backpressure rule; :mod:`.sample` builds the samples):
+
+- a sample with ``r_p`` (the offered rate was measured: ``r_i`` offered, ``r_p`` taken in) uses it;
+- a sample with CPU to spare (``m_used < (1 - idle_margin) m``) processed all it was offered;
+- a saturated sample without ``r_p`` (``censored``: its ``r_i`` is only what it took in, a lower bound
+  of what was offered) gets ``p`` from its output through the selectivity fitted on the samples
+  whose ``p`` is known (right whether the PE blocks its upstream or drops tuples), capped at
+  ``r_i``; with fewer than 2 such samples, ``p = r_i`` (the PE SDK's sockets block: what was
+  received is what was processed).
+
+**What the optimizer plans with** (:meth:`FamilyFit.at`): the planner evaluates only the paper's
+form, so a family fit is handed over as the paper's ``(A, B)`` that agree with it at an operating
+input rate ``r`` (the weighted median of the offered rates seen): ``B = s(r)`` and ``A = s(r) / n(r)``
+(``A = s(r) r / n(r)`` for a source), i.e. the same output at saturation and the same CPU to reach
+it. Away from ``r`` the paper's form is the tangent's approximation; the learner refits each macro
+epoch, so the operating point follows the input. Departure: the paper has no such family.
+
+Needs ``m_used`` (the CPU series): a sample without it cannot say which regime it was in, and
+:func:`fit_family` returns None when fewer than 3 samples carry it (the learner then fits the
+paper's form, :mod:`.fit`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from scipy.optimize import nnls
+
+from ..model import PEKind
+
+if TYPE_CHECKING:
+    from .model import Sample
+
+Need = Literal["linear", "paper", "affine", "quadratic", "hinge"]
+Selectivity = Literal["const", "power"]
+NEEDS: tuple[Need, ...] = ("linear", "paper", "affine", "quadratic", "hinge")
+_N_PARAMS = {"linear": 1, "paper": 1, "affine": 2, "quadratic": 3, "hinge": 3}
+_MAX_BETA = 0.9
+_CAP = 0.5  # a held-out log error counts at most this much (one wild sample does not pick the form)
+_REJECT = 0.5  # a sample this far (log units) from the robust fit gets no weight (a stall, a bad scrape)
+_TOL = 1.05  # the simplest form within 5% of the best held-out error wins
+
+
+class FamilyFit(BaseModel):
+    """One PE's need and selectivity functions (rates in tuples/s, mips), and how well they predict."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    need: Need
+    c: tuple[float, float, float]  # c0 (mips), c1 (mips per tuple/s), c2 (quadratic: per (tuple/s)^2; hinge: per tuple/s above the knot)
+    knot: float = 0.0  # hinge only: the rate where the cost per tuple steps up
+    selectivity: Selectivity
+    s: float = Field(gt=0)  # selectivity at p0
+    beta: float = 0.0  # power only: s(p) = s (p / p0)^-beta
+    p0: float = Field(gt=0)  # the reference rate (the median processed rate seen)
+    rate: float = Field(gt=0)  # the operating input rate for the paper's form (weighted median offered rate)
+    p_max: float = Field(gt=0)  # the largest processed rate seen
+    cv_error: float = Field(ge=0)  # held-out median |predicted / observed - 1| of output rate and mips used
+    in_error: float = Field(ge=0)  # the same, in sample
+    outlier_fraction: float = Field(ge=0, le=1)
+    n: int = Field(ge=0)  # samples used
+    n_known: int = Field(ge=0)  # of which the processed rate was known (they fit the selectivity)
+
+    # ----------------------------------------------------------------- evaluation
+    def need_at(self, p: np.ndarray | float) -> np.ndarray:
+        return _need(self.need, np.asarray(self.c), self.knot, np.asarray(p, dtype=float))
+
+    def sel_at(self, p: np.ndarray | float) -> np.ndarray:
+        p = np.maximum(np.asarray(p, dtype=float), 1e-12)
+        return np.asarray(self.s * (p / self.p0) ** (-self.beta), dtype=float)
+
+    def processed(self, r_i: np.ndarray | float, m: np.ndarray | float) -> np.ndarray:
+        """The rate processed with offered input ``r_i`` (inf: unbounded) and ``m`` mips."""
+        return _invert(self, np.asarray(r_i, dtype=float), np.asarray(m, dtype=float))
+
+    def predict(self, r_i: np.ndarray | float, m: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """Output rate and mips used at offered input ``r_i`` and ``m`` mips allocated."""
+        r = np.asarray(r_i, dtype=float)
+        mm = np.asarray(m, dtype=float)
+        p = self.processed(r, mm)
+        used = np.minimum(mm, np.where(np.isfinite(r), self.need_at(np.where(np.isfinite(r), r, 0.0)), mm))
+        return self.sel_at(p) * p, used
+
+    def at(self, kind: PEKind, rate: float | None = None) -> tuple[float, float]:
+        """The paper's ``(A, B)`` that agree with this fit at input rate ``rate`` (default: :attr:`rate`)."""
+        r = float(rate if rate is not None else self.rate)
+        n = max(float(self.need_at(r)), 1e-9)
+        s = float(self.sel_at(r))
+        if kind is PEKind.source:
+            return max(s * r / n, 1e-12), 1.0
+        return max(s / n, 1e-12), max(s, 1e-12)
+
+
+# --------------------------------------------------------------------------- the functions
+
+
+def _features(need: Need, p: np.ndarray, knot: float) -> np.ndarray:
+    if need == "linear":
+        return p[:, None]
+    if need == "affine":
+        return np.stack([np.ones_like(p), p], axis=1)
+    if need == "quadratic":
+        return np.stack([np.ones_like(p), p, p * p], axis=1)
+    return np.stack([np.ones_like(p), p, np.maximum(p - knot, 0.0)], axis=1)
+
+
+def _need(need: Need, c: np.ndarray, knot: float, p: np.ndarray) -> np.ndarray:
+    if need == "paper":
+        return np.asarray(np.full(np.shape(p), c[0]), dtype=float)
+    if need == "linear":
+        return np.asarray(c[1] * p, dtype=float)
+    if need == "affine":
+        return np.asarray(c[0] + c[1] * p, dtype=float)
+    if need == "quadratic":
+        return np.asarray(c[0] + c[1] * p + c[2] * p * p, dtype=float)
+    return np.asarray(c[0] + c[1] * p + c[2] * np.maximum(p - knot, 0.0), dtype=float)
+
+
+def _coef(need: Need, x: np.ndarray) -> np.ndarray:
+    """(c0, c1, c2) from the solver's coefficients."""
+    if need == "linear":
+        return np.array([0.0, x[0], 0.0])
+    if need == "affine":
+        return np.array([x[0], x[1], 0.0])
+    return np.array([x[0], x[1], x[2]])
+
+
+def _invert(f: FamilyFit, r_i: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """min(r_i, the largest p with n(p) <= m), in closed form (n is non-decreasing and convex)."""
+    r_i, m = np.broadcast_arrays(r_i, m)
+    c0, c1, c2 = f.c
+    if f.need == "paper":  # a share m / K of the input is processed
+        r = np.where(np.isfinite(r_i), r_i, f.rate)
+        return np.asarray(r * np.minimum(1.0, m / max(c0, 1e-12)), dtype=float)
+    x = m - c0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if f.need in ("linear", "affine") or (f.need == "quadratic" and c2 <= 0) or (f.need == "hinge" and c2 <= 0):
+            p = np.where(c1 > 0, x / c1, np.inf) if c1 > 0 else np.full(x.shape, np.inf)
+        elif f.need == "quadratic":
+            p = (-c1 + np.sqrt(c1 * c1 + 4.0 * c2 * np.maximum(x, 0.0))) / (2.0 * c2)
+        else:
+            k = f.knot
+            below = (x / c1) if c1 > 0 else np.full(x.shape, np.inf)
+            above = (x + c2 * k) / (c1 + c2)
+            p = np.where(x <= c1 * k, below, above)
+    p = np.where(x < 0, 0.0, p)
+    return np.asarray(np.minimum(np.maximum(p, 0.0), r_i), dtype=float)
+
+
+def _nnls_fit(need: Need, p: np.ndarray, y: np.ndarray, w: np.ndarray, knot: float, rounds: int = 1,
+              scale: float = 0.2) -> np.ndarray:
+    """Non-negative coefficients minimising sum w ((n(p) - y) / y)^2, then ``rounds`` of robust
+    reweighting: Huber weights on the log residuals (``scale``), none beyond ``_REJECT`` (a CPU
+    reading that put a saturated sample among the idle ones, a stall)."""
+    x = _features(need, p, knot)
+    # start without the samples wildly off a cost per tuple fitted by the median (factor 4.5)
+    lr = np.log(y / np.maximum(p, 1e-12))
+    rw = w * (np.abs(lr - _wmedian(lr, w)) <= 1.5)
+    if rw.sum() <= 0:
+        rw = w
+    for r in range(rounds + 1):
+        sw = np.sqrt(rw) / y
+        try:
+            sol, _ = nnls(x * sw[:, None], sw * y, maxiter=50 * x.shape[1])
+        except RuntimeError:  # nnls gave up: the least-squares solution clipped at 0
+            sol = np.maximum(np.linalg.lstsq(x * sw[:, None], sw * y, rcond=None)[0], 0.0)
+        if r == rounds:
+            break
+        res = np.abs(np.log(np.maximum(x @ sol, 1e-12) / y))
+        nxt = w * np.minimum(1.0, scale / np.maximum(res, 1e-12)) * (res <= _REJECT)
+        if nxt.sum() <= 0:
+            break
+        rw = nxt
+    return _coef(need, sol)
+
+
+def _sel_fit(kind: Selectivity, lp: np.ndarray, ly: np.ndarray, w: np.ndarray, scale: float = 0.2) -> tuple[float, float]:
+    """(log s, beta) minimising sum w (log s - beta lp - ly)^2 (lp: log(p / p0)), robustly: a weighted
+    median start, then two rounds of Huber weights (``scale`` in log units)."""
+    power = kind == "power" and np.ptp(lp) >= 1e-9
+    x = np.stack([np.ones_like(lp), -lp], axis=1) if power else np.ones((lp.size, 1))
+    ls, beta = _wmedian(ly, w), 0.0
+    for _ in range(3):
+        res = np.abs(ls - beta * lp - ly)
+        rw = w * np.minimum(1.0, scale / np.maximum(res, 1e-12)) * (res <= _REJECT)
+        if rw.sum() <= 0:
+            rw = w
+        if power:
+            sw = np.sqrt(rw)
+            sol = np.linalg.lstsq(x * sw[:, None], ly * sw, rcond=None)[0]
+            beta = float(np.clip(sol[1], -_MAX_BETA, _MAX_BETA))
+        ls = float(np.sum(rw * (ly + beta * lp)) / np.sum(rw))
+    return ls, beta
+
+
+def _folds(n: int) -> list[np.ndarray]:
+    """Held-out index sets: leave-one-out below 12 samples, else 5 interleaved folds (time order)."""
+    k = n if n < 12 else 5
+    idx = np.arange(n)
+    return [idx[idx % k == j] for j in range(k)]
+
+
+def _simplest(errors: dict[str, float], order: Sequence[str]) -> str:
+    best = min(errors.values())
+    return next(k for k in order if k in errors and errors[k] <= best * _TOL + 1e-4)
+
+
+def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, idle_margin: float = 0.05,
+               outlier_threshold: float = 0.3, f_scale: float = 0.1) -> FamilyFit | None:
+    """The family fit of ``samples`` (age weights ``w_age``); None with fewer than 3 usable samples
+    (positive rates and mips, and a CPU reading) or fewer than 2 whose processed rate is known (one
+    regime only: the learner fits the paper's form and its bounds, :mod:`.fit`)."""
+    if len(samples) < 3:
+        return None
+    arr = np.array([(s.r_i, s.m, s.r_o, np.nan if s.m_used is None else s.m_used, np.nan if s.r_p is None else s.r_p,
+                     1.0 if s.censored else 0.0) for s in samples], dtype=float)
+    r_i, m, r_o, mu, rp, cens = arr.T
+    w = np.asarray(w_age, dtype=float)
+    ok = (r_i > 0) & (m > 0) & (r_o > 0) & np.isfinite(mu) & (mu > 0) & (w > 0)
+    if int(ok.sum()) < 3:
+        return None
+    r_i, m, r_o, mu, rp, cens, w = r_i[ok], m[ok], r_o[ok], mu[ok], rp[ok], cens[ok], w[ok]
+    sat = mu >= (1.0 - idle_margin) * m
+    measured = np.isfinite(rp) & (rp > 0)
+    p_seen = np.where(measured, rp, r_i)
+    known = measured | ~sat  # with CPU to spare, it processed all it was offered
+    if int(known.sum()) < 2:
+        return None
+    n = r_i.size
+    folds = _folds(n)
+    r_eval = np.where(cens > 0, np.inf, r_i)
+    rate = _wmedian(r_i, w)
+    ki = np.flatnonzero(known)
+    p0 = float(np.median(p_seen[ki]))
+    lsel = np.log(r_o / p_seen)
+    sel_x = np.log(p_seen / p0)
+    sel_forms: list[Selectivity] = ["const"]
+    if ki.size >= 8 and np.ptp(sel_x[ki]) >= 0.1:
+        sel_forms.append("power")
+
+    def processed(ls_: float, beta_: float) -> np.ndarray:
+        """The processed rates: seen where known, else from the output through the selectivity."""
+        inv = p0 * (r_o / (np.exp(ls_) * p0)) ** (1.0 / (1.0 - beta_))
+        return np.where(known, p_seen, np.minimum(inv, r_i))
+
+    def train_sel(form: Selectivity, idx: np.ndarray) -> tuple[float, float]:
+        kk = idx[known[idx]]
+        kk = kk if kk.size >= 2 else idx
+        return _sel_fit(form, sel_x[kk], lsel[kk], w[kk])
+
+    def solve(form: Need, knot: float, q: np.ndarray, k_est: np.ndarray, idx: np.ndarray, weights: np.ndarray,
+              rounds: int = 2) -> np.ndarray:
+        if form == "paper":
+            return np.array([float(np.exp(_wmedian(np.log(k_est[idx]), weights))), 0.0, 0.0])
+        return _nnls_fit(form, q[idx], mu[idx], weights, knot, rounds, 2.0 * f_scale)
+
+    def make(sel: Selectivity, form: Need, knot: float, ps: float, c: np.ndarray, lsel_: float, beta_: float,
+             p_max: float) -> FamilyFit:
+        real = (float(c[0]), float(c[1]) / ps, float(c[2]) / (ps * ps if form == "quadratic" else ps))
+        return FamilyFit(need=form, c=real, knot=knot * ps, selectivity=sel, s=float(np.exp(lsel_)), beta=beta_, p0=p0,
+                         rate=rate, p_max=p_max, cv_error=0.0, in_error=0.0, outlier_fraction=0.0, n=int(n),
+                         n_known=int(known.sum()))
+
+    # every (selectivity, need) pair, judged by the held-out error of the whole prediction (output
+    # rate and mips used); in each fold the processed rates come from that fold's selectivity
+    cands: list[tuple[float, int, Selectivity, Need, float]] = []
+    held_by: dict[tuple[Selectivity, Need, float], np.ndarray] = {}
+    rank = 0
+    for sel in sel_forms:
+        fold_sel = [train_sel(sel, np.setdiff1d(np.arange(n), hold)) for hold in folds]
+        fold_p = [processed(*fs) for fs in fold_sel]
+        ls_all, beta_all = train_sel(sel, np.arange(n))
+        p_all = processed(ls_all, beta_all)
+        ps = float(np.median(p_all))
+        forms: list[tuple[Need, float]] = [("linear", 0.0), ("paper", 0.0)]
+        if n >= 4:
+            forms.append(("affine", 0.0))
+        if n >= 6 and np.ptp(p_all / ps) > 0.1:
+            forms.append(("quadratic", 0.0))
+            for qq in (0.33, 0.67):
+                forms.append(("hinge", float(np.quantile(p_all / ps, qq))))
+        for form, knot in forms:
+            held, score = np.full(n, _CAP), np.full(n, _CAP)
+            for hold, (lsf, bf), pf in zip(folds, fold_sel, fold_p):
+                tr = np.setdiff1d(np.arange(n), hold)
+                if tr.size < _N_PARAMS[form]:
+                    continue
+                qf = pf / ps
+                c = solve(form, knot, qf, np.where(sat, m * r_i / pf, mu), tr, w[tr])
+                ff = make(sel, form, knot, ps, c, lsf, bf, float(pf.max()))
+                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold])
+                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold])
+            held_by[(sel, form, knot)] = held
+            cands.append((float(np.sum(w * score) / np.sum(w)), rank, sel, form, knot))
+            rank += 1
+    best = min(c[0] for c in cands)
+    _, _, sel_form, need_form, knot_q = min((c for c in cands if c[0] <= best * _TOL + 1e-4), key=lambda c: c[1])
+    # the final fit on every sample (two rounds of reweighting)
+    ls, beta = train_sel(sel_form, np.arange(n))
+    p = processed(ls, beta)
+    ps = float(np.median(p))
+    q, k_est, idx = p / ps, np.where(sat, m * r_i / p, mu), np.arange(n)
+    c = solve(need_form, knot_q, q, k_est, idx, w, 3)
+    out = make(sel_form, need_form, knot_q, ps, c, ls, beta, float(p.max()))
+    pr, pu = out.predict(r_eval, m)
+    lo = np.abs(np.log(np.maximum(pr, 1e-12) / r_o))
+    lu = np.abs(np.log(np.maximum(pu, 1e-12) / mu))
+    out_frac = float(np.sum(w[(lo > outlier_threshold) | (lu > outlier_threshold)]) / np.sum(w))
+    return out.model_copy(update={"cv_error": _wmedian(held_by[(sel_form, need_form, knot_q)], w),
+                                  "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu), w), "outlier_fraction": out_frac})
+
+
+def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """Per sample, the mean of |predicted / observed - 1| of the output rate and the mips used."""
+    pr, pu = f.predict(r_i, m)
+    return np.asarray(0.5 * (np.abs(pr / r_o - 1.0) + np.abs(pu / mu - 1.0)), dtype=float)
+
+
+def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """Per sample, the mean of |log(predicted / observed)| of the output rate and the mips used, each
+    at most ``_CAP``: what the forms are chosen by (a stall or a bad scrape costs a bounded amount)."""
+    pr, pu = f.predict(r_i, m)
+    lo = np.minimum(np.abs(np.log(np.maximum(pr, 1e-12) / r_o)), _CAP)
+    lu = np.minimum(np.abs(np.log(np.maximum(pu, 1e-12) / mu)), _CAP)
+    return np.asarray(0.5 * (lo + lu), dtype=float)
+
+
+def _wmedian(x: np.ndarray, w: np.ndarray) -> float:
+    order = np.argsort(x)
+    cw = np.cumsum(w[order])
+    i = int(np.searchsorted(cw, 0.5 * cw[-1]))
+    return float(x[order][min(i, x.size - 1)])
