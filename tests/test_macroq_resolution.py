@@ -184,3 +184,24 @@ def test_the_500_job_family_at_test_size_is_within_half_a_percent():
     opt = fine(s)
     assert res.importance >= 0.995 * opt.importance, (res.importance, opt.importance, res.report.detail)
     assert res.report.bound >= opt.importance * (1 - 1e-9)
+
+
+def test_bound_and_gap_reach_the_scheduling_policy_status():
+    """The SchedulingPolicy's status carries the plan's importance, bound and gap (written only when
+    they change), and its CRD declares every field written."""
+    import yaml
+
+    from soda_operator.soda import status
+    from soda_optimizer.soda import Soda
+
+    s = F.lone(True)
+    plan = Soda().plan(s, deadline_s=5)
+    st = status.policy_plan(plan, {"budgetSpent": {"a": 1.0}})
+    assert st == {"planImportance": round(plan.importance, 6), "planBound": round(plan.bound, 6),
+                  "planGap": round(plan.gap, 6), "planJobsAdmitted": 1}
+    assert status.policy_plan(plan, {**st, "budgetSpent": {}}) is None  # unchanged: no write
+    assert status.policy_plan(plan.model_copy(update={"bound": None, "gap": None}), {}) is None
+    crd = yaml.safe_load((Path(__file__).resolve().parents[1] / "crds" / "schedulingpolicies.yaml").read_text())
+    props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    for k, v in st.items():
+        assert props[k]["type"] == ("integer" if isinstance(v, int) else "number"), k
