@@ -192,7 +192,7 @@ def families(deadline: float) -> list[dict]:
 
 
 def lsd_times() -> list[dict]:
-    from benchmarks import workloads
+    from soda_optimizer import workloads
     from soda_optimizer.model import Policy
     from soda_optimizer.soda import macroq
 

@@ -126,3 +126,82 @@ def test_bound_and_gap_reach_the_plan_json_and_the_job_status():
     assert mq["bound"] is not None and mq["gap"] is not None
     st = status.planned(plan, "lone", 1, {})
     assert st["planBound"] == round(plan.bound, 6) and st["planGap"] == round(plan.gap, 6)
+
+
+def test_the_exact_step_matches_a_brute_force_multiple_choice_knapsack():
+    """exact.improve (CP-SAT over the options' improving points at one waterline level) against an
+    independent DP over the same points in whole mips, on one-PE jobs (issue 34's 500-job family at
+    a size a DP enumerates)."""
+    import math
+    import time as _t
+
+    import numpy as np
+
+    from soda_optimizer.soda import admission, exact, refine
+
+    s = F.one_pe(n_jobs=12, n_required=2, capacity=2500.0, seed=3)
+    H = s.capacity_mips
+    pr = macroq.promise(s, None)
+    rev = macroq.revised_ranks(s)
+    free = {j: rev[j] for j in rev if j not in pr.promised}
+    for r in sorted(set(free.values())):
+        forced = set(pr.promised) | {j for j, x in free.items() if x < r}
+        allowed = forced | {j for j, x in free.items() if x == r}
+        items = admission.Items(s, 50.0, per_job=True, deadline=_t.monotonic() + 30, jobs=[j.name for j in s.jobs])
+        picks, proven = exact.improve(items, forced, allowed, H, [], _t.monotonic() + 20)
+        # the DP: best importance with at most c whole mips (costs rounded up), item by item
+        cap = int(math.floor(H))
+        best = np.zeros(cap + 1)
+        for gi, grp in enumerate(items.groups):
+            if not grp & allowed:
+                continue
+            f = grp & forced
+            new = np.full(cap + 1, -np.inf) if f else best.copy()
+            for o in items.build(gi):
+                if f <= o.jobs <= grp & allowed:
+                    for k, v in enumerate(o.values):
+                        c = math.ceil(o.mips(k) - 1e-9)
+                        if c <= cap:
+                            new[c:] = np.maximum(new[c:], best[:cap + 1 - c] + v)
+            best = new
+        want = float(best.max())
+        if not np.isfinite(want):
+            assert picks is None
+            continue
+        assert picks is not None and proven
+        assert refine.used_mips(picks) <= H + 1e-6
+        # CP-SAT counts 1/1000 mips, the DP whole mips: CP-SAT is at least as good
+        assert refine.importance(picks) >= want - 1e-6 * (1 + want)
+        b = exact.level_bound(items, forced, allowed, H, lambda: False, 20)
+        assert b is not None and b >= refine.importance(picks) - 1e-6 * (1 + want)
+
+
+def test_the_500_job_family_at_test_size_is_within_half_a_percent():
+    """Hundreds of one-PE jobs (issue 34: 0.63% below the 10-mips optimum before the exact step)."""
+    s = F.one_pe(n_jobs=200, n_required=6, capacity=40000.0, seed=1)
+    res = macroq.solve(F.with_unit(s, None), deadline_s=3)
+    check(s, res)
+    opt = fine(s)
+    assert res.importance >= 0.995 * opt.importance, (res.importance, opt.importance, res.report.detail)
+    assert res.report.bound >= opt.importance * (1 - 1e-9)
+
+
+def test_bound_and_gap_reach_the_scheduling_policy_status():
+    """The SchedulingPolicy's status carries the plan's importance, bound and gap (written only when
+    they change), and its CRD declares every field written."""
+    import yaml
+
+    from soda_operator.soda import status
+    from soda_optimizer.soda import Soda
+
+    s = F.lone(True)
+    plan = Soda().plan(s, deadline_s=5)
+    st = status.policy_plan(plan, {"budgetSpent": {"a": 1.0}})
+    assert st == {"planImportance": round(plan.importance, 6), "planBound": round(plan.bound, 6),
+                  "planGap": round(plan.gap, 6), "planJobsAdmitted": 1}
+    assert status.policy_plan(plan, {**st, "budgetSpent": {}}) is None  # unchanged: no write
+    assert status.policy_plan(plan.model_copy(update={"bound": None, "gap": None}), {}) is None
+    crd = yaml.safe_load((Path(__file__).resolve().parents[1] / "crds" / "schedulingpolicies.yaml").read_text())
+    props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    for k, v in st.items():
+        assert props[k]["type"] == ("integer" if isinstance(v, int) else "number"), k

@@ -295,7 +295,8 @@ class Applier:
                 log.error("status of %s/%s failed: %s", namespace, name, e.reason)
 
     def policy_status(self, status: dict[str, Any]) -> None:
-        """Patch the status of the SchedulingPolicy ``default`` (the budget managers' bookkeeping)."""
+        """Patch the status of the SchedulingPolicy ``default`` (the budget managers' bookkeeping, the
+        plan's importance, bound and gap)."""
         self._guard()
         try:
             retry(lambda: raw(self.custom.patch_cluster_custom_object_status, crd.GROUP, crd.VERSION, "schedulingpolicies", "default",

@@ -279,6 +279,10 @@ class Loops:
         if plan.bound is not None and plan.gap is not None:
             metrics.IMPORTANCE_BOUND.set(plan.bound)
             metrics.IMPORTANCE_GAP.set(plan.gap)
+        if snap.policy is not None:  # the plan's importance, bound and gap on the SchedulingPolicy too (issue 34)
+            pol_st = status.policy_plan(plan, snap.policy.get("status"))
+            if pol_st is not None:
+                self.applier.policy_status(pol_st)
         metrics.JOBS.labels("admitted").set(admitted)
         metrics.JOBS.labels("rejected").set(len(plan.jobs) - admitted)
         if any(counts.values()):

@@ -150,3 +150,16 @@ def event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, s
         return None
     kind = "Normal" if new["phase"] in ("Admitted", "Running") else "Warning"
     return new["phase"], new.get("message") or new.get("reason") or new["phase"], kind
+
+
+def policy_plan(plan: Plan, old: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The SchedulingPolicy status fields of the plan in force (issue 34): ``planImportance``,
+    ``planBound``, ``planGap`` and ``planJobsAdmitted``; None when they are what ``old`` (the
+    policy's status) already says, or the plan has no bound."""
+    if plan.bound is None or plan.gap is None:
+        return None
+    new = {"planImportance": round(plan.importance, 6), "planBound": round(plan.bound, 6), "planGap": round(plan.gap, 6),
+           "planJobsAdmitted": sum(d.admitted for d in plan.jobs)}
+    old = old or {}
+    return None if all(old.get(k) == v for k, v in new.items()) else new
+

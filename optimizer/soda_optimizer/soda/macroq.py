@@ -51,7 +51,7 @@ import numpy as np
 from ..importance import Evaluator, value
 from ..model import Job, Scenario, floor_mips, floor_units
 from ..plan import JobDecision, StageReport
-from . import admission, refine
+from . import admission, exact, refine
 from .curves import Curve
 from .required import Promise, job_minimum, promise
 from .stages import ComponentCurve, MacroQResult
@@ -157,8 +157,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     best: _Answer | None = None
     # the admission rule and "cannot fit": in exact mips with the automatic resolution (never
     # rounded to a global unit), in the fixed unit's units otherwise
-    exact = not fixed_unit
-    pr = promise(scenario, None if exact else (units[-1] if units else None))
+    exact_mips = not fixed_unit
+    pr = promise(scenario, None if exact_mips else (units[-1] if units else None))
     hopeless: dict[str, str] = {}
     expired = admission.timer(deadline)
     curve_cache: dict = {}  # component curves on their own grids, shared by the resolutions
@@ -177,6 +177,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     prev_unit: float | None = None
     grids: list[str] = []  # what each pass found, for the detail
     last_items: admission.Items | None = None
+    last_ctx: tuple | None = None
+    exact_items: admission.Items | None = None  # the CP-SAT step's curves (finer than the passes')
     for unit, per_job, coarse in passes:
         t1 = time.monotonic()
         same_grid, prev_unit = unit == prev_unit, unit
@@ -230,17 +232,35 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 best = ans
             if last_items is None or (per_job == (not fixed_unit) and not coarse):
                 last_items = items  # the bound comes from the finest per-job curves (continuous: any pass's answer)
+                last_ctx = (unit, U, pr_u, hl_u, free)
         if time.monotonic() > deadline:
             cut = cut or (unit, per_job, coarse) != passes[-1]
             break
+    if best is not None and last_items is not None and last_ctx is not None and not fixed_unit and last_items.per_job:
+        # the exact step where it fits: CP-SAT over each job's 10-mips grid (or the finest pass's)
+        # at the best answer's waterline, from that answer, until the time the bound and the report
+        # leave (the passes stop early when the next resolution would not fit: that time is used here)
+        ans_x = _exact_step(scenario, last_items, last_ctx, best, H,
+                            deadline - FINISH_SHARE * (deadline - t0) - 2 * last_items.knapsack_s, curve_cache)
+        if ans_x is not None:
+            exact_items = ans_x.items_used
+            grids.append(f"CP-SAT per-job {ans_x.unit:.1f}{' (proven on those grids)' if ans_x.status == 'optimal' else ''}: "
+                         f"{ans_x.importance:,.6g}")
+            if ans_x.key[0] > best.key[0] or (ans_x.key[0] == best.key[0] and ans_x.importance > best.importance * (1 + 1e-9) + 1e-9):
+                best = ans_x
     bound, proven = None, False
-    if best is not None and last_items is not None:
+    bound_items, bctx = last_items, last_ctx  # the bound over the finest per-job curves built
+    if exact_items is not None and last_ctx is not None:
+        bound_items = exact_items
+    if best is not None and bound_items is not None and bctx is not None:
+        last_items = bound_items
         last_items.abandon_at = math.inf
         try:
             # the rounded-down knapsack costs about one pass's knapsacks: only when that fits
             room = deadline - time.monotonic() - FINISH_SHARE * (deadline - t0)
             skip = (lambda: True) if room < 2 * last_items.knapsack_s else admission.timer(time.monotonic() + room)
-            bound, proven = refine.upper_bound(last_items, set(best.promise.promised), best.free, H, skip)
+            bound, proven = refine.upper_bound(bound_items, set(bctx[2].promised), bctx[4], H, skip,
+                                               None if room < 2 * last_items.knapsack_s else time.monotonic() + room)
         except admission.Expired:
             bound = None
         if bound is not None:
@@ -387,6 +407,9 @@ class _Answer:
     key: tuple[tuple[bool, ...], float]
     per_job: bool = False
     free: dict[str, int] = field(default_factory=dict)  # revised ranks of the candidates not promised
+    klevel: int | None = None  # the knapsack's waterline level
+    picks: list[tuple[admission.Option, int]] = field(default_factory=list)  # (option, own point) per admitted item
+    items_used: admission.Items | None = None  # the curves the answer was found over (the CP-SAT step's)
 
 
 def _answer(got: admission.LevelResult, unit: float, U: int, status: str, pr: Promise, hopeless: dict[str, str],
@@ -401,7 +424,55 @@ def _answer(got: admission.LevelResult, unit: float, U: int, status: str, pr: Pr
     admitted_free = [free[j] for j in choice if j in free]
     level = max(admitted_free) if admitted_free else (min(free.values()) if free else None)
     return _Answer(got.importance, choice, goals, curves, level, status, unit, U, len(got.picks), pr, hopeless,
-                   (tuple(x in pr.promised for x in pr.order), got.importance), per_job, dict(free))
+                   (tuple(x in pr.promised for x in pr.order), got.importance), per_job, dict(free), got.level, list(got.picks))
+
+
+def _exact_step(scenario: Scenario, items: admission.Items, ctx: tuple, best: _Answer, H: float, until: float,
+                cache: dict) -> _Answer | None:
+    """CP-SAT (:mod:`.exact`) at the best answer's waterline level, then the same give-back as a pass
+    (:func:`.refine.fill`, :func:`.refine.polish`). Over each job's grid at ``FINE_UNIT_MIPS`` when
+    its points (estimated from ``items``, the finest pass's) fit :data:`.exact.MAX_POINTS` and its
+    curves are built in time, else over ``items``."""
+    unit, U, pr_u, hl_u, free = ctx
+    if time.monotonic() > until or best.klevel is None:
+        return None
+    r = best.klevel
+    forced = set(pr_u.promised) | {j for j, x in free.items() if x < r}
+    allowed = forced | {j for j, x in free.items() if x == r}
+    hint = [(o.choice, o.mips(x)) for o, x in best.picks]
+    n = exact.points(items, allowed)
+    if n > exact.MAX_POINTS:
+        return None
+    use: admission.Items | None = None if items.coarse else items
+    if items.g > FINE_UNIT_MIPS and n * items.g / FINE_UNIT_MIPS <= exact.MAX_POINTS:
+        fine = admission.Items(scenario, FINE_UNIT_MIPS, per_job=True, deadline=until, jobs=[j for g in items.groups for j in g],
+                               cache=cache)
+        fine.abandon_at = time.monotonic() + 0.3 * (until - time.monotonic())
+        try:
+            for gi, grp in enumerate(fine.groups):
+                if grp & allowed:
+                    fine.build(gi)
+            if all(c.complete for c in fine.used_curves()):
+                use, unit, U = fine, FINE_UNIT_MIPS, int(math.floor(H / FINE_UNIT_MIPS + 1e-9))
+        except admission.Expired:
+            pass
+    if use is None:
+        return None
+    try:
+        picks, proven = exact.improve(use, forced, allowed, H, hint, until)
+    except admission.Expired:
+        return None
+    if picks is None:
+        return None
+    expired = admission.timer(max(until, time.monotonic() + 0.05))
+    picks = refine.fill(use, picks, free, H, expired)
+    got = admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), r, picks)
+    ans = _answer(got, unit, U, "optimal" if proven else "feasible", pr_u, hl_u, free, True)
+    ans.items_used = use
+    goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, expired)
+    if imp_p is not None and imp_p > ans.importance:
+        ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
+    return ans
 
 
 def _blocked(scenario: Scenario, refused: set[str]) -> set[str]:

@@ -18,6 +18,10 @@ candidate nodes v(p, n), and the live node set. Steps, as in paper Fig. 12:
    one at its left end moves down; repeat until no component moves, a segment assignment repeats,
    or the deadline passes; the best solution seen is kept.
 
+The stage's ``objective`` is the importance of the goals it returns (the Plan's importance), never
+the LP's value over the concave fit (an upper envelope, which can exceed the best importance any
+plan reaches: issue 34); that value is ``MicroQResult.fitted`` and is named in the detail.
+
 Departures: (38) gets a penalised slack (a PE whose paced goal its candidates cannot host gets
 what they can host, instead of making the whole LP infeasible, e.g. right after a node failure);
 the goals returned are the hosted mips sum_n H_n f_{p,n}. And the LP optimises the concave fit,
@@ -137,12 +141,14 @@ def solve(
         detail += (f"; macroQ's goals as the candidates host them ({short:.0f} mips short) kept: they yield {mq_imp:.6g} > the LP's "
                    f"{true_imp:.6g}")
         return MicroQResult(mq, mq_imp, StageReport(stage="microq", seconds=time.monotonic() - t0, status=status,  # type: ignore
-                                                    objective=best[0], detail=detail))
+                                                    objective=mq_imp, detail=detail + f"; the LP's concave fit: {best[0]:.6g}"),
+                            fitted=best[0])
     return MicroQResult(
         best[1],
         true_imp,
-        StageReport(stage="microq", seconds=time.monotonic() - t0, status=status, objective=best[0],  # type: ignore
-                    detail=detail),
+        StageReport(stage="microq", seconds=time.monotonic() - t0, status=status, objective=true_imp,  # type: ignore
+                    detail=detail + f"; the LP's concave fit: {best[0]:.6g}"),
+        fitted=best[0],
     )
 
 

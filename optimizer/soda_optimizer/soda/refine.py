@@ -18,8 +18,10 @@ that whole global units left unused, and bound how far the answer may be from th
   left by one own unit per PE (a continuous allocation rounded up to the grid exceeds itself by
   less than that), so the bound holds for continuous allocations, any grid; with a fixed unit it
   bounds that grid's problem. It is *proven* when every curve is exact (enumerated, not greedy).
-  Per level the bound is the lesser of this LP bound and :func:`relaxed_knapsack` (non-concave
-  curves, a step in importance, make the LP loose).
+  Per level the bound is the lesser of this LP bound, :func:`relaxed_knapsack` (non-concave
+  curves, a step in importance, make the LP loose) and, where the model fits and time is left,
+  CP-SAT's own bound of the same optimistic points in exact mips (:mod:`.exact`; no global-unit
+  rounding).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from scipy.optimize import minimize_scalar
 
 from ..importance import Evaluator
 from ..model import Scenario
+from . import exact
 from .admission import Expired, Items, Option, item_curve, knapsack
 
 MAX_BOUND_POINTS = 400_000  # beyond, curve points are merged in buckets (a looser, still valid bound)
@@ -120,10 +123,11 @@ def _grow(picks: list[tuple[Option, int]], free: float, expired: Callable[[], bo
 
 
 def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: float,
-                expired: Callable[[], bool] = lambda: False) -> tuple[float, bool]:
+                expired: Callable[[], bool] = lambda: False, until: float | None = None) -> tuple[float, bool]:
     """(bound, proven): at least the best importance of any rank-legal admission with these
     options over ``H`` mips (see the module docstring). Per level, the lesser of the LP bound and,
-    while ``expired()`` is not, the knapsack with costs rounded down (:func:`relaxed_knapsack`)."""
+    while ``expired()`` is not, the knapsack with costs rounded down (:func:`relaxed_knapsack`) and,
+    with ``until`` (a time) and a model that fits, CP-SAT's bound (:func:`.exact.level_bound`)."""
     levels = sorted(set(free_rank.values())) or [1]
     best = 0.0 if not promised else -math.inf
     proven = True
@@ -171,7 +175,11 @@ def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: 
         val = min(lagrangian(0.0), lagrangian(hi), float(res.fun))
         if val > best:  # only a level that could raise the bound is worth the knapsack
             dp = relaxed_knapsack(items, forced, allowed, H, expired)
-            best = max(best, min(val, dp) if dp is not None else val)
+            val = min(val, dp) if dp is not None else val
+            if val > best and until is not None:  # CP-SAT's bound of the same relaxation in exact mips
+                cb = exact.level_bound(items, forced, allowed, H, expired, min(until - time.monotonic(), 2.0))
+                val = min(val, cb * (1 + 1e-9) + 1e-9) if cb is not None else val
+            best = max(best, val)
     return (best if math.isfinite(best) else 0.0), proven
 
 

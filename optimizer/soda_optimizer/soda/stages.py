@@ -58,8 +58,9 @@ class MacroWResult:
 @dataclass(frozen=True)
 class MicroQResult:
     goals: dict[str, float]  # pe_id -> g_p
-    importance: float
+    importance: float  # of ``goals`` (the report's objective)
     report: StageReport
+    fitted: float | None = None  # the LP's objective over the concave fit (an upper envelope), when it ran
 
 
 @dataclass(frozen=True)
