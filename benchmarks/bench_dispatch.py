@@ -95,7 +95,7 @@ def failure_test() -> dict[str, Any]:
     out = {}
     for label, failed in (("normal", False), ("failure", True)):
         wl, prior = failure_scenario(failed)
-        r = simulate(wl, DeadlinePolicy(fill=None), prior)
+        r = simulate(wl, DeadlinePolicy(fill=None, reading="text"), prior)
         out[label] = {"finish": r.finish["cht"], "timeline": r.workers_of("cht")}
     return out
 
