@@ -62,7 +62,8 @@ demo: venv
 	hack/demo.sh
 
 bench: venv
-	for b in quantity placement admission resolution flows dispatch rfl; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
+	for b in quantity placement admission resolution flows rfl; do $(BIN)/python benchmarks/bench_$$b.py || exit 1; done
+	KUBESODA_SDSC_PAR96=$$(hack/fetch-trace.sh) $(BIN)/python benchmarks/bench_dispatch.py
 	$(BIN)/python benchmarks/bench_yield.py --quick
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_extender.py
 	KUBESODA_TOPOLOGY=hack/topologies/medium.yaml hack/with-cluster.sh $(BIN)/python benchmarks/bench_e2e_lsd.py

@@ -145,7 +145,10 @@ def test_paper_policies_are_built_from_the_table() -> None:
     assert dispatch.policy("deadline", fill=None) == paper["deadline"]
     assert dispatch.policy("proportion") == paper["proportion"] and dispatch.policy("edf") == paper["edf"]
     assert dispatch.names() == ["priority", "proportion", "workload", "deadline", "edf", "priority(r=0)", "priority(r=0.2)",
-                                "workload(h=1)+fill-priority", "deadline+fill-priority", "deadline+fill-deadline"]
+                                "workload(h=1)+fill-priority", "deadline+fill-priority", "deadline+fill-deadline",
+                                "priority[alg1](r=0.2)", "proportion[alg2]", "deadline[text]+fill-priority",
+                                "deadline[text]+fill-deadline"]
+    assert dispatch.policy("deadline[text]+fill-deadline") == dispatch.DeadlinePolicy("deadline", reading="text")
 
 
 @pytest.mark.parametrize("spec", [

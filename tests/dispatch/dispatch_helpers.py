@@ -53,6 +53,9 @@ ALL_POLICIES = [
     DeadlinePolicy(None),
     DeadlinePolicy("priority"),
     DeadlinePolicy("deadline"),
+    DeadlinePolicy("deadline", reading="text"),
+    PriorityPolicy(0.2, reading="pseudo-code"),
+    ProportionPolicy(reading="pseudo-code"),
     EdfPolicy(),
 ]
 

@@ -49,6 +49,18 @@ def test_priority_caps_by_tasks_then_one_each_then_idle_or_fill() -> None:
     assert counts(decide(PriorityPolicy(0.0, "priority"), jobs, free(10), 0.0)) == {"A": 3, "B": 5, "C": 2}
 
 
+def test_priority_alg1_line_3_as_written() -> None:
+    # line 3: c = min(totalTask, m - floor((1 - r) m)) = min(12, 10 - 8) = 2 at r = 0.2; 0 at r = 0 (the top job
+    # gets nothing, every other job one: line 5 starts at the second job)
+    assert counts(decide(PriorityPolicy(0.2, reading="pseudo-code"), JOBS_51, free(10), 0.0)) == {"A": 2, "B": 1, "C": 1}
+    assert counts(decide(PriorityPolicy(0.0, reading="pseudo-code"), JOBS_51, free(10), 0.0)) == {"B": 1, "C": 1}
+
+
+def test_proportion_alg2_line_5_as_written() -> None:
+    jobs = [jv("A", 3, 10, work=6.0), jv("B", 2, 10, work=3.0), jv("C", 1, 10, work=1.0)]
+    assert counts(decide(ProportionPolicy(reading="pseudo-code"), jobs, free(10), 0.0)) == {"A": 1, "B": 1, "C": 1}
+
+
 def test_priority_non_preemptive_running_workers_count() -> None:
     # A already runs on 6 workers: with r = 0.2 of 10 up workers it may have 8, so 2 more; B runs on 1: no more
     running = [WorkerView(f"r{i}", "a", "A") for i in range(6)] + [WorkerView("rb", "a", "B")]
@@ -87,7 +99,7 @@ def test_deadline_greedy_meets_each_deadline_with_fewest_fastest_workers() -> No
     # now = 0. A: work 10, deadline 4 -> need 2.5/s: fast 2 < 2.5, + fast 2 = 4 (sum 1/T = 2/10 + 2/10 >= 1/4)
     # B: work 3, deadline 2 -> need 1.5/s: slow 1 < 1.5, + slow = 2
     jobs = [jv("A", 2, 5, work=10.0, deadline=4.0), jv("B", 1, 4, work=3.0, deadline=2.0)]
-    out = decide(DeadlinePolicy(fill=None), jobs, hetero(), 0.0, FAST_SLOW)
+    out = decide(DeadlinePolicy(fill=None, reading="text"), jobs, hetero(), 0.0, FAST_SLOW)
     assert out == {"w00": "A", "w01": "A", "w02": "B", "w03": "B"}
     assert meets_deadline(jobs[0], ["fast", "fast"], 0.0, FAST_SLOW)
     assert not meets_deadline(jobs[0], ["slow", "slow"], 0.0, FAST_SLOW)  # 0.1 + 0.1 < 0.25
@@ -106,15 +118,27 @@ def test_deadline_counts_running_workers_and_time_left() -> None:
     # A runs on one fast worker; at now = 2 its 10 units are due in 2 s: need 5/s; has 2; adds fast 2, slow 1 -> 5
     jobs = [jv("A", 2, 5, running=1, work=10.0, deadline=4.0)]
     workers = [WorkerView("r0", "fast", "A"), *free(1, "fast", start=1), *free(3, "slow", start=2)]
-    out = decide(DeadlinePolicy(fill=None), jobs, workers, 2.0, FAST_SLOW)
+    out = decide(DeadlinePolicy(fill=None, reading="text"), jobs, workers, 2.0, FAST_SLOW)
     assert out == {"w01": "A", "w02": "A"}
+    assert decide(DeadlinePolicy(fill=None), jobs, workers, 2.0, FAST_SLOW) == {}  # line 11: it runs on one already
 
 
 def test_deadline_past_takes_all_it_can_and_no_deadline_waits_for_fill() -> None:
     jobs = [jv("A", 2, 3, work=1.0, deadline=1.0), jv("B", 5, 4, work=1.0)]
-    out = decide(DeadlinePolicy(fill=None), jobs, free(5), 2.0)
+    out = decide(DeadlinePolicy(fill=None, reading="text"), jobs, free(5), 2.0)
     assert counts(out) == {"A": 3}
-    assert counts(decide(DeadlinePolicy(fill="priority"), jobs, free(5), 2.0)) == {"A": 3, "B": 2}
+    assert counts(decide(DeadlinePolicy(fill="priority", reading="text"), jobs, free(5), 2.0)) == {"A": 3, "B": 2}
+
+
+def test_deadline_pseudo_code_line_11_one_worker_each_then_fill() -> None:
+    # line 11 as written: the fastest free worker for each job in priority order (A, then B), whatever the deadline;
+    # then the spare workers by the fill rule
+    jobs = [jv("A", 2, 5, work=10.0, deadline=4.0), jv("B", 1, 4, work=3.0, deadline=2.0)]
+    assert decide(DeadlinePolicy(fill=None), jobs, hetero(), 0.0, FAST_SLOW) == {"w00": "A", "w01": "B"}
+    by_deadline = decide(DeadlinePolicy(fill="deadline"), jobs, hetero(), 0.0, FAST_SLOW)
+    assert counts(by_deadline) == {"A": 1, "B": 4}  # B (deadline 2) fills up to its 4 tasks first
+    assert counts(decide(DeadlinePolicy(fill="priority"), jobs, hetero(), 0.0, FAST_SLOW)) == {"A": 4, "B": 1}
+    assert counts(decide(DeadlinePolicy(fill=None), jobs, free(1), 0.0)) == {"A": 1}  # workers run out: priority
 
 
 # 6.3.2 -- EDF ignores priority

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from soda_optimizer.dispatch import DeadlinePolicy, PriorityPolicy, decide, meets_deadline, simulate
 from soda_optimizer.dispatch.model import by_priority
+from soda_optimizer.dispatch.sim import MODES
 
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -45,7 +46,7 @@ def test_priority_policy_never_serves_lower_while_higher_waits(inp, speeds, fill
 @given(decision_inputs(), speeds_st)
 def test_deadline_policy_meets_deadlines_where_feasible(inp, speeds) -> None:  # type: ignore[no-untyped-def]
     jobs, workers, now = inp
-    out = decide(DeadlinePolicy(fill=None), jobs, workers, now, speeds)
+    out = decide(DeadlinePolicy(fill=None, reading="text"), jobs, workers, now, speeds)
     pool = sorted((w for w in workers if w.job is None), key=lambda w: w.id)  # replay the priority order on what is left
     for job in sorted(jobs, key=by_priority):
         mine = [w for w in workers if out.get(w.id) == job.id or w.job == job.id]
@@ -64,11 +65,13 @@ def test_deadline_policy_meets_deadlines_where_feasible(inp, speeds) -> None:  #
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(workloads(), st.sampled_from(ALL_POLICIES), st.booleans())
-def test_simulator_conserves_tasks(wl, policy, preemptive) -> None:  # type: ignore[no-untyped-def]
-    r = simulate(wl, policy, preemptive=preemptive)
+@given(workloads(), st.sampled_from(ALL_POLICIES), st.sampled_from(MODES))
+def test_simulator_conserves_tasks(wl, policy, mode) -> None:  # type: ignore[no-untyped-def]
+    r = simulate(wl, policy, mode=mode)
+    if mode == "plan":
+        assert all(x.completed for x in r.runs if not any(f.worker == x.worker for f in wl.failures))  # none killed
     if r.unfinished:  # only a policy that leaves a no-deadline job to a fill it does not have
-        assert isinstance(policy, DeadlinePolicy) and policy.fill is None
+        assert isinstance(policy, DeadlinePolicy) and policy.fill is None and policy.reading == "text"
         return
     done = Counter((x.job, x.task) for x in r.runs if x.completed)
     assert done == Counter((j.id, i) for j in wl.jobs for i in range(j.tasks))  # every task exactly once

@@ -18,8 +18,36 @@ TINY = Workload(
 )
 
 
+def test_metrics_by_hand_plan() -> None:
+    r = simulate(TINY, PriorityPolicy(0.0))  # the paper's model is the default
+    # at 1 the plan gives the worker to B (higher priority); it finishes A's task first (4), then runs B 4-6
+    assert r.finish == {"A": 4.0, "B": 6.0}
+    assert r.penalty == pytest.approx(1 * 1.0 + 2 * 2.0)
+    assert r.violation_rate == 0.0  # on the plan: B has the worker from 1 on, A (lower) has none -> no violation
+    assert r.violation_rate_running == pytest.approx(0.5 * 3 / 6)  # on what runs: B waits while A runs, [1, 4)
+    assert [(s.time, s.plan, s.alloc) for s in r.timeline] == [
+        (0.0, (("A", 1),), (("A", 1),)),
+        (1.0, (("B", 1),), (("A", 1),)),
+        (4.0, (("B", 1),), (("B", 1),)),
+        (6.0, (), ()),
+    ]
+    assert all(x.completed for x in r.runs)  # nothing is killed
+
+
+def test_missed_has_a_time_tolerance() -> None:
+    wl = Workload((Job("A", 1, 0.0, (0.1,) * 3, deadline=0.1 + 0.1 + 0.1 - 1e-9),), (Worker("w"),))
+    r = simulate(wl, PriorityPolicy(0.0))
+    assert r.finish["A"] > wl.jobs[0].deadline  # type: ignore[operator]
+    assert r.missed == 0 and r.penalty < 1e-6
+
+
+def test_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="mode 'preemptive'"):
+        simulate(TINY, PriorityPolicy(0.0), mode="preemptive")  # type: ignore[arg-type]
+
+
 def test_metrics_by_hand_non_preemptive() -> None:
-    r = simulate(TINY, PriorityPolicy(0.0))
+    r = simulate(TINY, PriorityPolicy(0.0), mode="free")
     # A runs 0-4; B waits with no worker while lower-priority A holds one (violated, 1 of 2 jobs) on [1, 4); 4-6 B
     assert r.finish == {"A": 4.0, "B": 6.0}
     assert r.penalty == pytest.approx(1 * 1.0 + 2 * 2.0)  # P_A * M_A + P_B * M_B = 1*1 + 2*2
@@ -29,8 +57,8 @@ def test_metrics_by_hand_non_preemptive() -> None:
     assert [(s.time, s.violated, s.in_system) for s in r.timeline] == [(0, 0, 1), (1, 1, 2), (4, 0, 1), (6, 0, 0)]
 
 
-def test_metrics_by_hand_preemptive() -> None:
-    r = simulate(TINY, PriorityPolicy(0.0), preemptive=True)
+def test_metrics_by_hand_kill() -> None:
+    r = simulate(TINY, PriorityPolicy(0.0), mode="kill")
     # at 1 B takes the worker, A's task is killed; B 1-3; A redone 3-7
     assert r.finish == {"A": 7.0, "B": 3.0}
     assert r.penalty == pytest.approx(1 * 4.0)
@@ -63,7 +91,7 @@ def _sc(with_failure: bool):  # type: ignore[no-untyped-def]
     from soda_optimizer.dispatch import DeadlinePolicy
 
     wl, prior = failure_scenario(with_failure)
-    return wl, DeadlinePolicy(fill=None), prior
+    return wl, DeadlinePolicy(fill=None, reading="text"), prior  # figure 6.1 follows the deadline: the text's reading
 
 
 SWF = """; tiny

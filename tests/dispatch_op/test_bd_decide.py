@@ -55,8 +55,12 @@ def test_fast_nodes_first_and_waiting() -> None:
     nn = [ob.node_of(node_body("slow", mips="1000")), ob.node_of(node_body("fast", cls="fast", mips="3000"))]
     speeds = decide.speeds_from({}, spec_of(), {"mips-1000": 1.0, "fast": 3.0}, ["default"])
     # two slots on each node; the top job needs 4 units in (deadline - now) = 10 s: 0.4 units/s, one fast slot suffices
-    d = decide.plan(jobs, tasks, nn, {"slow": 2, "fast": 2}, dp.DeadlinePolicy(fill=None), speeds, jobs["hi"].arrival + 50)
+    text = dp.DeadlinePolicy(fill=None, reading="text")
+    d = decide.plan(jobs, tasks, nn, {"slow": 2, "fast": 2}, text, speeds, jobs["hi"].arrival + 50)
     assert d.place == {"hi-0": "fast"}
+    # Algorithm 4's line 11 as written (the default): the fastest slot to each job in priority order
+    d = decide.plan(jobs, tasks, nn, {"slow": 2, "fast": 2}, dp.DeadlinePolicy(fill=None), speeds, jobs["hi"].arrival + 50)
+    assert d.place == {"hi-0": "fast", "lo-0": "fast"}
     d = decide.plan(jobs, tasks, nn, {"slow": 2, "fast": 2}, dp.DeadlinePolicy(fill="deadline"), speeds, jobs["hi"].arrival + 50)
     assert len(d.place) == 4 and sorted(d.place.values()) == ["fast", "fast", "slow", "slow"]
     st_ = {s["job"]: s for s in d.jobs}

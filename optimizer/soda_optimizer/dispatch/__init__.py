@@ -14,20 +14,23 @@ Scheduling under Heterogeneous Clusters", NTU master thesis, 2014). Pure: no Kub
 - :mod:`.registry` -- the policies by name: ``policy(name, **params)`` (5.1-5.5, 6.3.2), ``paper_policies()``.
 
 ``decide(policy, jobs, workers, now, speeds)`` is the decision maker: it returns ``{free worker id: job id}`` and
-checks that only free workers are used and that no job gets more workers than its queued tasks.
+checks that only workers offered as free are used and that no job gets more workers than its queued tasks. In the
+paper's model (figure 3.2, the simulator's default ``mode="plan"``) every worker is offered, busy or idle, and each
+job offers all its unfinished tasks: the result is the allocation plan, which a busy worker follows once its task
+ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import Assignment, Fill, Policy, check
+from .base import Assignment, Fill, Policy, Reading, check
 from .deadline import DeadlinePolicy, EdfPolicy, meets_deadline, required_rate
 from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
 from .priority import PriorityPolicy
 from .proportion import ProportionPolicy
 from .registry import names, paper_policies, policy
-from .sim import Failure, SimResult, Snapshot, TaskRun, Workload, simulate, violated_count
+from .sim import MODES, Failure, Mode, SimResult, Snapshot, TaskRun, Workload, simulate, violated_count
 from .workload import WorkloadPolicy
 
 
@@ -52,9 +55,12 @@ __all__ = [
     "Fill",
     "Job",
     "JobView",
+    "MODES",
+    "Mode",
     "Policy",
     "PriorityPolicy",
     "ProportionPolicy",
+    "Reading",
     "SimResult",
     "Snapshot",
     "SpeedMatrix",

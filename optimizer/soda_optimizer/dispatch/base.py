@@ -1,16 +1,21 @@
 """What every policy shares: the decision maker's signature (3.5.2), the per-call bookkeeping, and the spare-worker
 fill rules of section 5.5. Pure: no Kubernetes, no I/O.
 
-A decision is ``policy x jobs x workers x time x speed estimates -> assignment``: the assignment maps each *free*
-worker it uses to a job (``{worker_id: job_id}``). Non-preemptive: a worker that runs a task keeps it (it is not in
-the assignment), and counts towards its job's share. Every policy respects section 5's rule "we don't want to assign
-workers more than tasks of a job": a job gets at most its ``queued`` tasks in new workers, so its running plus
-assigned workers never exceed its remaining tasks.
+A decision is ``policy x jobs x workers x time x speed estimates -> assignment``: the assignment maps each worker
+offered as free (``WorkerView.job`` None) that it uses to a job (``{worker_id: job_id}``). Who is offered is the
+caller's choice: in the paper's model (figure 3.2; the simulator's default ``"plan"``) every worker, busy or idle,
+is offered and each job offers all its unfinished tasks, so the assignment is the whole allocation plan; in the
+``"free"`` model only idle workers are offered and a worker that runs a task keeps it and counts towards its job's
+share. Every policy respects section 5's rule "we don't want to assign workers more than tasks of a job": a job gets
+at most its ``queued`` tasks in new workers, so its running plus assigned workers never exceed its remaining tasks.
 
-Spare fill (5.5): jobs that still have queued tasks are sorted by priority (``"priority"``) or by closest deadline
-(``"deadline"``, jobs without one last) and each in turn takes free workers, up to its queued tasks, until the free
-workers are used up. The free worker handed out first is the fastest for that job's kind (heterogeneity-aware). Among equal workers,
-one already running the job (``WorkerView.current``, preemptive planning only) comes first, then id order.
+Spare fill (5.5): jobs that still have tasks without a worker are sorted by priority (``"priority"``) or by closest
+deadline (``"deadline"``, jobs without one last) and each in turn takes free workers, up to its tasks, until the
+free workers are used up ("allocate the rest workers one by one until workers are used up or every job has obtained
+enough workers"; we read "one by one" as one worker at a time to the first job in the order still in need, not as a
+round robin over the jobs). The free worker handed out first is the fastest for that job's kind
+(heterogeneity-aware; the paper does not say which worker). Among equal workers, one already running the job
+(``WorkerView.current``) comes first, then id order.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from .model import JobView, SpeedMatrix, WorkerView, by_deadline, by_priority
 
 Assignment = dict[str, str]  #: free worker id -> job id
 Fill = Literal["priority", "deadline"] | None
+#: where an algorithm's pseudo-code and the text that describes it disagree, which one a policy follows
+Reading = Literal["pseudo-code", "text"]
 
 
 class Policy(Protocol):

@@ -5,16 +5,26 @@ finish job i's remaining work (remaining nominal work / throughput of k's node c
 workers meets the deadline iff ``sum_{k in S} 1 / T_i^k >= 1 / d_i``, d_i the time left to the deadline.
 
 Algorithm 4: jobs by priority, highest first; for each, the free workers fastest first (largest 1/T), taken while
-``k < n_i`` and ``sum 1/T < 1/d_i``; then the workers left go to jobs still in need, by priority or by closest
-deadline (section 5.5, ``fill``; default ``"deadline"``, the combination the paper recommends).
+``k < n_i`` and the loop condition of line 11 holds; then the workers left go to jobs still in need, by priority or
+by closest deadline (section 5.5, ``fill``; default ``"deadline"``, the combination the paper recommends).
+
+Line 11 and the text disagree (``reading``):
+- ``"pseudo-code"`` (default): line 11 stops at ``th < 1/w_i.execTime[j_i]``, a worker's own speed, not the
+  deadline. The workers are sorted fastest first (line 8), so after the first one ``th = 1/T`` of the fastest
+  worker, which no worker's ``1/T`` exceeds: the loop takes exactly one worker (if ``n_i >= 1``). The main pass
+  gives every job, in priority order, its fastest free worker; the deadline only enters through the spare fill
+  (5.5) -- which is what makes the fill rule decide the penalty, the comparison of 6.3.2;
+- ``"text"``: "assign the top k workers that can finish J_m before its deadline", i.e. ``th < 1/d_i`` (5.4.2's
+  ``sum 1/T >= 1/d_i``), d_i the time left, ``deadline - now``; when it is <= 0 the condition cannot be met and
+  the job takes every free worker it can use (up to n_i); a job without a deadline needs nothing in the main pass
+  and is served only by the spare fill.
 
 Departures from the paper:
-- Algorithm 4 line 11 stops at ``th < 1/w_i.execTime[j_i]``; the text says "assign the top k workers that can
-  finish J_m before its deadline", i.e. ``th < 1/d_i``, which we implement;
-- d_i is the time left, ``deadline - now``; when it is <= 0 the condition cannot be met and the job takes every
-  free worker it can use (up to its queued tasks); a job without a deadline needs nothing in the main pass and is
-  served only by the spare fill;
-- non-preemptive: the 1/T of the workers already running the job's tasks count towards the sum.
+- line 15 ``result[j_i] <- workerSet[0..i]`` is read as ``workerSet[0..k)``, the k workers the loop summed;
+- n_i is the job's tasks not yet given a worker: its unfinished tasks when the policy plans over every worker (the
+  simulator's default ``"plan"`` model), its queued tasks in the ``"free"`` model, where the 1/T of the workers
+  already running the job's tasks count towards the sum (``"text"``), or the job gets no new worker in the main pass
+  if it runs on one (``"pseudo-code"``).
 
 EDF (the paper's comparison, "an optimal scheduling policy in real-time systems"): jobs by earliest deadline
 (none last; ties by arrival then id -- priority is ignored), each taking free workers, fastest first, up to its
@@ -27,7 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .base import Assignment, Fill, Ledger
+from .base import Assignment, Fill, Ledger, Reading
 from .model import JobView, SpeedMatrix, WorkerView
 from .workload import greedy_by_rate
 
@@ -54,15 +64,19 @@ def meets_deadline(job: JobView, classes: Sequence[str], now: float, speeds: Spe
 @dataclass(frozen=True)
 class DeadlinePolicy:
     fill: Fill = "deadline"
+    reading: Reading = "pseudo-code"
 
     @property
     def name(self) -> str:
-        return "deadline" + ("" if self.fill is None else f"+fill-{self.fill}")
+        base = "deadline" if self.reading == "pseudo-code" else "deadline[text]"
+        return base + ("" if self.fill is None else f"+fill-{self.fill}")
 
     def assign(
         self, jobs: Sequence[JobView], workers: Sequence[WorkerView], now: float, speeds: SpeedMatrix
     ) -> Assignment:
-        return greedy_by_rate(jobs, workers, speeds, lambda j: required_rate(j, now), self.fill)
+        return greedy_by_rate(
+            jobs, workers, speeds, lambda j: required_rate(j, now), self.fill, one_each=self.reading == "pseudo-code"
+        )
 
 
 def _edf_key(job: JobView) -> tuple[float, float, str]:

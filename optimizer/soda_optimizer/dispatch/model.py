@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 EPS = 1e-9
+TIME_TOL = 1e-6  #: seconds: a finish this close past a deadline is not a miss (float noise of summed times)
 DEFAULT_KIND = "default"
 
 
@@ -63,6 +64,10 @@ class Job:
         if self.deadline is None:
             return 0.0
         return self.priority * max(0.0, finish - self.deadline)
+
+    def late(self, finish: float) -> bool:
+        """Whether ``finish`` misses the deadline by more than :data:`TIME_TOL` seconds."""
+        return self.deadline is not None and finish > self.deadline + TIME_TOL
 
 
 @dataclass(frozen=True)
@@ -103,9 +108,9 @@ class JobView:
 class WorkerView:
     """A worker that is up: ``job`` is the job whose task it runs, None when it is free (available).
 
-    ``current`` is only set when the simulator plans preemptively: the worker is offered as free (``job`` None) but
-    runs a task of ``current``; policies prefer such a worker for that job (among equals) so that the plan kills as
-    few running tasks as possible."""
+    ``current`` is set when the policy plans over every worker (the simulator's ``"plan"`` and ``"kill"`` modes): the
+    worker is offered as free (``job`` None) but runs a task of ``current``; policies prefer such a worker for that
+    job (among equals) so that the plan moves as few workers as possible."""
 
     id: str
     node_class: str

@@ -3,12 +3,16 @@
 Two kinds of names:
 
 - a policy family with its parameters, the form a ``BatchDispatch`` spells (``policy`` plus ``reservation``,
-  ``horizon``, ``fill``): ``priority`` (5.1: ``reservation``, ``fill``), ``proportion`` (5.2: ``fill``),
-  ``workload`` (5.3: ``horizon``, ``fill``), ``deadline`` (5.4: ``fill``), ``edf`` (6.3.2: none). A parameter not
+  ``horizon``, ``fill``, ``reading``): ``priority`` (5.1: ``reservation``, ``fill``, ``reading``), ``proportion``
+  (5.2: ``fill``, ``reading``), ``workload`` (5.3: ``horizon``, ``fill``), ``deadline`` (5.4: ``fill``,
+  ``reading``), ``edf`` (6.3.2: none). ``reading`` is ``"pseudo-code"`` or ``"text"`` where the algorithm and its
+  description disagree (default: the pseudo-code for ``deadline``, the text for ``priority`` and ``proportion``;
+  each module says why). A parameter not
   given takes the policy's default (``fill``: none for priority and proportion, ``priority`` for workload,
   ``deadline`` for deadline); ``fill="none"`` is no spare fill, like ``None``;
-- the eight configurations of the paper's comparison (:data:`PAPER`), by the name the policy reports
-  (``priority(r=0.2)``, ``deadline+fill-priority``, ...), without parameters. Where a configuration's name is a
+- the eight configurations of the paper's comparison (:data:`PAPER`) and the other readings (:data:`READINGS`:
+  ``priority[alg1](r=0.2)``, ``proportion[alg2]``, ``deadline[text]+fill-priority``, ...), by the name the policy
+  reports (``priority(r=0.2)``, ``deadline+fill-priority``, ...), without parameters. Where a configuration's name is a
   family's (``proportion``, ``edf``, ``deadline``), the family wins: ``deadline`` is the family's default
   (spare workers filled by deadline, what a ``BatchDispatch`` gets); the paper's ``deadline`` without fill is
   ``policy("deadline", fill=None)``.
@@ -52,6 +56,14 @@ PAPER: tuple[tuple[str, dict[str, Any]], ...] = (
     ("edf", {}),
 )
 
+#: the other reading of each algorithm whose pseudo-code and text disagree (the benchmark shows both)
+READINGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("priority", {"reservation": 0.2, "reading": "pseudo-code"}),
+    ("proportion", {"reading": "pseudo-code"}),
+    ("deadline", {"fill": "priority", "reading": "text"}),
+    ("deadline", {"fill": "deadline", "reading": "text"}),
+)
+
 _ADAPTERS: dict[str, TypeAdapter[Any]] = {}
 
 
@@ -78,22 +90,23 @@ def _build(family: str, params: dict[str, Any]) -> Policy:
     return out
 
 
-def paper_policies() -> dict[str, Policy]:
-    """Every policy of the paper with the parameters the benchmark uses, by name."""
-    ps = [_build(family, dict(params)) for family, params in PAPER]
+def paper_policies(readings: bool = False) -> dict[str, Policy]:
+    """Every policy of the paper with the parameters the benchmark uses, by name; with ``readings`` also the other
+    reading of each algorithm whose pseudo-code and text disagree (:data:`READINGS`)."""
+    ps = [_build(family, dict(params)) for family, params in (PAPER + READINGS if readings else PAPER)]
     return {p.name: p for p in ps}
 
 
 def names() -> list[str]:
     """Every name :func:`policy` accepts: the families, then the paper's other configurations."""
-    return [*FAMILIES, *(n for n in paper_policies() if n not in FAMILIES)]
+    return [*FAMILIES, *(n for n in paper_policies(True) if n not in FAMILIES)]
 
 
 def policy(name: str, **params: Any) -> Policy:
     """The policy ``name`` (a family with ``params``, or one of the paper's configurations without)."""
     if name in FAMILIES:
         return _build(name, params)
-    paper = paper_policies()
+    paper = paper_policies(True)
     if name in paper:
         if params:
             raise ValueError(f"dispatch policy {name!r} is one of the paper's configurations and takes no parameters "
@@ -102,4 +115,4 @@ def policy(name: str, **params: Any) -> Policy:
     raise ValueError(f"dispatch policy: unknown policy {name!r} (known: {', '.join(names())})")
 
 
-__all__ = ["FAMILIES", "PAPER", "names", "paper_policies", "parameters", "policy"]
+__all__ = ["FAMILIES", "PAPER", "READINGS", "names", "paper_policies", "parameters", "policy"]

@@ -8,36 +8,51 @@ the true speeds: it is given the :class:`~.model.SpeedMatrix` estimate, updated 
 observed time (adaptive adjustment, 4.4; ``adaptive=False`` keeps the prior).
 
 Scheduling happens (4.1) on every job change (arrival, completion of a task or a job) and worker change (failure,
-recovery): all events at one instant are applied, then the decision maker is called once with the free workers and
-the chosen free workers start the next queued task of their job (FIFO). A failed worker's running task goes back to
-the front of its job's queue and is redone from the start (4.4).
+recovery): all events at one instant are applied, then the decision maker is called once and its result applied;
+a worker starts the next queued task (FIFO) of the job it is given. A failed worker's running task goes back to the
+front of its job's queue and is redone from the start (4.4). Departure: the paper's decision maker runs on a job's
+submission or completion and when the status checker reports (3.5.2, 4.4); we also run it when a task ends, the
+instant a busy worker would ask the dispatcher for its next task (figure 3.2).
 
-Two ways to apply a decision:
-- ``preemptive=False`` (default, the dispatcher of 3.5.3 / figure 3.2): a running task keeps its worker; only free
-  workers are assigned, and each job's running workers count towards its share;
-- ``preemptive=True`` (the "kill" option of 4.4, for emergency jobs): the policy plans over every worker that is
-  up, as if all were free (each job offering its queued and running tasks); a busy worker planned for another job
-  has its task killed (re-queued at the front, redone later) and starts that job's next task; a busy worker the
-  plan leaves idle keeps its task. This is the allocation plan the paper's metrics are computed on.
+Three worker models (``mode``):
+- ``"plan"`` (default: the paper's, figure 3.2 and 3.5.3): the policy plans over every worker that is up, busy or
+  idle (each offered as free, ``WorkerView.current`` naming the job whose task it runs), each job offering all its
+  unfinished tasks (queued + running). An idle worker starts a task of the job the plan gives it (if that job has a
+  queued task; otherwise it stays idle until the next decision); a busy worker finishes its task and then follows
+  the plan in force when it ends (a new decision is taken at that instant). Nothing is ever killed. The priority
+  violation rate is measured on the plan (6.3.2: a job "not scheduled with any worker");
+- ``"free"`` (departure, the dispatcher without a plan): only idle workers are offered; a job's running tasks hold
+  their workers and count towards its share; violations are measured on the workers running each job's tasks;
+- ``"kill"`` (departure, 4.4's "kill some low priority running tasks" applied at every decision): as ``"plan"``,
+  but a busy worker the plan gives to another job has its task killed at once (re-queued at the front, redone
+  later) and starts that job's next task; a busy worker the plan leaves idle keeps its task.
 
 Metrics (6.3.2):
 - priority violation rate at an instant: #violated jobs / #jobs in the system (arrived, not finished), where a
-  job is violated if it has no worker while some job of strictly lower priority has one or more. Reported as the
-  time average over the time the system holds at least one job (``violation_rate``), and as the plain mean over
-  decision instants (``violation_rate_events``). The paper says "average ... during each simulation" without
-  saying which; we state both;
-- deadline penalty: ``sum_j P_j * M_j``, M_j = max(0, finish - deadline) in seconds (0 without a deadline).
+  job is violated if it has no worker while some job of strictly lower priority has one or more, counting the
+  workers the plan gives each job (``Snapshot.plan``; in ``"free"`` mode the workers running its tasks). Reported
+  as the time average over the time the system holds at least one job (``violation_rate``), as the plain mean over
+  decision instants (``violation_rate_events``) -- the paper says "average ... during each simulation" without
+  saying which -- and, on the workers actually running each job's tasks, as a time average
+  (``violation_rate_running``; in ``"plan"`` mode it differs while busy workers finish another job's task);
+- deadline penalty: ``sum_j P_j * M_j``, M_j = max(0, finish - deadline) in seconds (0 without a deadline);
+  ``missed`` counts the jobs later than their deadline by more than :data:`~.model.TIME_TOL` (float noise from
+  summed task times is not a miss).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .base import Policy, check
 from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
+
+Mode = Literal["plan", "free", "kill"]
+MODES: tuple[Mode, ...] = ("plan", "free", "kill")
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,8 @@ class Snapshot:
     free: int
     busy: int
     down: int
+    plan: tuple[tuple[str, int], ...] = ()  #: (job, workers the plan gives it), jobs with at least one
+    violated_running: int = 0  #: violated jobs counted on ``alloc`` (the workers running tasks) instead of the plan
 
     @property
     def violation(self) -> float:
@@ -108,6 +125,7 @@ class SimResult:
     missed: int
     violation_rate: float
     violation_rate_events: float
+    violation_rate_running: float
     makespan: float
     unfinished: tuple[str, ...]  #: jobs the policy never finished (left idle, or every worker down for good)
     runs: tuple[TaskRun, ...]
@@ -138,10 +156,12 @@ def simulate(
     prior: SpeedMatrix | None = None,
     *,
     adaptive: bool = True,
-    preemptive: bool = False,
+    mode: Mode = "plan",
     max_events: int = 10_000_000,
 ) -> SimResult:
     """Replay ``workload`` under ``policy``; see the module docstring."""
+    if mode not in MODES:
+        raise ValueError(f"simulate: mode {mode!r} is not one of {', '.join(MODES)}")
     speeds = prior if prior is not None else SpeedMatrix()
     jobs = {j.id: j for j in workload.jobs}
     workers = {w.id: w for w in workload.workers}
@@ -216,6 +236,7 @@ def simulate(
             else:  # _UP
                 is_down[who] = False
         # decide
+        plan_all = mode != "free"
         views = [
             JobView(
                 id=jid,
@@ -223,8 +244,8 @@ def simulate(
                 arrival=jobs[jid].arrival,
                 deadline=jobs[jid].deadline,
                 kind=jobs[jid].kind,
-                queued=len(q) + (running[jid] if preemptive else 0),
-                running=0 if preemptive else running[jid],
+                queued=len(q) + (running[jid] if plan_all else 0),
+                running=0 if plan_all else running[jid],
                 remaining_work=left_work[jid],
             )
             for jid, q in queue.items()
@@ -235,9 +256,8 @@ def simulate(
                 continue
             cur = state[w.id]
             on = None if cur is None else cur[0]
-            wviews.append(
-                WorkerView(w.id, w.node_class, None, on) if preemptive else WorkerView(w.id, w.node_class, on)
-            )
+            wviews.append(WorkerView(w.id, w.node_class, None, on) if plan_all else WorkerView(w.id, w.node_class, on))
+        out: dict[str, str] = {}
         if views and any(v.job is None for v in wviews):
             out = policy.assign(views, wviews, now, speeds)
             check(views, wviews, out)
@@ -245,9 +265,9 @@ def simulate(
             for wid in sorted(out):
                 cur = state[wid]
                 if cur is not None:
-                    if cur[0] == out[wid]:
-                        continue  # planned for the job it already runs
-                    jid, task, start = cur  # preemptive plan: kill and re-queue
+                    if mode == "plan" or cur[0] == out[wid]:
+                        continue  # busy: it finishes its task, then follows the plan of that instant
+                    jid, task, start = cur  # "kill": the task is killed and re-queued
                     runs.append(TaskRun(jid, task, wid, start, now, False))
                     running[jid] -= 1
                     queue[jid].appendleft(task)
@@ -257,7 +277,7 @@ def simulate(
             for wid in start_on:
                 jid = out[wid]
                 if not queue[jid]:
-                    continue
+                    continue  # planned for a job with no task waiting: stays idle until the next decision
                 task = queue[jid].popleft()
                 running[jid] += 1
                 state[wid] = (jid, task, now)
@@ -266,17 +286,36 @@ def simulate(
         busy = sum(1 for s in state.values() if s is not None)
         ndown = sum(is_down.values())
         alloc = tuple(sorted((jid, n) for jid, n in running.items() if n > 0))
-        violated = violated_count([(jobs[jid].priority, running[jid]) for jid in queue])
-        timeline.append(Snapshot(now, len(queue), violated, alloc, len(workers) - busy - ndown, busy, ndown))
+        if plan_all:
+            planned = Counter(out.values())
+        else:
+            planned = Counter({jid: n for jid, n in running.items() if n > 0})
+        violated = violated_count([(jobs[jid].priority, planned[jid]) for jid in queue])
+        violated_run = violated_count([(jobs[jid].priority, running[jid]) for jid in queue])
+        timeline.append(
+            Snapshot(
+                now,
+                len(queue),
+                violated,
+                alloc,
+                len(workers) - busy - ndown,
+                busy,
+                ndown,
+                tuple(sorted((j, n) for j, n in planned.items() if n > 0)),
+                violated_run,
+            )
+        )
 
     penalty = sum(jobs[j].penalty(t) for j, t in finish.items())
-    missed = sum(1 for j, t in finish.items() if jobs[j].penalty(t) > 0)
+    missed = sum(1 for j, t in finish.items() if jobs[j].late(t))
     busy_time = 0.0
     weighted = 0.0
+    weighted_run = 0.0
     for a, b in zip(timeline, timeline[1:], strict=False):
         if a.in_system:
             busy_time += b.time - a.time
             weighted += a.violation * (b.time - a.time)
+            weighted_run += a.violated_running / a.in_system * (b.time - a.time)
     nonempty = [s for s in timeline if s.in_system]
     return SimResult(
         policy=policy.name,
@@ -285,6 +324,7 @@ def simulate(
         missed=missed,
         violation_rate=weighted / busy_time if busy_time > 0 else 0.0,
         violation_rate_events=sum(s.violation for s in nonempty) / len(nonempty) if nonempty else 0.0,
+        violation_rate_running=weighted_run / busy_time if busy_time > 0 else 0.0,
         makespan=max(finish.values(), default=0.0),
         unfinished=tuple(sorted(queue)),
         runs=tuple(runs),

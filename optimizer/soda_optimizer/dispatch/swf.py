@@ -4,7 +4,7 @@ transformations of section 6.3.1. Pure: parsing and formatting work on strings; 
 - :func:`parse_swf` / :func:`format_swf` -- the 18-field SWF line format (``;`` starts a header comment; -1 means
   unknown);
 - :func:`lublin_swf` -- a synthetic SWF trace from the Lublin & Feitelson (2003) parallel workload model, used when
-  no real trace is given (the paper used the SDSC-Par96 log, which is not shipped here);
+  no real trace is given (the paper used the SDSC-Par96 log: never committed; ``hack/fetch-trace.sh`` fetches it);
 - :func:`to_jobs` -- section 6.3.1: consecutive sample of ``rate * len`` jobs from a random start, runtime x0.001,
   gaps between submissions x0.1, jobs submitted within 1 s grouped into one batch (same submission time), tasks =
   allocated processors each taking the (scaled) runtime, priority by user-group size (fewer jobs -> higher

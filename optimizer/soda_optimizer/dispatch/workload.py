@@ -32,8 +32,11 @@ def greedy_by_rate(
     speeds: SpeedMatrix,
     required: Callable[[JobView], float],
     fill: Fill,
+    one_each: bool = False,
 ) -> Assignment:
-    """Algorithms 3 and 4: per job by priority, fastest free workers until ``sum th >= required(job)`` (a rate)."""
+    """Algorithms 3 and 4: per job by priority, fastest free workers until ``sum th >= required(job)`` (a rate);
+    with ``one_each`` (Algorithm 4's line 11 as written) the fastest free worker only, and none to a job that
+    already runs a task on a worker it keeps (the ``"free"`` worker model)."""
     led = Ledger(jobs, workers)
     classes: dict[str, list[str]] = defaultdict(list)
     for w in workers:
@@ -42,6 +45,10 @@ def greedy_by_rate(
     for job in sorted(jobs, key=by_priority):
         if not led.free:
             break
+        if one_each:
+            if not classes[job.id] and led.room(job.id) > 0:
+                led.give(led.fastest(job, speeds)[0], job.id)
+            continue
         need = required(job)
         th = sum(speeds.throughput(job.kind, c) for c in classes[job.id])
         k = 0
