@@ -53,6 +53,7 @@ from ..model import Job, Scenario, floor_mips, floor_units
 from ..plan import JobDecision, StageReport
 from . import admission, exact, refine
 from .curves import Curve
+from .knee import at_the_knee
 from .required import Promise, job_minimum, promise
 from .stages import ComponentCurve, MacroQResult
 
@@ -294,9 +295,9 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     else:  # automatic: optimal only when the bound proves it
         status = "optimal" if proven and gap is not None and gap <= 1e-9 else "feasible"
     incomplete = sum(not c.complete for c in curve_cache.values())
-    goals = best.goals
     glued = scenario.glued(best.choice)
     ev = Evaluator(glued)
+    goals = at_the_knee(ev, best.goals)
     vec = np.array([[goals[p] for p in ev.pes]])
     traffic = ev.traffic(vec[0])
     imp_by_job = _importance_by_job(ev, vec[0])

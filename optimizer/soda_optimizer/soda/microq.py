@@ -42,6 +42,7 @@ from ortools.linear_solver import pywraplp
 from ..importance import Evaluator
 from ..model import Scenario, floor_mips
 from ..plan import StageReport
+from .knee import at_the_knee
 from .stages import ComponentCurve, MacroQResult, MicroQResult
 
 PENALTY = 1e3  # per mips of slack in (38), above any importance slope per mips we expect
@@ -130,9 +131,12 @@ def solve(
     # report the importance the goals really produce (the fit is an upper envelope)
     glued = scenario.glued(macroq.choice)
     ev = Evaluator(glued)
+    # a fitted curve's breakpoint past a PE's knee buys nothing: the least CPU of equal importance
+    # (knee.at_the_knee), so the goals do not move with the grid the curves were built on
+    best = (best[0], at_the_knee(ev, best[1]))
     true_imp = float(ev.importance(np.array([[best[1].get(p, 0.0) for p in ev.pes]]))[0])
     detail = f"{len(seen)} LP iterations"
-    mq = hosted({p: float(macroq.goals.get(p, 0.0)) for p in ev.pes}, candidates, nodes)
+    mq = at_the_knee(ev, hosted({p: float(macroq.goals.get(p, 0.0)) for p in ev.pes}, candidates, nodes))
     mq_imp = float(ev.importance(np.array([[mq.get(p, 0.0) for p in ev.pes]]))[0])
     floors_ok = all(mq.get(p, 0.0) >= min(float(macroq.goals.get(p, 0.0)), floor_mips(specs[p], scenario.policy.pe_floor_mips)) - 1e-3
                     for p in ev.pes if p in specs)
