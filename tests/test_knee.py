@@ -12,7 +12,18 @@ from hypothesis import strategies as st
 
 from soda_optimizer import pipeline
 from soda_optimizer.importance import Evaluator
-from soda_optimizer.model import PE, Job, Node, PrimalInput, ResourceFunction, Scenario, Sink, Stream, Template
+from soda_optimizer.model import (
+    PE,
+    Job,
+    Node,
+    PrimalInput,
+    ResourceFunction,
+    Scenario,
+    Sink,
+    Stream,
+    Template,
+    floor_mips,
+)
 from soda_optimizer.soda.knee import at_the_knee
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,14 +44,15 @@ def _chain(a: tuple[float, float, float], b: tuple[float, float], rate: float, m
 def test_the_knee_keeps_importance_and_never_adds_cpu(a, b, rate, mins, raw):
     ev = Evaluator(_chain(a, b, rate, mins).glued({"ns/j": "ns/t"}))
     goals = {p: max(g, ev.glued.spec(p).min_mips) for p, g in zip(ev.pes, raw)}
-    out = at_the_knee(ev, goals)
+    out = at_the_knee(ev, goals, pe_floor=10.0)
     x = np.array([[goals[p] for p in ev.pes], [out[p] for p in ev.pes]])
     before, after = ev.importance(x)
     assert after >= before - 1e-9 * (1 + abs(before))
-    assert all(out[p] <= goals[p] + 1e-12 and out[p] >= ev.glued.spec(p).min_mips - 1e-12 for p in ev.pes)
+    floor = {p: floor_mips(ev.glued.spec(p), 10.0) for p in ev.pes}
+    assert all(out[p] <= goals[p] + 1e-12 and out[p] >= min(goals[p], floor[p]) - 1e-12 for p in ev.pes)
     # past the knee nothing is left: each goal is at most its saturation or its minimum
     sat = dict(zip(ev.pes, ev.saturation()))
-    assert all(out[p] <= max(sat[p], ev.glued.spec(p).min_mips) + 1e-9 for p in ev.pes)
+    assert all(out[p] <= max(sat[p], floor[p]) + 1e-9 for p in ev.pes)
 
 
 def test_a_job_keeps_its_goals_when_another_is_held_instead_of_planned():

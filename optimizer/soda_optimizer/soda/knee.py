@@ -13,11 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..importance import Evaluator
+from ..model import floor_mips
 
 
-def at_the_knee(ev: Evaluator, goals: dict[str, float]) -> dict[str, float]:
+def at_the_knee(ev: Evaluator, goals: dict[str, float], pe_floor: float = 0.0) -> dict[str, float]:
     """Each goal above its PE's saturation (the mips beyond which its output cannot grow, and so
-    no stream's value either) brought down to it, never below the PE's minimum. The importance is
+    no stream's value either) brought down to it, never below the PE's floor (its minimum and the
+    policy's ``pe_floor_mips``, :func:`~soda_optimizer.model.floor_mips`) nor raised. The importance is
     the same (checked); the capacity a grid point past the knee held is left free. Departure from
     the paper, which takes whatever grid point the RAP picks: among equally important answers the
     least CPU, so a job's goals do not move with the grid (a grid depends on every other job: a job
@@ -26,8 +28,8 @@ def at_the_knee(ev: Evaluator, goals: dict[str, float]) -> dict[str, float]:
     if not ev.pes:
         return goals
     x = np.array([goals.get(p, 0.0) for p in ev.pes], dtype=float)
-    floor = np.array([ev.glued.spec(p).min_mips for p in ev.pes], dtype=float)
-    y = np.where(x > ev.saturation(), np.maximum(ev.saturation(), floor), x)
+    floor = np.array([floor_mips(ev.glued.spec(p), pe_floor) for p in ev.pes], dtype=float)
+    y = np.where(x > ev.saturation(), np.minimum(x, np.maximum(ev.saturation(), floor)), x)
     if np.array_equal(x, y):
         return goals
     before, after = ev.importance(np.stack([x, y]))

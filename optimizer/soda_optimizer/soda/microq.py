@@ -133,10 +133,10 @@ def solve(
     ev = Evaluator(glued)
     # a fitted curve's breakpoint past a PE's knee buys nothing: the least CPU of equal importance
     # (knee.at_the_knee), so the goals do not move with the grid the curves were built on
-    best = (best[0], at_the_knee(ev, best[1]))
+    best = (best[0], at_the_knee(ev, best[1], scenario.policy.pe_floor_mips))
     true_imp = float(ev.importance(np.array([[best[1].get(p, 0.0) for p in ev.pes]]))[0])
     detail = f"{len(seen)} LP iterations"
-    mq = at_the_knee(ev, hosted({p: float(macroq.goals.get(p, 0.0)) for p in ev.pes}, candidates, nodes))
+    mq = at_the_knee(ev, hosted({p: float(macroq.goals.get(p, 0.0)) for p in ev.pes}, candidates, nodes), scenario.policy.pe_floor_mips)
     mq_imp = float(ev.importance(np.array([[mq.get(p, 0.0) for p in ev.pes]]))[0])
     floors_ok = all(mq.get(p, 0.0) >= min(float(macroq.goals.get(p, 0.0)), floor_mips(specs[p], scenario.policy.pe_floor_mips)) - 1e-3
                     for p in ev.pes if p in specs)
