@@ -36,6 +36,10 @@ Departures from the paper, on purpose:
 - required jobs whose minima do not fit do not make the whole problem infeasible (the paper's
   answer): the admission rule of :mod:`.required` refuses only those that do not fit, and promised
   required jobs do not force every job of better rank in (they rank as 1, as the paper assumes).
+
+Just over 400 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
+bookkeeping (the best answer, the bound, the report) in one place; the pieces it calls live in
+:mod:`.admission`, :mod:`.refine`, :mod:`.exact`, :mod:`.required`, :mod:`.rap` and :mod:`.knee`.
 """
 
 from __future__ import annotations
