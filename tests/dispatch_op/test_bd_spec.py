@@ -80,3 +80,11 @@ def test_bad_values_are_refused_naming_the_field(field: str, value: Any, says: s
 
 def test_slot_cpu_is_a_quantity() -> None:
     assert spec_of(slotCPU="500m").slot_cpu == 0.5 and spec_of(slotCPU=2).slot_cpu == 2.0
+
+
+def test_a_fill_the_policy_cannot_use_is_refused_not_ignored() -> None:
+    """EDF fills no spare workers: a fill set beside it was accepted and silently dropped."""
+    with pytest.raises(TranslationError) as e:
+        sp.parse(spec_of(policy="edf", fill="deadline"))
+    assert e.value.field == "spec.fill" and "edf" in e.value.message
+    assert sp.policy_of(spec_of(policy="edf", fill="none")).name == sp.policy_of(spec_of(policy="edf")).name

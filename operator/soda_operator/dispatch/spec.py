@@ -61,9 +61,13 @@ class DispatchSpec(BaseModel):
 def parse(spec: Mapping[str, Any]) -> DispatchSpec:
     """``spec`` (as the API server stores it: defaulted) checked; a TranslationError names the first bad field."""
     try:
-        return DispatchSpec.model_validate(dict(spec))
+        s = DispatchSpec.model_validate(dict(spec))
     except ValidationError as e:
         raise from_validation(e) from e
+    if s.fill not in (None, "none") and "fill" not in dp.registry.parameters(s.policy):
+        # a fill the policy has no use for would be accepted and ignored
+        raise TranslationError("spec.fill", f"policy {s.policy} fills no spare workers: set fill to none or leave it out")
+    return s
 
 
 def policy_of(spec: DispatchSpec | Mapping[str, Any]) -> dp.Policy:
