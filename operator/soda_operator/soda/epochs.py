@@ -162,9 +162,9 @@ class Loops:
         def plan_fn(s: Scenario) -> Plan:
             if self.failpoint and any(t.split("/", 1)[-1] == self.failpoint for j in s.jobs for t in j.templates):
                 raise RuntimeError(f"failpoint {FAILPOINT_ENV}: a job lists template {self.failpoint}")
-            functions = self.learning.macro(s, snap.templates, snap.policy)
-            learned[:] = [steps.learned(s, functions)]  # what was planned with: written with the plan
-            return pipeline.run(s, functions=functions)
+            # the pipeline's first step, made here once: the Scenario planned with is also written with the plan
+            learned[:] = [steps.learned(s, self.learning.macro(s, snap.templates, snap.policy))]
+            return pipeline.run(learned[0])
 
         for _ in range(3):  # a quarantine changes the capacity the others see: plan once more
             scen, errors = snap.scenario(quarantined={j: why for j, (_, why) in self.quarantine.items()})
@@ -229,9 +229,9 @@ class Loops:
             if self.seen_usable != usable and any(not (set(p.candidates) & usable) for p in self.last.pes if p.candidates):
                 self.macro_due.set()  # a PE lost all its candidates (asked once per change of the usable nodes)
             self.seen_usable = usable
-            functions = self.learning.planned()
+            scen = steps.learned(scen, self.learning.planned())  # the pipeline's first step, once: observed and written too
             try:
-                plan = pipeline.rerun(scen, self.last, functions=functions)
+                plan = pipeline.rerun(scen, self.last)
                 why = guard.unsound(plan)
             except Exception as e:  # noqa: BLE001 - the macro epoch's guard finds the job it came from
                 why = f"{type(e).__name__}: {e}"
@@ -240,7 +240,6 @@ class Loops:
                 log.error("micro epoch failed (%s): nothing applied, a macro epoch will look for the job it comes from", why)
                 self.macro_due.set()
                 return None
-            scen = steps.learned(scen, functions)  # what was planned with: observed and written with the plan
             self._observe(plan)
             self.observer.observe(scen, plan, snap.pods, snap.policy)
             self.learning.observe(scen, plan, snap.templates, snap.pods, snap.policy, self.observer.last)
