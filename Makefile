@@ -35,11 +35,19 @@ cluster-down:
 unit: venv
 	CI=$${CI:-true} $(BIN)/pytest -q tests -m "not e2e"
 
-# The e2e suite runs against the cluster KUBECONFIG names; without one it starts the local
-# control plane and tears it down afterwards.
+# The e2e suite runs against the cluster KUBECONFIG names; without one it runs in E2E_LANES lanes
+# (pytest-xdist, whole files per lane), each on a local control plane of its own that the lane starts
+# and tears down (e2e/conftest.py; port bases KUBESODA_E2E_LANE_BASES). E2E_LANES=1: one cluster.
+E2E_LANES ?= 2
 e2e: venv
 	hack/install-browser.sh
-	hack/with-cluster.sh $(BIN)/pytest -q e2e
+	@if [ -n "$${KUBECONFIG:-}" ] || [ "$(E2E_LANES)" = 1 ]; then \
+	  echo hack/with-cluster.sh $(BIN)/pytest -q e2e; hack/with-cluster.sh $(BIN)/pytest -q e2e; \
+	else \
+	  hack/build-binaries.sh >/dev/null && \
+	  echo "KUBESODA_E2E_LANES=1 $(BIN)/pytest -q -n $(E2E_LANES) --dist loadfile e2e" && \
+	  KUBESODA_E2E_LANES=1 $(BIN)/pytest -q -n $(E2E_LANES) --dist loadfile e2e; \
+	fi
 
 # A real node (kubelet + containerd from Debian's packages, hack/real-node.sh) beside the KWOK
 # nodes, in a control plane of its own: kubesoda's image (built without Docker) runs there and an

@@ -26,10 +26,69 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parent.parent
+LANE_BASES = os.environ.get("KUBESODA_E2E_LANE_BASES", "27100,27600,28100,28600")
+
+
+def _lane(config: pytest.Config) -> tuple[str, int] | None:
+    """This xdist worker's lane (its name and port base) when the suite runs in lanes (``make e2e``
+    without KUBECONFIG: ``pytest -n N --dist loadfile``), each lane on a local control plane of its
+    own; None in a plain run or in xdist's controller."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not os.environ.get("KUBESODA_E2E_LANES"):
+        return None
+    index = int(worker.removeprefix("gw"))
+    bases = [int(b) for b in LANE_BASES.split(",")]
+    if index >= len(bases):
+        raise pytest.UsageError(f"e2e lane {worker}: KUBESODA_E2E_LANE_BASES names only {len(bases)} port bases")
+    return worker, bases[index]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A lane starts its own cluster (hack/cluster-up.sh) before collection, since some modules read
+    the cluster's environment when imported, and exports what hack/with-cluster.sh would."""
+    lane = _lane(config)
+    if lane is None:
+        return
+    worker, base = lane
+    state = ROOT / ".local" / f"cluster-e2e-{worker}"
+    env = {**os.environ, "KUBESODA_STATE": str(state), "KUBESODA_PORT_BASE": str(base)}
+    env.pop("KUBECONFIG", None)
+    up = subprocess.run([str(ROOT / "hack/cluster-up.sh"), os.environ.get("KUBESODA_TOPOLOGY", str(ROOT / "hack/topologies/small.yaml"))],
+                        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    config._kubesoda_lane_state = state  # type: ignore[attr-defined]
+    if up.returncode != 0:
+        raise pytest.UsageError(f"e2e lane {worker}: hack/cluster-up.sh failed (port base {base}):\n{up.stdout[-4000:]}")
+    os.environ.update({"KUBESODA_STATE": str(state), "KUBESODA_PORT_BASE": str(base)})
+    for line in (state / "env").read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, _, value = line.removeprefix("export ").partition("=")
+            os.environ[key] = value
+    os.environ.setdefault("KUBESODA_OPERATOR_LOG", f"/tmp/kubesoda-e2e-operator-{worker}.log")
+    os.environ.setdefault("KUBESODA_SIMULATOR_LOG", f"/tmp/kubesoda-e2e-simulate-{worker}.log")
+
+
+def _cluster_down(state: Path) -> None:
+    if (state / "env").exists():
+        subprocess.run([str(ROOT / "hack/cluster-down.sh")], env={**os.environ, "KUBESODA_STATE": str(state)}, cwd=ROOT,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, check=False, timeout=120)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A lane stops its cluster; xdist's controller then stops every lane's again (cluster-down.sh
+    is idempotent), since a worker can be ended before its own unconfigure has run."""
+    state = getattr(config, "_kubesoda_lane_state", None)
+    if state is not None:
+        _cluster_down(state)
+    elif os.environ.get("KUBESODA_E2E_LANES") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        for index in range(int(getattr(config.option, "numprocesses", 0) or 0)):
+            _cluster_down(ROOT / ".local" / f"cluster-e2e-gw{index}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -51,7 +110,7 @@ class Kube:
 def kube() -> Kube:
     if not os.environ.get("KUBECONFIG"):
         pytest.fail("KUBECONFIG is not set: run the suite with `make e2e` (hack/with-cluster.sh)")
-    config.load_kube_config()
+    config.load_kube_config(config_file=os.environ["KUBECONFIG"])  # read now: a lane sets it after kubernetes was imported
     api = client.ApiClient()
     return Kube(
         api_client=api,
