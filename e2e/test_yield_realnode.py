@@ -117,7 +117,8 @@ def free_millicores(kube, node) -> int:
 def two_real_nodes(kube) -> list[str]:
     nodes = real_nodes(kube)
     if len(nodes) < 2:
-        pytest.skip(NO_REAL_NODE if not nodes else "one real node: this test needs two (KUBESODA_REAL_NODES=2)")
+        pytest.skip(f"{len(nodes)} real node(s): this test needs two (KUBESODA_REAL_NODES=2 hack/cluster-up.sh)"
+                    + ("" if nodes else f"; {NO_REAL_NODE}"))
     ensure_image(nodes[:2])
     return [str(n.metadata.name) for n in nodes[:2]]
 
