@@ -16,7 +16,7 @@ allocator plans on every usable node (it does not read a pod's node constraints)
    quota (within ``TOLERANCE``).
 2. A third pod ``c`` (300m) joins. The group re-plans (migration budget 0: nobody moves): ``c`` goes
    beside ``a`` (both 4/9 = 0.444; beside ``b`` both would get 3/7 = 0.429), so ``a``'s quota
-   shrinks in place from 400m to 266m, with no restart (restart count 0, same container id and UID),
+   shrinks in place from 399m to 266m, with no restart (restart count 0, same container id and UID),
    and every container's CPU follows its quota again.
 3. ``c`` leaves: ``a`` grows back in place to its first share (a resize up, which the kubelet admits
    only once ``c``'s CPU is released), again without a restart.
