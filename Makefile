@@ -55,7 +55,7 @@ e2e: venv
 # two real nodes: the chart's two operator replicas run on the host's network, one per node address
 e2e-realnode: venv
 	KUBESODA_REAL_NODES=2 KUBESODA_STATE=$(CURDIR)/.local/cluster-real KUBESODA_PORT_BASE=27200 \
-	  hack/with-cluster.sh $(BIN)/pytest -q e2e/test_realnode.py e2e/test_realpipeline.py e2e/test_chart_realnode.py
+	  hack/with-cluster.sh $(BIN)/pytest -q e2e/test_realnode.py e2e/test_yield_realnode.py e2e/test_realpipeline.py e2e/test_chart_realnode.py
 
 test: lint unit e2e e2e-realnode
 

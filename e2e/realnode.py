@@ -54,3 +54,23 @@ def first_real_node(kube: Any, image: str = IMAGE) -> str:
         pytest.skip(NO_REAL_NODE)
     ensure_image([nodes[0]], image=image)
     return str(nodes[0].metadata.name)
+
+
+def cpu_quota_millicores(cgroup: Path | None) -> float | None:
+    """The CFS quota of a container's cgroup directory (as e2e/test_realnode.container_cgroup finds
+    it) in millicores: cgroup v1's ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` in the ``cpu``
+    hierarchy beside ``cpuacct``'s, or v2's ``cpu.max``; None when the cgroup is not on this host or
+    has no quota (-1, ``max``)."""
+    if cgroup is None:
+        return None
+    v1 = Path(str(cgroup).replace("/cpuacct/", "/cpu/", 1))
+    if (v1 / "cpu.cfs_quota_us").exists():
+        quota, period = int((v1 / "cpu.cfs_quota_us").read_text()), int((v1 / "cpu.cfs_period_us").read_text())
+    elif (cgroup / "cpu.max").exists():
+        q, p = (cgroup / "cpu.max").read_text().split()
+        if q == "max":
+            return None
+        quota, period = int(q), int(p)
+    else:
+        return None
+    return None if quota < 0 else quota / period * 1000
