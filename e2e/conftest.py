@@ -122,6 +122,9 @@ def kube() -> Kube:
     )
 
 
+FINALIZED = ("yieldgroups", "batchdispatches", "flowpools", "jobflows")
+
+
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
@@ -135,6 +138,16 @@ def namespace(kube: Kube) -> Iterator[str]:
             kube.custom.delete_collection_namespaced_custom_object("kubesoda.io", "v1alpha1", name, "streamjobs")
         except client.exceptions.ApiException:
             pass
+        # Kopf's finalizers on objects with timers outlive an operator the test already stopped, and
+        # would hold the namespace in Terminating for the whole wait below
+        for plural in FINALIZED:
+            try:
+                for obj in kube.custom.list_namespaced_custom_object("kubesoda.io", "v1alpha1", name, plural)["items"]:
+                    if obj["metadata"].get("finalizers"):
+                        kube.custom.patch_namespaced_custom_object("kubesoda.io", "v1alpha1", name, plural, obj["metadata"]["name"],
+                                                                   {"metadata": {"finalizers": None}})
+            except client.exceptions.ApiException:
+                pass
         kube.core.delete_namespace(name, grace_period_seconds=0)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
