@@ -214,3 +214,13 @@ def test_upgrade_deletes_the_per_pe_services_and_creates_one_per_job():
     now = {("team", "clicks"): "clicks", ("team", "held-parse"): "held", ("other", "clicks-parse"): "clicks"}
     assert _applier(core2).sync_services([("team", "clicks", owner)], now, {("team", "clicks")}) == {"service": 0, "service-delete": 0}
     assert core2.services == core2.deleted_services == []
+    # job "clicks" had PE "score": its old Service "clicks-score" is named like a job "clicks-score";
+    # that job's Service replaces it (deleted first, then created), never taken for its own
+    core3 = ServiceCore()
+    other = {"metadata": {"name": "clicks-score", "uid": "u2"}}
+    got = _applier(core3).sync_services([("team", "clicks", owner), ("team", "clicks-score", other)],
+                                        {("team", "clicks"): "clicks", ("team", "clicks-score"): "clicks"},
+                                        {("team", "clicks"), ("team", "clicks-score")})
+    assert core3.deleted_services == [("team", "clicks-score")]
+    assert [(b["metadata"]["name"], b["spec"]["selector"]) for _, b in core3.services] == [("clicks-score", {"kubesoda.io/job": "clicks-score"})]
+    assert got == {"service": 1, "service-delete": 1}

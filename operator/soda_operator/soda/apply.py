@@ -259,10 +259,13 @@ class Applier:
                     log.error("delete service %s/%s: %s %s", k[0], k[1], e.status, e.reason)
                 return 0
 
-        want = {(w[0], service_name(w[1])) for w in wanted}
-        stale = sorted(k for k, job in existing.items() if k not in want and (k[0], job) in managed_jobs)
-        missing = [w for w in wanted if (w[0], service_name(w[1])) not in existing]
-        return {"service": sum(self._each(create, missing)), "service-delete": sum(self._each(delete, stale))}
+        # a Service of the wanted name made for another job (an earlier version's per-PE Service
+        # `<job>-<pe>` of job `<job>` is named like a job `<job>-<pe>`) is stale too: deleted, then created
+        want = {(w[0], service_name(w[1])): w[1] for w in wanted}
+        stale = sorted(k for k, job in existing.items() if want.get(k) != job and (k[0], job) in managed_jobs)
+        missing = [w for w in wanted if existing.get((w[0], service_name(w[1]))) != w[1]]
+        deleted = sum(self._each(delete, stale))  # first: a name taken by another job's Service is freed
+        return {"service": sum(self._each(create, missing)), "service-delete": deleted}
 
     def _write(self, kind: str) -> None:
         """Count one write request about to be made (``kubesoda_writes_total``)."""
