@@ -180,6 +180,18 @@ class ServiceCore(RecordingCore):
         self.deleted_services.append((namespace, name))
         return Response()
 
+    def create_namespaced_pod(self, namespace, body, **_):
+        self.services.append((namespace, body))  # every create, in order
+        return Response()
+
+    def delete_namespaced_pod(self, name, namespace, **_):
+        super().delete_namespaced_pod(name, namespace)
+        return Response()
+
+    def patch_namespaced_pod(self, name, namespace, body, **_):
+        super().patch_namespaced_pod(name, namespace, body)
+        return Response()
+
 
 def _applier(core):
     from kubernetes import client
@@ -224,3 +236,21 @@ def test_upgrade_deletes_the_per_pe_services_and_creates_one_per_job():
     assert core3.deleted_services == [("team", "clicks-score")]
     assert [(b["metadata"]["name"], b["spec"]["selector"]) for _, b in core3.services] == [("clicks-score", {"kubesoda.io/job": "clicks-score"})]
     assert got == {"service": 1, "service-delete": 1}
+
+
+def test_upgrade_replaces_the_pods_of_the_per_pe_services():
+    """A pod made before one Service per job (hostname = its name, subdomain ``<job>-<pe>``, both
+    immutable) is deleted and created again with the new ones; a pod already addressed so is left
+    alone (no write at all)."""
+    owner = {"metadata": {"name": "clicks", "uid": "u1"}}
+    old_inst = apply.Instance("team", "clicks", "parse", "n1", 0.25, 4.0, ("n1",), {}, owner, "parse->score=x:9000")
+    new_inst = apply.Instance("team", "clicks", "score", "n2", 0.25, 4.0, ("n2",), {}, owner, "")
+    old_pod = apply.pod_body(old_inst)
+    old_pod["spec"].update(hostname=old_pod["metadata"]["name"], subdomain="clicks-parse")
+    new_pod = apply.pod_body(new_inst)
+    assert not apply.addressed(old_pod) and apply.addressed(new_pod)
+    core = ServiceCore()
+    counts = _applier(core).sync_pods([old_inst, new_inst], [old_pod, new_pod], {("team", "clicks")})
+    assert core.deleted == [old_inst.name] and core.patches == []
+    assert [(b["metadata"]["name"], b["spec"]["hostname"], b["spec"]["subdomain"]) for _, b in core.services] == [(old_inst.name, "parse", "clicks")]
+    assert counts == {"delete": 1, "resize": 0, "create": 1}

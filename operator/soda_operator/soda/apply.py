@@ -21,7 +21,8 @@ per-PE Service's name did, for one Service (and its EndpointSlices) per job inst
 receiving PE. The hostnames are deliberately shared by a PE's instances, not unique per pod: a
 unique name per instance would have to be listed in the producer's env and go stale when the
 consumer moves. Services kubesoda owns (a StreamJob owner reference) that are no longer desired,
-the per-PE Services of earlier versions included, are deleted.
+the per-PE Services of earlier versions included, are deleted; PE pods of earlier versions
+(:func:`addressed` is False) are replaced, since hostname and subdomain cannot be changed in place.
 
 Writes are counted in ``kubesoda_writes_total{kind}`` (only requests actually made: a status or
 an annotation that would not change is never sent).
@@ -188,6 +189,18 @@ def service_body(namespace: str, job: str, owner: dict[str, Any]) -> dict[str, A
     }
 
 
+def addressed(pod: dict[str, Any]) -> bool:
+    """Whether a PE pod has the hostname and subdomain that make it ``<pe>.<job>.<namespace>.svc``.
+    One made before one Service per job (hostname = the pod's name, subdomain ``<job>-<pe>``) has
+    not, and both fields are immutable: the upgrade replaces it (deleted, then created again by the
+    next epoch once it is gone: one restart of each PE instance), so that no live pod still needs
+    the per-PE Services the upgrade deletes or names addresses they served."""
+    md, sp = pod.get("metadata") or {}, pod.get("spec") or {}
+    labels = md.get("labels") or {}
+    return (sp.get("subdomain") == service_name(str(labels.get(crd.LABEL_JOB, "")))
+            and sp.get("hostname") == pe_label(str(labels.get(crd.LABEL_PE, ""))))
+
+
 def _fraction_moved(annotated: str | None, fraction: float, cores: float) -> bool:
     """Whether the fraction annotation (the next epoch's previous state) is worth a write: it is
     missing or unreadable, or it is a millicore or more away from ``fraction``. Below that the CPU
@@ -278,9 +291,13 @@ class Applier:
         concurrently; the phases are sequential."""
         want = {(i.namespace, i.name): i for i in wanted}
         have = {}
+        replace = []  # pods from before one Service per job: hostname and subdomain are immutable
         for p in existing:
             md = p["metadata"]
             if (md["namespace"], (md.get("labels") or {}).get(crd.LABEL_JOB)) in managed_jobs and not md.get("deletionTimestamp"):
+                if (md["namespace"], md["name"]) in want and not addressed(p):
+                    replace.append((md["namespace"], md["name"]))  # deleted below, created again once gone
+                    continue
                 have[(md["namespace"], md["name"])] = p
 
         def delete(k: tuple[str, str]) -> int:
@@ -340,7 +357,7 @@ class Applier:
 
         kept = [k for k in want if k in have]
         counts = {
-            "delete": sum(self._each(delete, [k for k in have if k not in want])),
+            "delete": sum(self._each(delete, [k for k in have if k not in want] + replace)),
             # shrinks (and annotation-only updates) before grows, so a node is never asked for more than it has
             "resize": sum(self._each(update, [want[k] for k in kept if growth(k) <= 0]))
             + sum(self._each(update, [want[k] for k in kept if growth(k) > 0])),
