@@ -203,3 +203,27 @@ def test_one_service_per_job_names_every_pe_and_the_old_per_pe_service_goes(kube
                         "parse": f"parse->score=score.chain.{namespace}.svc:9000", "score": ""}
     finally:
         op.stop()
+
+    # an upgrade with a pod of the earlier version running (hostname = its name, subdomain chain-parse,
+    # both immutable) and its per-PE Service: the pod is replaced, the Service deleted, the job runs
+    old = next(p for p in pods if p.metadata.labels["kubesoda.io/pe"] == "parse")
+    body = kube.api_client.sanitize_for_serialization(old)
+    body["metadata"] = {k: body["metadata"][k] for k in ("name", "labels", "annotations", "ownerReferences")}
+    body["spec"].update(hostname=old.metadata.name, subdomain="chain-parse", nodeName=old.spec.node_name)
+    body.pop("status", None)
+    kube.core.delete_namespaced_pod(old.metadata.name, namespace, grace_period_seconds=0)
+    wait_for(lambda: not [p for p in kube.core.list_namespaced_pod(namespace).items if p.metadata.name == old.metadata.name],
+             timeout=30, what="the parse pod gone")
+    legacy = kube.core.create_namespaced_pod(namespace, body)
+    kube.core.create_namespaced_service(namespace, svc("chain-parse", True))
+    op = start_operator(kubectl, extender_port)
+    try:
+        def replaced():
+            p = next((p for p in kube.core.list_namespaced_pod(namespace).items if p.metadata.name == old.metadata.name), None)
+            return p if p and p.metadata.uid != legacy.metadata.uid and p.spec.subdomain == "chain" and p.status.phase == "Running" else None
+        p = wait_for(replaced, timeout=90, what="the earlier version's pod replaced by one addressed parse.chain")
+        assert p.spec.hostname == "parse"
+        wait_for(services, timeout=30, what="the per-PE Service deleted again")
+        wait_for(lambda: running_as_planned(kube, namespace, "chain"), timeout=60, what="chain Running as planned after the upgrade")
+    finally:
+        op.stop()
