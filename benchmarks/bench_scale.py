@@ -22,6 +22,24 @@ the Scenario the optimizer benchmarks use) with kubectl, and measures:
 - a whole rack lost (its 25 nodes cordoned; the operator treats a cordoned node like a lost one):
   seconds until no kubesoda pod is left there and every admitted job is Running again.
 
+The baseline (issue 39), in the same run: the same pods (the instances of the first kubesoda round:
+same CPU and memory requests and limits, the same pause image) without node names, affinity or the
+kubesoda scheduler, and one headless Service per job (what a plain user would create), created by a
+plain client (the Python client, ``--workers`` requests in flight as the operator's apply, raw
+writes as the operator's) and scheduled by ``default-scheduler`` on the same KWOK nodes. Rounds
+alternate kubesoda, plain, kubesoda, plain (``KUBESODA_BENCH_ROUNDS`` pairs, default 2), the
+namespace deleted and the operator stopped between rounds; each round measures the time from the
+first write (``kubectl apply``; the plain client's start) to every pod Running (and, for kubesoda,
+every StreamJob Running), the API requests by verb and the CPU seconds per process, the client's
+included (``kubectl apply``; the plain client). The table reports the medians and kubesoda / plain.
+The quiet window and the rack loss run in the last kubesoda round only (the rack is uncordoned
+after it).
+
+Size knobs (validate small, run the full one on a machine of its own): ``KUBESODA_BENCH_LSD_SCALE``
+(default 10: 1,040 jobs), ``KUBESODA_BENCH_JOBS`` (the first N jobs only; 0: all),
+``KUBESODA_BENCH_ROUNDS``; ``KUBESODA_BENCH_OUT`` (default docs/benchmarks: where scale.json,
+scale.png and scale-last-run.md go; point it elsewhere for a small run).
+
 Writes docs/benchmarks/scale.json, scale.png and the run's table, docs/benchmarks/scale-last-run.md
 (docs/benchmarks/scale.md is the history of runs, written by hand from these).
 """
@@ -31,6 +49,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +68,12 @@ from soda_optimizer.model import Scenario  # noqa: E402
 
 NS = workloads.NS
 GOAL_ALL_RUNNING_S = 180.0
+GOAL_RATIO = 1.3  # kubesoda's time to every job Running / plain's time to every pod Running (issue 39)
+SCALE = int(os.environ.get("KUBESODA_BENCH_LSD_SCALE") or 10)
+JOBS = int(os.environ.get("KUBESODA_BENCH_JOBS") or 0)
+ROUNDS = int(os.environ.get("KUBESODA_BENCH_ROUNDS") or 2)
+WORKERS = 16  # the operator's --workers default: the plain client's requests in flight too
+PAUSE = "registry.k8s.io/pause:3.10"  # apply.pod_body's image when a template names none
 ENV_CERT = "KUBESODA_EXTENDER_TLS_CERT"
 
 
@@ -92,6 +118,10 @@ def planned_instances(jobs: list[dict]) -> int:
 
 def running_pods() -> list[dict]:
     return json.loads(kubectl("get", "pods", "-n", NS, "--field-selector=status.phase=Running", "-o", "json"))["items"]
+
+
+def running_count() -> int:
+    return len(kubectl("get", "pods", "-n", NS, "--field-selector=status.phase=Running", "-o", "name").split())
 
 
 def status_mib(pid: int, field: str) -> float:
@@ -172,7 +202,11 @@ def promotion_lag(jobs: list[dict], pods: list[dict]) -> dict[str, float | int]:
 
 
 def manifests() -> Path:
-    templates, jobs = workloads.lsd(scale=10)
+    templates, jobs = workloads.lsd(scale=SCALE)
+    if JOBS:  # a prefix: a job imports only from jobs before it
+        jobs = jobs[:JOBS]
+        used = {t for j in jobs for t in j.templates}
+        templates = [t for t in templates if t.name in used]
     objs = render.scenario_to_objects(Scenario(templates=tuple(templates), jobs=tuple(jobs)))
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
     f = Path(tempfile.mkdtemp()) / "lsd-10x.yaml"
@@ -211,72 +245,68 @@ def wait_all_running(t0: float, timeout: float, log: dict, pid: int, r0: dict[st
         time.sleep(3)
 
 
-def main() -> None:
-    kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-    kubectl("apply", "-f", "-", input="apiVersion: kubesoda.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: default}\n"
-            "spec: {macroEpochSeconds: 60, microEpochSeconds: 10}\n")
-    nodes = json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
-    port = os.environ.get("KUBESODA_EXTENDER_PORT", "27006")
-    f = manifests()
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's waited-for children so far (a client run by subprocess.run)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cleanup(timeout: float = 1800) -> float:
+    """Delete the namespace (jobs, pods, Services) and wait until it is gone, then past the API
+    server's NamespaceLifecycle live-lookup window (30 s after a namespace's deletion every create in
+    a namespace of that name costs a GET namespaces: the first validation run saw 626 in a plain
+    round); seconds taken by the deletion."""
+    t = time.perf_counter()
+    kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", f"--timeout={int(timeout)}s", timeout=timeout + 60)
+    took = round(time.perf_counter() - t, 1)
+    time.sleep(35)
+    return took
+
+
+def kubesoda_round(f: Path, nodes: list[dict], port: str, extras: bool) -> tuple[dict, list[dict]]:
+    """One kubesoda round: the operator started, the workload applied with kubectl, measured until every
+    job runs (and, with ``extras``, the quiet window and the rack loss); the row and the pods it ran."""
     logpath = Path(tempfile.mkdtemp()) / "operator.log"
     # the nodes' lease duration, as their Leases say (KUBESODA_KWOK_LEASE_SECONDS of hack/cluster-up.sh; renewed at a quarter)
     lease = kubectl("get", "leases", "-n", "kube-node-lease", "-o", "jsonpath={.items[0].spec.leaseDurationSeconds}").strip()
-    row: dict = {"nodes": len(nodes), "kwok_lease_s": int(lease) if lease.isdigit() else None}
+    row: dict = {"mode": "kubesoda", "nodes": len(nodes), "kwok_lease_s": int(lease) if lease.isdigit() else None}
     micro: dict[str, float] = {}
+    pods: list[dict] = []
     with logpath.open("w") as log:
-        op = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", port],
+        op = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", port, "--workers", str(WORKERS)],
                               stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         time.sleep(5)
         r0 = requests_by_verb()
         procs = {**control_plane_pids(), "kubesoda (operator + extender)": op.pid}
-        c0 = cpu_seconds(procs)
+        c0, k0 = cpu_seconds(procs), children_cpu()
         t0 = time.perf_counter()
         kubectl("apply", "-f", str(f), timeout=600)
         row["apply_s"] = round(time.perf_counter() - t0, 1)
+        kube_client_cpu = children_cpu() - k0
         jobs, phases = wait_all_running(t0, 1200, row, op.pid, r0)
         r1 = requests_by_verb()
         c1 = cpu_seconds(procs)
-        row["cpu_s_until_running"] = dict(sorted(((k, round(v - c0.get(k, 0.0), 1)) for k, v in c1.items()), key=lambda kv: -kv[1]))
+        cpu = {k: round(v - c0.get(k, 0.0), 1) for k, v in c1.items()}
+        cpu["client (kubectl apply)"] = round(kube_client_cpu, 1)
+        row["cpu_s_until_running"] = dict(sorted(cpu.items(), key=lambda kv: -kv[1]))
         row["requests_until_running"], row["requests_until_running_by_resource"] = split(diff(r0, r1))
         row["jobs"] = len(jobs)
         row["jobs_running"] = sum(p == "Running" for p in phases)
         row["jobs_rejected"] = sum(p == "Rejected" for p in phases)
         pods = running_pods()
         row["pods_running"] = len(pods)
+        row["services"] = len(kubectl("get", "services", "-n", NS, "-o", "name").split())
         with_pods = {p["metadata"]["labels"].get("kubesoda.io/job") for p in pods}
         row["promotion_lag"] = promotion_lag(jobs, pods)
         row["running_jobs_without_pods"] = sum(1 for j, p in zip(jobs, phases) if p == "Running" and j["metadata"]["name"] not in with_pods)
         row["not_running"] = not_running(jobs, phases)
-        # a quiet window: three micro epochs with nothing to change
-        q0 = requests_by_verb()
-        time.sleep(30)
-        row["requests_quiet_30s"], row["requests_quiet_30s_by_resource"] = split(diff(q0, requests_by_verb()))
-        # a whole rack lost
-        rack_label = "kubesoda.io/rack"  # the nodes' rack label (crd.DEFAULT_RACK_LABEL); the stop-27 run used a wrong one
-        racks: dict[str, list[str]] = {}
-        for n in nodes:
-            racks.setdefault((n["metadata"].get("labels") or {}).get(rack_label, ""), []).append(n["metadata"]["name"])
-        racks.pop("", None)  # never "lose" the nodes without a rack label
-        busiest = max(racks, key=lambda r: sum(1 for p in pods if p["spec"].get("nodeName") in set(racks[r])))
-        lost = set(racks[busiest])
-        row["rack_lost"] = {"rack": busiest, "nodes": len(lost), "pods_there": sum(1 for p in pods if p["spec"].get("nodeName") in lost)}
-        t1 = time.perf_counter()
-        for n in sorted(lost):
-            kubectl("cordon", n)
-        while True:
-            there = sum(1 for p in json.loads(kubectl("get", "pods", "-n", NS, "-o", "json"))["items"] if p["spec"].get("nodeName") in lost)
-            jobs, phases = jobs_state()
-            if there == 0 and all(p in ("Running", "Rejected") for p in phases):
-                row["rack_lost"]["recovered_s"] = round(time.perf_counter() - t1, 1)
-                break
-            if time.perf_counter() - t1 > 600:
-                row["rack_lost"]["timed_out"] = {"pods_left": there, "not_running": sum(p not in ("Running", "Rejected") for p in phases)}
-                break
-            time.sleep(3)
+        row["operator_writes_until_running"] = operator_writes(port)
+        if extras:
+            rack_loss(row, nodes, pods)
         row["operator_peak_rss_mib"] = round(status_mib(op.pid, 'VmHWM'), 0)
         micro = epoch_seconds(port)
+        row["operator_writes"] = operator_writes(port)
     finally:
         op.terminate()
         op.wait(60)
@@ -290,20 +320,214 @@ def main() -> None:
             break
     if micro:
         row["micro_epoch_s"] = micro
-    row["goal_all_running_s"] = GOAL_ALL_RUNNING_S
-    print(json.dumps(row, indent=2))
-    out = ROOT / "docs" / "benchmarks"
-    (out / "scale.json").write_text(json.dumps({"command": "make bench-scale", "rows": [row]}, indent=2) + "\n")
-    (out / "scale-last-run.md").write_text(table(row))
-    plot(row, out / "scale.png")
+    return row, pods
 
 
-def table(row: dict) -> str:
-    """The run's table (docs/benchmarks/scale-last-run.md)."""
+def operator_writes(port: str) -> dict[str, float]:
+    """The operator's ``kubesoda_writes_total`` by kind (its /metrics)."""
+    import ssl
+    import urllib.request
+
+    ctx = ssl.create_default_context(cafile=os.path.join(os.path.dirname(os.environ[ENV_CERT]), "ca.crt")) \
+        if os.environ.get(ENV_CERT) else None
+    text = urllib.request.urlopen(f"{'https' if ctx else 'http'}://127.0.0.1:{port}/metrics", timeout=10, context=ctx).read().decode()
+    return {k: float(v) for k, v in re.findall(r'kubesoda_writes_total\{kind="(\w+)"\} ([\d.e+]+)', text)}
+
+
+def rack_loss(row: dict, nodes: list[dict], pods: list[dict]) -> None:
+    """A quiet window of three micro epochs, then a whole rack cordoned until every job runs again
+    elsewhere (uncordoned afterwards: the next round has every node)."""
+    q0 = requests_by_verb()
+    time.sleep(30)
+    row["requests_quiet_30s"], row["requests_quiet_30s_by_resource"] = split(diff(q0, requests_by_verb()))
+    rack_label = "kubesoda.io/rack"  # the nodes' rack label (crd.DEFAULT_RACK_LABEL); the stop-27 run used a wrong one
+    racks: dict[str, list[str]] = {}
+    for n in nodes:
+        racks.setdefault((n["metadata"].get("labels") or {}).get(rack_label, ""), []).append(n["metadata"]["name"])
+    racks.pop("", None)  # never "lose" the nodes without a rack label
+    busiest = max(racks, key=lambda r: sum(1 for p in pods if p["spec"].get("nodeName") in set(racks[r])))
+    lost = set(racks[busiest])
+    row["rack_lost"] = {"rack": busiest, "nodes": len(lost), "pods_there": sum(1 for p in pods if p["spec"].get("nodeName") in lost)}
+    t1 = time.perf_counter()
+    for name in sorted(lost):
+        kubectl("cordon", name)
+    try:
+        while True:
+            there = sum(1 for p in json.loads(kubectl("get", "pods", "-n", NS, "-o", "json"))["items"] if p["spec"].get("nodeName") in lost)
+            jobs, phases = jobs_state()
+            if there == 0 and all(p in ("Running", "Rejected") for p in phases):
+                row["rack_lost"]["recovered_s"] = round(time.perf_counter() - t1, 1)
+                break
+            if time.perf_counter() - t1 > 600:
+                row["rack_lost"]["timed_out"] = {"pods_left": there, "not_running": sum(p not in ("Running", "Rejected") for p in phases)}
+                break
+            time.sleep(3)
+    finally:
+        for name in sorted(lost):
+            kubectl("uncordon", name)
+
+
+def plain_objects(pods: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The baseline's pods and Services: each kubesoda pod's name, labels and resources, with no node,
+    no affinity, no hostname or subdomain, ``default-scheduler``; one headless Service per job."""
+    out: list[dict] = []
+    jobs: set[str] = set()
+    for p in pods:
+        md, c = p["metadata"], p["spec"]["containers"][0]
+        job = md["labels"]["kubesoda.io/job"]
+        jobs.add(job)
+        out.append({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": md["name"], "namespace": NS, "labels": {"app": job, "pe": md["labels"]["kubesoda.io/pe"]}},
+                    "spec": {"schedulerName": "default-scheduler", "terminationGracePeriodSeconds": 5, "automountServiceAccountToken": False,
+                             "containers": [{"name": "pe", "image": c.get("image") or PAUSE, "resources": c["resources"],
+                                             "ports": [{"name": "stream", "containerPort": 9000}]}]}})
+    svcs = [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": j, "namespace": NS},
+             "spec": {"clusterIP": "None", "selector": {"app": j}, "ports": [{"name": "stream", "port": 9000}]}} for j in sorted(jobs)]
+    return out, svcs
+
+
+def plain_create(path: str) -> None:
+    """The plain client (a process of its own, so that its CPU is its own): the namespace, then the
+    Services and the pods, ``WORKERS`` requests in flight, raw writes (no response models) as the
+    operator makes them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kubernetes import client, config
+
+    from soda_operator.kube.api import raw
+
+    objs = json.loads(Path(path).read_text())
+    cfg = client.Configuration()
+    config.load_kube_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = 2 * WORKERS
+    core = client.CoreV1Api(client.ApiClient(cfg))
+    raw(core.create_namespace, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(lambda b: raw(core.create_namespaced_service, NS, b), objs["services"]))
+        list(pool.map(lambda b: raw(core.create_namespaced_pod, NS, b), objs["pods"]))
+
+
+def plain_round(pods: list[dict], nodes: list[dict], timeout: float = 1200) -> dict:
+    """One baseline round: the plain client creates the pods and Services; measured until every pod runs."""
+    plain_pods, svcs = plain_objects(pods)
+    f = Path(tempfile.mkdtemp()) / "plain.json"
+    f.write_text(json.dumps({"pods": plain_pods, "services": svcs}))
+    row: dict = {"mode": "plain", "nodes": len(nodes), "pods": len(plain_pods), "services": len(svcs)}
+    r0 = requests_by_verb()
+    procs = control_plane_pids()
+    c0, k0 = cpu_seconds(procs), children_cpu()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, __file__, "--plain-create", str(f)], check=True, cwd=ROOT, timeout=timeout)
+    row["create_s"] = round(time.perf_counter() - t0, 1)
+    client_cpu = children_cpu() - k0
+    while True:
+        n = running_count()
+        now = time.perf_counter() - t0
+        if n >= len(plain_pods):
+            row["all_pods_running_s"] = round(now, 1)
+            break
+        if now > timeout:
+            row["timed_out"] = True
+            break
+        time.sleep(3)
+    r1 = requests_by_verb()
+    cpu = {k: round(v - c0.get(k, 0.0), 1) for k, v in cpu_seconds(procs).items()}
+    cpu["client (plain)"] = round(client_cpu, 1)
+    row["cpu_s_until_running"] = dict(sorted(cpu.items(), key=lambda kv: -kv[1]))
+    row["requests_until_running"], row["requests_until_running_by_resource"] = split(diff(r0, r1))
+    row["pods_running"] = running_count()
+    return row
+
+
+def median(rows: list[dict], key: str, sub: str | None = None) -> float | None:
+    got = [(r.get(key) or {}).get(sub) if sub else r.get(key) for r in rows]
+    vals = [float(v) for v in got if isinstance(v, (int, float))]
+    return round(statistics.median(vals), 1) if vals else None
+
+
+def api_server_cpu(row: dict) -> float | None:
+    return next((v for k, v in (row.get("cpu_s_until_running") or {}).items() if "apiserver" in k), None)
+
+
+def compare(kube_rows: list[dict], plain_rows: list[dict]) -> dict:
+    """Medians of each mode and kubesoda / plain."""
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 2) if a is not None and b else None
+
+    for r in kube_rows + plain_rows:
+        r["requests_total"] = sum((r.get("requests_until_running") or {}).values())
+        r["api_server_cpu_s"] = api_server_cpu(r)
+        r["cpu_s_total"] = round(sum((r.get("cpu_s_until_running") or {}).values()), 1)
+    out: dict = {"rounds": len(kube_rows)}
+    k_jobs, k_pods, p_pods = median(kube_rows, "all_jobs_running_s"), median(kube_rows, "all_pods_running_s"), median(plain_rows, "all_pods_running_s")
+    out["kubesoda_all_jobs_running_s"], out["kubesoda_all_pods_running_s"], out["plain_all_pods_running_s"] = k_jobs, k_pods, p_pods
+    out["ratio_jobs_running_vs_plain"] = ratio(k_jobs, p_pods)
+    out["ratio_pods_running_vs_plain"] = ratio(k_pods, p_pods)
+    for key in ("requests_total", "api_server_cpu_s", "cpu_s_total", "services"):
+        out[f"kubesoda_{key}"], out[f"plain_{key}"] = median(kube_rows, key), median(plain_rows, key)
+        out[f"ratio_{key}"] = ratio(out[f"kubesoda_{key}"], out[f"plain_{key}"])
+    procs = sorted({k for r in kube_rows + plain_rows for k in r.get("cpu_s_until_running") or {}})
+    out["cpu_s_by_process"] = {p: {"kubesoda": median([r["cpu_s_until_running"] for r in kube_rows if p in r["cpu_s_until_running"]], p),
+                                   "plain": median([r["cpu_s_until_running"] for r in plain_rows if p in r["cpu_s_until_running"]], p)}
+                               for p in procs}
+    out["goal_ratio"] = GOAL_RATIO
+    return out
+
+
+def main() -> None:
+    kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    kubectl("apply", "-f", "-", input="apiVersion: kubesoda.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: default}\n"
+            "spec: {macroEpochSeconds: 60, microEpochSeconds: 10}\n")
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
+    port = os.environ.get("KUBESODA_EXTENDER_PORT", "27006")
+    f = manifests()
+    kube_rows: list[dict] = []
+    plain_rows: list[dict] = []
+    baseline: list[dict] = []
+    for i in range(ROUNDS):
+        row, pods = kubesoda_round(f, nodes, port, extras=i == ROUNDS - 1)
+        row["round"] = len(kube_rows) + len(plain_rows) + 1
+        baseline = baseline or pods  # the first round's instances: every plain round creates the same pods
+        row["cleanup_s"] = cleanup()
+        kube_rows.append(row)
+        print(json.dumps(row), flush=True)
+        prow = plain_round(baseline, nodes)
+        prow["round"] = len(kube_rows) + len(plain_rows) + 1
+        prow["cleanup_s"] = cleanup()
+        plain_rows.append(prow)
+        print(json.dumps(prow), flush=True)
+    summary = compare(kube_rows, plain_rows)
+    print(json.dumps(summary, indent=2))
+    out = Path(os.environ.get("KUBESODA_BENCH_OUT") or ROOT / "docs" / "benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = "make bench-scale" if SCALE == 10 and not JOBS else f"KUBESODA_BENCH_LSD_SCALE={SCALE} KUBESODA_BENCH_JOBS={JOBS} ... bench_scale.py"
+    (out / "scale.json").write_text(json.dumps({"command": cmd, "comparison": summary, "rows": kube_rows, "plain": plain_rows}, indent=2) + "\n")
+    (out / "scale-last-run.md").write_text(table(kube_rows[-1], summary, kube_rows, plain_rows))
+    plot(kube_rows[-1], out / "scale.png")
+
+
+def table(row: dict, cmp: dict, kube_rows: list[dict], plain_rows: list[dict]) -> str:
+    """The run's table (docs/benchmarks/scale-last-run.md): kubesoda against the plain scheduler, then
+    the last kubesoda round in detail."""
     fm = row.get("first_macro_epoch") or {}
     lines = [
-        "# 2000 nodes x 10x LSD, end to end: the last run of `make bench-scale`", "",
+        f"# {row['nodes']} nodes x {SCALE}x LSD{f' (first {JOBS} jobs)' if JOBS else ''}, end to end: the last run of bench_scale.py", "",
         "(written by benchmarks/bench_scale.py; [scale.md](scale.md) keeps the runs side by side)", "",
+        f"## kubesoda against the plain scheduler, same pods, same run ({cmp['rounds']} rounds each, alternating; medians)", "",
+        "| measure | kubesoda | plain | kubesoda / plain | goal |", "| --- | --- | --- | --- | --- |",
+        f"| every pod Running | {cmp['kubesoda_all_pods_running_s']} s | {cmp['plain_all_pods_running_s']} s | {cmp['ratio_pods_running_vs_plain']} | |",
+        f"| every StreamJob Running (kubesoda) / every pod Running (plain) | {cmp['kubesoda_all_jobs_running_s']} s | "
+        f"{cmp['plain_all_pods_running_s']} s | {cmp['ratio_jobs_running_vs_plain']} | <= {GOAL_RATIO} |",
+        f"| API requests until then | {cmp['kubesoda_requests_total']} | {cmp['plain_requests_total']} | {cmp['ratio_requests_total']} | |",
+        f"| API server CPU seconds until then | {cmp['kubesoda_api_server_cpu_s']} | {cmp['plain_api_server_cpu_s']} | {cmp['ratio_api_server_cpu_s']} | |",
+        f"| CPU seconds, every process measured | {cmp['kubesoda_cpu_s_total']} | {cmp['plain_cpu_s_total']} | {cmp['ratio_cpu_s_total']} | |",
+        f"| Services | {cmp['kubesoda_services']} | {cmp['plain_services']} | {cmp['ratio_services']} | one per job |",
+        *(f"| CPU s: {p} | {'-' if v['kubesoda'] is None else v['kubesoda']} | {'-' if v['plain'] is None else v['plain']} | | |"
+          for p, v in cmp["cpu_s_by_process"].items()),
+        "", "Rounds (in order): " + ", ".join(f"{r['mode']} {r.get('all_jobs_running_s', r.get('all_pods_running_s'))} s"
+                                            for r in sorted(kube_rows + plain_rows, key=lambda r: r["round"])), "",
+        "## The last kubesoda round", "",
         "| measure | value | goal |", "| --- | --- | --- |",
         f"| nodes, jobs | {row['nodes']}, {row.get('jobs')} | |",
         f"| first job Admitted | {row.get('first_admitted_s')} s | |",
@@ -321,6 +545,8 @@ def table(row: dict) -> str:
         f"| CPU seconds until all Running, by process | {row.get('cpu_s_until_running')} | |",
         f"| promotion lag (a job's Running after its last pod started) | {row.get('promotion_lag')} | |",
         f"| operator + extender peak RSS | {row.get('operator_peak_rss_mib')} MiB | < 1024 MiB |",
+        f"| operator writes until all Running (kubesoda_writes_total) | {row.get('operator_writes_until_running')} | |",
+        f"| operator writes by the end of the round (the rack loss included) | {row.get('operator_writes')} | |",
         f"| rack lost ({(row.get('rack_lost') or {}).get('nodes')} nodes, {(row.get('rack_lost') or {}).get('pods_there')} pods): recovered | "
         f"{(row.get('rack_lost') or {}).get('recovered_s')} s | |",
     ]
@@ -351,4 +577,7 @@ def plot(row: dict, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--plain-create"]:
+        plain_create(sys.argv[2])
+    else:
+        main()

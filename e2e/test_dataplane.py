@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from live import Simulator, running_as_planned, start_operator
+from live import FAST_POLICY, Simulator, install_crds_and_policy, running_as_planned, start_operator
 from prometheus_client.parser import text_string_to_metric_families
 
 INTERVAL = 1.0
@@ -144,3 +144,86 @@ def test_sink_rates_follow_the_model_and_a_resize(kube, kubectl, namespace, exte
     assert one(got, "container_cpu_usage_seconds_total", pod=sink) == pytest.approx(0.1, rel=0.03)  # CPU-bound: all of its limit
     print(f"after the resize to 100m: {after:.3f} tuples/s (hand {min(0.0005 * r_in * m, r_in):.3f}, model "
           f"{dp2.sinks[f'{namespace}/chain:score']:.3f}), importance {dp2.importance:.3f}")
+
+
+def test_one_service_per_job_names_every_pe_and_the_old_per_pe_service_goes(kube, kubectl, namespace, extender_port, wait_for):
+    """Issue 39: the job gets one headless Service; its EndpointSlices carry every pod's hostname (its
+    PE's name), so ``<pe>.chain.<namespace>.svc`` is each PE's DNS name, the one its producer's
+    KUBESODA_OUTPUTS names; the per-PE Service an earlier version made (owned by the job) is
+    deleted on upgrade, a Service kubesoda does not own (no StreamJob owner) is left alone."""
+    install_crds_and_policy(kubectl, FAST_POLICY)
+    kubectl("apply", "-n", namespace, "-f", "-", input=JOB)
+    uid = kube.custom.get_namespaced_custom_object("kubesoda.io", "v1alpha1", namespace, "streamjobs", "chain")["metadata"]["uid"]
+
+    def svc(name: str, owned: bool) -> dict:
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": name, "labels": {"kubesoda.io/job": "chain", "kubesoda.io/pe": "parse"},
+                             "ownerReferences": [{"apiVersion": "kubesoda.io/v1alpha1", "kind": "StreamJob", "name": "chain", "uid": uid}]
+                             if owned else []},
+                "spec": {"clusterIP": "None", "selector": {"kubesoda.io/job": "chain", "kubesoda.io/pe": "parse"},
+                         "ports": [{"name": "stream", "port": 9000}]}}
+    kube.core.create_namespaced_service(namespace, svc("chain-parse", True))  # what the operator made before issue 39
+    kube.core.create_namespaced_service(namespace, svc("users-own", False))
+    op = start_operator(kubectl, extender_port)
+    try:
+        pods = wait_for(lambda: running_as_planned(kube, namespace, "chain"), timeout=120, what="chain Running as planned")
+
+        def services() -> set[str] | None:
+            got = {s.metadata.name for s in kube.core.list_namespaced_service(namespace).items}
+            return got if got == {"chain", "users-own"} else None
+        wait_for(services, timeout=30, what="the job's one Service, the per-PE one deleted, the user's kept")
+        s = kube.core.read_namespaced_service("chain", namespace)
+        assert s.spec.cluster_ip == "None" and s.spec.selector == {"kubesoda.io/job": "chain"}
+        assert s.metadata.owner_references[0].uid == uid
+
+        by_pod = {p.metadata.name: p for p in pods}
+        for p in pods:
+            assert (p.spec.hostname, p.spec.subdomain) == (p.metadata.labels["kubesoda.io/pe"], "chain")
+
+        from kubernetes import client
+
+        discovery = client.DiscoveryV1Api(kube.api_client)
+        # KWOK's pods get no address (the nodes have no pod CIDR, hack/kwok.yaml): give each one, as a
+        # CNI would, so that the EndpointSlice controller lists it (KWOK leaves a Running pod's status alone)
+        for k, p in enumerate(pods):
+            ip = f"10.254.{k // 250}.{k % 250 + 1}"
+            kube.core.patch_namespaced_pod_status(p.metadata.name, namespace, {"status": {"podIP": ip, "podIPs": [{"ip": ip}]}})
+
+        def endpoints() -> dict[str, str] | None:
+            eps = [e for sl in discovery.list_namespaced_endpoint_slice(namespace, label_selector="kubernetes.io/service-name=chain").items
+                   for e in sl.endpoints or [] if e.addresses and (e.conditions is None or e.conditions.ready is not False)]
+            got = {e.target_ref.name: e.hostname for e in eps if e.target_ref}
+            return got if set(got) == set(by_pod) else None
+        hosts = wait_for(endpoints, timeout=60, what="every pod a ready endpoint of the job's Service")
+        # the DNS name of each endpoint is <hostname>.chain.<namespace>.svc: its PE's name
+        assert hosts == {name: p.metadata.labels["kubesoda.io/pe"] for name, p in by_pod.items()}
+        outs = {p.metadata.labels["kubesoda.io/pe"]: next((e.value for e in p.spec.containers[0].env if e.name == "KUBESODA_OUTPUTS"), "")
+                for p in pods}
+        assert outs == {"ingest": f"ingest->parse=parse.chain.{namespace}.svc:9000",
+                        "parse": f"parse->score=score.chain.{namespace}.svc:9000", "score": ""}
+    finally:
+        op.stop()
+
+    # an upgrade with a pod of the earlier version running (hostname = its name, subdomain chain-parse,
+    # both immutable) and its per-PE Service: the pod is replaced, the Service deleted, the job runs
+    old = next(p for p in pods if p.metadata.labels["kubesoda.io/pe"] == "parse")
+    body = kube.api_client.sanitize_for_serialization(old)
+    body["metadata"] = {k: body["metadata"][k] for k in ("name", "labels", "annotations", "ownerReferences")}
+    body["spec"].update(hostname=old.metadata.name, subdomain="chain-parse", nodeName=old.spec.node_name)
+    body.pop("status", None)
+    kube.core.delete_namespaced_pod(old.metadata.name, namespace, grace_period_seconds=0)
+    wait_for(lambda: not [p for p in kube.core.list_namespaced_pod(namespace).items if p.metadata.name == old.metadata.name],
+             timeout=30, what="the parse pod gone")
+    legacy = kube.core.create_namespaced_pod(namespace, body)
+    kube.core.create_namespaced_service(namespace, svc("chain-parse", True))
+    op = start_operator(kubectl, extender_port)
+    try:
+        def replaced():
+            p = next((p for p in kube.core.list_namespaced_pod(namespace).items if p.metadata.name == old.metadata.name), None)
+            return p if p and p.metadata.uid != legacy.metadata.uid and p.spec.subdomain == "chain" and p.status.phase == "Running" else None
+        p = wait_for(replaced, timeout=90, what="the earlier version's pod replaced by one addressed parse.chain")
+        assert p.spec.hostname == "parse"
+        wait_for(services, timeout=30, what="the per-PE Service deleted again")
+        wait_for(lambda: running_as_planned(kube, namespace, "chain"), timeout=60, what="chain Running as planned after the upgrade")
+    finally:
+        op.stop()

@@ -1,7 +1,8 @@
 """A real pipeline on a real node: the example PEs (examples/pe, image
 ``ghcr.io/kubesoda/pe-examples:dev`` built by ``hack/build-image.py pe-examples``) run as kubesoda
-places them, pass tuples over TCP between pods (each producer finds its consumer by the headless
-Service's DNS name, served by the real nodes' CoreDNS), and the transform's tuple rate follows the
+places them, pass tuples over TCP between pods (each producer finds its consumer by its DNS name
+``<pe>.<job>.<namespace>.svc``: the PE pods' hostname under the job's one headless Service, served
+by the real nodes' CoreDNS), and the transform's tuple rate follows the
 CPU kubesoda gives it: a second, far more important job arrives on the same node, the next micro
 epoch shrinks the transform's CPU limit in place, and its rate falls by about the same ratio, with no
 restart; when the rival leaves, the transform grows back in place and its rate with it. Twice
@@ -175,6 +176,12 @@ def test_a_real_pipeline_runs_and_its_rate_follows_the_cpu_kubesoda_gives_it(rea
             except OSError:
                 return None
         wait_for(flowing, timeout=240, interval=2, what="tuples through src -> mid -> snk (pods on the real node, streams by DNS)")
+        # the names the tuples flowed through: each PE under the job's one Service (issue 39)
+        env = {e.name: e.value for e in pod_of(kube, namespace, "pipe", "src").spec.containers[0].env}
+        assert env["KUBESODA_OUTPUTS"] == f"src->mid=mid.pipe.{namespace}.svc:9000", env
+        env = {e.name: e.value for e in pod_of(kube, namespace, "pipe", "mid").spec.containers[0].env}
+        assert env["KUBESODA_OUTPUTS"] == f"mid->snk=snk.pipe.{namespace}.svc:9000", env
+        assert [s.metadata.name for s in kube.core.list_namespaced_service(namespace).items] == ["pipe"]
         mid = pod_of(kube, namespace, "pipe", "mid")
         uid, cid = mid.metadata.uid, mid.status.container_statuses[0].container_id
         time.sleep(3)
@@ -250,3 +257,47 @@ def test_a_real_pipeline_runs_and_its_rate_follows_the_cpu_kubesoda_gives_it(rea
         assert (after.metadata.uid, st.container_id, st.restart_count) == (uid, cid, 0), "a resize restarted the transform"
     finally:
         op.stop()
+
+
+def test_a_pe_name_under_the_job_service_resolves_to_every_instance(real_node, kube, namespace, wait_for):
+    """The addressing kubesoda relies on (issue 39, docs/dataplane.md): two pods sharing one hostname
+    under one headless Service are one DNS name with both addresses (the real node's CoreDNS), and the
+    PE SDK's producer, given that one name, sends to both: each sink receives tuples. A third pod under
+    another hostname of the same Service receives none."""
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "probe"},
+           "spec": {"clusterIP": "None", "selector": {"app": "probe"}, "ports": [{"name": "stream", "port": 9000}]}}
+    kube.core.create_namespaced_service(namespace, svc)
+
+    def pod(name: str, hostname: str, args: list[str], outputs: str = "") -> dict:
+        env = [{"name": "KUBESODA_JOB", "value": "probe"}, {"name": "KUBESODA_PE", "value": hostname},
+               {"name": "KUBESODA_NAMESPACE", "value": namespace}, {"name": "KUBESODA_POD", "value": name},
+               {"name": "KUBESODA_RESOLVE_SECONDS", "value": "1"}]
+        if outputs:
+            env.append({"name": "KUBESODA_OUTPUTS", "value": outputs})
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "probe"}},
+                "spec": {"nodeName": real_node, "hostname": hostname, "subdomain": "probe", "terminationGracePeriodSeconds": 1,
+                         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                         "containers": [{"name": "pe", "image": PE_IMAGE, "args": args, "env": env,
+                                         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                                         "resources": {"requests": {"cpu": "50m"}, "limits": {"cpu": "200m"}}}]}}
+    for name in ("worker-a", "worker-b"):
+        kube.core.create_namespaced_pod(namespace, pod(name, "worker", ["sink"]))
+    kube.core.create_namespaced_pod(namespace, pod("bystander", "other", ["sink"]))
+    kube.core.create_namespaced_pod(namespace, pod("producer", "src", ["source", "--rate", "100", "--bytes", "10"],
+                                                   f"src->worker=worker.probe.{namespace}.svc:9000"))
+
+    def ips() -> dict[str, str] | None:
+        got = {p.metadata.name: p.status.pod_ip for p in kube.core.list_namespaced_pod(namespace).items
+               if p.status.phase == "Running" and p.status.pod_ip}
+        return got if len(got) == 4 else None
+    addr = wait_for(ips, timeout=120, what="the probe pods Running with addresses")
+
+    def both() -> dict[str, float] | None:
+        try:
+            got = {n: received(addr[n], "src->worker") for n in ("worker-a", "worker-b")}
+        except OSError:
+            return None
+        return got if all(v > 20 for v in got.values()) else None
+    got = wait_for(both, timeout=90, interval=2, what="tuples at both instances behind worker.probe")
+    print(f"\nworker.probe.{namespace}.svc -> both instances: {got}")
+    assert received(addr["bystander"], "src->worker") == 0

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from fake_core import RecordingCore, Response
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.client.rest import ApiException
@@ -107,16 +108,18 @@ def test_pe_outputs_name_each_consumer_service_and_importer():
     assert not errors
     tmpl = {t["metadata"]["name"]: t for t in m.templates}
     both = {"default/features", "default/alerts"}
-    assert outputs(scen, "default/features", tmpl["features"], "read", both) == "read->featurize=features-featurize.default.svc:9000"
-    assert outputs(scen, "default/features", tmpl["features"], "featurize", both) == "import:default/features/features=alerts-model.default.svc:9000"
+    assert outputs(scen, "default/features", tmpl["features"], "read", both) == "read->featurize=featurize.features.default.svc:9000"
+    assert outputs(scen, "default/features", tmpl["features"], "featurize", both) == "import:default/features/features=model.alerts.default.svc:9000"
     assert outputs(scen, "default/features", tmpl["features"], "featurize", {"default/features"}) == ""  # no admitted importer
     assert outputs(scen, "default/alerts", tmpl["alerts"], "notify", both) == ""  # a sink sends nowhere
 
 
-@pytest.mark.parametrize(("example", "source"), [("glued", "features-read.default.svc"), ("small-pipeline", "clicks-ingest.default.svc")])
-def test_services_are_exactly_the_names_producers_resolve(example, source):
-    """A headless Service for every host some admitted PE's KUBESODA_OUTPUTS names (a stream's
-    consumer, an importer's PE) and for nothing else: a source has none."""
+@pytest.mark.parametrize(("example", "source_only"), [("glued", None), ("small-pipeline", None)])
+def test_every_name_producers_resolve_is_a_pe_under_a_desired_service(example, source_only):
+    """Each host some admitted PE's KUBESODA_OUTPUTS names, ``<pe>.<svc>.<ns>.svc``, is answered by
+    cluster DNS: a desired headless Service ``svc`` in ``ns`` selects pods whose hostname is ``pe``
+    and whose subdomain is ``svc`` (the pod bodies as the operator writes them), and the instances
+    behind the name are exactly the PE's. One Service per job with a receiving PE, none other."""
     from soda_operator import manifests
     from soda_operator.soda import desired
     from soda_operator.soda.crd import scenario_from_objects
@@ -128,6 +131,126 @@ def test_services_are_exactly_the_names_producers_resolve(example, source):
     assert not errors and m.nodes
     plan = pipeline.run(scen, 5)
     snap = Snapshot(nodes=m.nodes, templates=m.templates, jobs=m.jobs, policy=m.policy, pods=[])
-    got = {apply.service_host(ns, j, pe) for ns, j, pe, _ in desired.services(plan, snap, scen)}
-    named = {out.split("=", 1)[1].rsplit(":", 1)[0] for i in desired.instances(plan, snap, scen) for out in i.outputs.split(",") if out}
-    assert named and got == named and source not in got
+    svcs = {(ns, apply.service_name(j)): apply.service_body(ns, j, owner) for ns, j, owner in desired.services(plan, snap, scen)}
+    assert len(svcs) == len(desired.services(plan, snap, scen)) <= len(scen.jobs)  # one per job at most
+    insts = desired.instances(plan, snap, scen)
+    pods = [apply.pod_body(i) for i in insts]
+    named = {out.split("=", 1)[1].rsplit(":", 1)[0] for i in insts for out in i.outputs.split(",") if out}
+    assert named
+    for host in named:
+        pe_host, svc, ns, tail = host.split(".")
+        assert tail == "svc" and (ns, svc) in svcs, host
+        sel = svcs[(ns, svc)]["spec"]["selector"]
+        behind = [p for p in pods if p["metadata"]["namespace"] == ns and p["spec"]["subdomain"] == svc
+                  and p["spec"]["hostname"] == pe_host and sel.items() <= p["metadata"]["labels"].items()]
+        assert behind, host
+        assert len({p["metadata"]["labels"]["kubesoda.io/pe"] for p in behind}) == 1, host  # one PE per name
+        pe = behind[0]["metadata"]["labels"]["kubesoda.io/pe"]
+        assert len(behind) == sum(i.pe == pe and i.namespace == ns and apply.service_name(i.job) == svc for i in insts)
+    # every Service is some producer's: no job of sources only gets one
+    assert {(h.split(".")[2], h.split(".")[1]) for h in named} == set(svcs)
+
+
+@given(st.text(min_size=1, max_size=300), st.text(min_size=1, max_size=300))
+def test_service_and_hostname_labels_are_valid_and_distinct(a, b):
+    """A job's Service name and a PE's hostname are DNS-1035 labels; a valid name is kept as it is;
+    two names never map to one label (a sanitised name carries a hash of the original)."""
+    la = apply.service_name(a)
+    assert len(la) <= 63 and re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", la), la
+    assert apply.pe_label(a) == la == apply.service_name(a)
+    if re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", a):
+        assert la == a
+    if a != b:
+        assert la != apply.service_name(b)
+
+
+class ServiceCore(RecordingCore):
+    """RecordingCore with the Service calls the applier makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.services: list[tuple[str, dict]] = []
+        self.deleted_services: list[tuple[str, str]] = []
+
+    def create_namespaced_service(self, namespace, body, **_):
+        self.services.append((namespace, body))
+        return Response()
+
+    def delete_namespaced_service(self, name, namespace, **_):
+        self.deleted_services.append((namespace, name))
+        return Response()
+
+    def create_namespaced_pod(self, namespace, body, **_):
+        self.services.append((namespace, body))  # every create, in order
+        return Response()
+
+    def delete_namespaced_pod(self, name, namespace, **_):
+        super().delete_namespaced_pod(name, namespace)
+        return Response()
+
+    def patch_namespaced_pod(self, name, namespace, body, **_):
+        super().patch_namespaced_pod(name, namespace, body)
+        return Response()
+
+
+def _applier(core):
+    from kubernetes import client
+
+    a = apply.Applier(client.ApiClient(), workers=4)
+    a.core = core
+    return a
+
+
+def test_upgrade_deletes_the_per_pe_services_and_creates_one_per_job():
+    """On upgrade the per-PE Services an earlier version made (owned, labelled with the job) are
+    deleted, the job's one Service created; a job not managed this epoch (quarantined) keeps its
+    Services; a Service already there is not written again."""
+    from soda_operator.kube import metrics
+
+    def writes(kind):
+        return metrics.WRITES.labels(kind)._value.get()
+
+    owner = {"metadata": {"name": "clicks", "uid": "u1"}}
+    existing = {("team", "clicks-parse"): "clicks", ("team", "clicks-score"): "clicks",
+                ("team", "held-parse"): "held", ("other", "clicks-parse"): "clicks"}
+    core = ServiceCore()
+    before = writes("service_delete"), writes("service_create")
+    counts = _applier(core).sync_services([("team", "clicks", owner)], existing, {("team", "clicks"), ("other", "x")})
+    assert sorted(core.deleted_services) == [("team", "clicks-parse"), ("team", "clicks-score")]
+    assert [(ns, b["metadata"]["name"], b["spec"]["selector"]) for ns, b in core.services] == [("team", "clicks", {"kubesoda.io/job": "clicks"})]
+    assert core.services[0][1]["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    assert counts == {"service": 1, "service-delete": 2}
+    assert (writes("service_delete"), writes("service_create")) == (before[0] + 2, before[1] + 1)
+    # the next epoch: the job's Service is there, the old ones gone: nothing is written
+    core2 = ServiceCore()
+    now = {("team", "clicks"): "clicks", ("team", "held-parse"): "held", ("other", "clicks-parse"): "clicks"}
+    assert _applier(core2).sync_services([("team", "clicks", owner)], now, {("team", "clicks")}) == {"service": 0, "service-delete": 0}
+    assert core2.services == core2.deleted_services == []
+    # job "clicks" had PE "score": its old Service "clicks-score" is named like a job "clicks-score";
+    # that job's Service replaces it (deleted first, then created), never taken for its own
+    core3 = ServiceCore()
+    other = {"metadata": {"name": "clicks-score", "uid": "u2"}}
+    got = _applier(core3).sync_services([("team", "clicks", owner), ("team", "clicks-score", other)],
+                                        {("team", "clicks"): "clicks", ("team", "clicks-score"): "clicks"},
+                                        {("team", "clicks"), ("team", "clicks-score")})
+    assert core3.deleted_services == [("team", "clicks-score")]
+    assert [(b["metadata"]["name"], b["spec"]["selector"]) for _, b in core3.services] == [("clicks-score", {"kubesoda.io/job": "clicks-score"})]
+    assert got == {"service": 1, "service-delete": 1}
+
+
+def test_upgrade_replaces_the_pods_of_the_per_pe_services():
+    """A pod made before one Service per job (hostname = its name, subdomain ``<job>-<pe>``, both
+    immutable) is deleted and created again with the new ones; a pod already addressed so is left
+    alone (no write at all)."""
+    owner = {"metadata": {"name": "clicks", "uid": "u1"}}
+    old_inst = apply.Instance("team", "clicks", "parse", "n1", 0.25, 4.0, ("n1",), {}, owner, "parse->score=x:9000")
+    new_inst = apply.Instance("team", "clicks", "score", "n2", 0.25, 4.0, ("n2",), {}, owner, "")
+    old_pod = apply.pod_body(old_inst)
+    old_pod["spec"].update(hostname=old_pod["metadata"]["name"], subdomain="clicks-parse")
+    new_pod = apply.pod_body(new_inst)
+    assert not apply.addressed(old_pod) and apply.addressed(new_pod)
+    core = ServiceCore()
+    counts = _applier(core).sync_pods([old_inst, new_inst], [old_pod, new_pod], {("team", "clicks")})
+    assert core.deleted == [old_inst.name] and core.patches == []
+    assert [(b["metadata"]["name"], b["spec"]["hostname"], b["spec"]["subdomain"]) for _, b in core.services] == [(old_inst.name, "parse", "clicks")]
+    assert counts == {"delete": 1, "resize": 0, "create": 1}

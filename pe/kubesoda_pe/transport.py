@@ -1,8 +1,9 @@
 """Streams over TCP: the producer side (:class:`Output`, one per output stream) and the consumer
 side (:class:`Listener`). Plain threads and blocking sockets:
 
-- an :class:`Output` keeps one connection per address its endpoints resolve to (a headless
-  Service's DNS name gives every ready instance of the consumer PE), sends each tuple on the next
+- an :class:`Output` keeps one connection per address its endpoints resolve to (in a cluster the
+  consumer PE's name ``<pe>.<job>.<namespace>.svc``, its pods' hostname under the job's headless
+  Service, gives every ready instance of the PE), sends each tuple on the next
   connection round robin, and has a thread that re-resolves periodically and (re)connects with
   exponential backoff. A send blocks while the consumer's socket buffer is full: that is the
   backpressure that lets a CPU-starved consumer slow down its producer;

@@ -22,6 +22,8 @@ YIELD_BOUND = Gauge("kubesoda_yield_bound", "A proven upper bound on a YieldGrou
 YIELD_GAP = Gauge("kubesoda_yield_gap", "(bound - minimum yield) / bound of a YieldGroup's last epoch: how far it may be from the optimum (-1: no bound)", ["namespace", "group"])
 YIELD_BLOCKED = Counter("kubesoda_yield_blocked_moves_total", "YieldGroup moves whose eviction the API server refused (a PodDisruptionBudget), retried next epoch", ["namespace", "group"])
 JOBS = Gauge("kubesoda_jobs", "StreamJobs by decision", ["decision"])
+WRITES = Counter("kubesoda_writes_total", "Write requests the SODA loops made to the API server, by kind (pod_create, pod_delete, pod_resize, "
+                 "pod_annotate, service_create, service_delete, job_status, template_status, policy_status, event)", ["kind"])
 PATCHES = Counter("kubesoda_pod_changes_total", "Pod changes applied", ["kind"])  # create, resize, delete
 LEADER = Gauge("kubesoda_leader", "1 while this replica runs the SODA loops (it won the peering election, or runs standalone)")
 EPOCH_INFEASIBLE = Counter("kubesoda_epoch_infeasible_total", "Macro epochs whose plan was infeasible (the last feasible plan was kept)")

@@ -1,4 +1,4 @@
-"""Plan -> Kubernetes objects: PE instance pods, headless Services, in-place resizes, job status.
+"""Plan -> Kubernetes objects: PE instance pods, one headless Service per job, in-place resizes, job status.
 
 Idempotent and restart-safe: pod names are deterministic (``<job>-<pe>-<hash(node)>``), every
 change is computed against what is read back from the API server, creates tolerate 409 and
@@ -10,6 +10,22 @@ f x the node's allocatable cores (millicores); its memory request = limit is the
 ``kubesoda.io/pe``, annotations ``kubesoda.io/node`` and ``kubesoda.io/fraction``, required node
 affinity to the PE's candidate nodes (by name, ``matchFields metadata.name``), ``schedulerName: kubesoda`` (the extender then picks the
 annotated node), and an owner reference to its StreamJob (garbage collection).
+
+Addressing (issue 39): every PE pod has ``hostname`` = its PE's name (:func:`pe_label`) and
+``subdomain`` = its job's headless Service (:func:`service_name`, one per job, selecting the job's
+label). Cluster DNS then answers ``<pe>.<job>.<namespace>.svc`` with one A record per ready
+instance of that PE (the Kubernetes DNS specification, "Records for a Headless Service": one record
+per IP when several endpoints share a hostname), so a producer's KUBESODA_OUTPUTS, immutable env
+of a running pod, names something that follows the consumer's instances as they come and go, as a
+per-PE Service's name did, for one Service (and its EndpointSlices) per job instead of one per
+receiving PE. The hostnames are deliberately shared by a PE's instances, not unique per pod: a
+unique name per instance would have to be listed in the producer's env and go stale when the
+consumer moves. Services kubesoda owns (a StreamJob owner reference) that are no longer desired,
+the per-PE Services of earlier versions included, are deleted; PE pods of earlier versions
+(:func:`addressed` is False) are replaced, since hostname and subdomain cannot be changed in place.
+
+Writes are counted in ``kubesoda_writes_total{kind}`` (only requests actually made: a status or
+an annotation that would not change is never sent).
 """
 
 from __future__ import annotations
@@ -39,6 +55,29 @@ MEMORY = "64Mi"  # a PE instance's memory when its template names none (model.DE
 def dns(s: str, limit: int = 63) -> str:
     s = re.sub(r"[^a-z0-9-]", "-", s.lower()).strip("-")
     return s[:limit].strip("-") or "x"
+
+
+_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")  # a DNS-1035 label: what a Service name must be
+
+
+def _label(s: str) -> str:
+    """``s`` itself when it is a DNS-1035 label, else a valid label made from it with a hash of
+    the original (two names that sanitise alike never collide)."""
+    if _LABEL.match(s):
+        return s
+    h = hashlib.sha1(s.encode()).hexdigest()[:8]
+    base = dns(s, 53)
+    return f"{base}-{h}" if base[0].isalpha() else f"x{base[:52]}-{h}"
+
+
+def service_name(job: str) -> str:
+    """The name of a job's headless Service, the ``subdomain`` of every PE pod of the job."""
+    return _label(job)
+
+
+def pe_label(pe: str) -> str:
+    """A PE's ``hostname`` (shared by its instances): the first label of its DNS name."""
+    return _label(pe)
 
 
 def pod_name(job: str, pe: str, node: str) -> str:
@@ -110,8 +149,9 @@ def pod_body(inst: Instance) -> dict[str, Any]:
         },
         "spec": {
             "schedulerName": SCHEDULER,
-            "subdomain": dns(f"{inst.job}-{inst.pe}"),
-            "hostname": inst.name,
+            # <pe>.<job>.<namespace>.svc resolves to every ready instance of the PE (module docstring)
+            "subdomain": service_name(inst.job),
+            "hostname": pe_label(inst.pe),
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 # the Node objects' names (what the plan names), as fields: kube-scheduler's NodeAffinity
                 # PreFilter then narrows the pod's feasible set to these nodes before any Filter runs, where a
@@ -128,23 +168,37 @@ def pod_body(inst: Instance) -> dict[str, Any]:
 
 
 def service_host(namespace: str, job: str, pe: str) -> str:
-    """The DNS name of a PE's headless Service (every instance's address)."""
-    return f"{dns(f'{job}-{pe}')}.{namespace}.svc"
+    """The DNS name of a PE: every ready instance's address (through its job's headless Service)."""
+    return f"{pe_label(pe)}.{service_name(job)}.{namespace}.svc"
 
 
-def service_body(namespace: str, job: str, pe: str, owner: dict[str, Any]) -> dict[str, Any]:
+def service_body(namespace: str, job: str, owner: dict[str, Any]) -> dict[str, Any]:
+    """A job's headless Service: it selects every PE pod of the job; the pods' hostname and
+    subdomain give each PE its own name under it."""
     md = owner.get("metadata") or {}
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": dns(f"{job}-{pe}"),
+            "name": service_name(job),
             "namespace": namespace,
-            "labels": {crd.LABEL_JOB: job, crd.LABEL_PE: pe},
+            "labels": {crd.LABEL_JOB: job, "app.kubernetes.io/managed-by": "kubesoda"},
             "ownerReferences": [{"apiVersion": crd.API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid")}] if md.get("uid") else [],
         },
-        "spec": {"clusterIP": "None", "selector": {crd.LABEL_JOB: job, crd.LABEL_PE: pe}, "ports": [{"name": "stream", "port": 9000}]},
+        "spec": {"clusterIP": "None", "selector": {crd.LABEL_JOB: job}, "ports": [{"name": "stream", "port": 9000}]},
     }
+
+
+def addressed(pod: dict[str, Any]) -> bool:
+    """Whether a PE pod has the hostname and subdomain that make it ``<pe>.<job>.<namespace>.svc``.
+    One made before one Service per job (hostname = the pod's name, subdomain ``<job>-<pe>``) has
+    not, and both fields are immutable: the upgrade replaces it (deleted, then created again by the
+    next epoch once it is gone: one restart of each PE instance), so that no live pod still needs
+    the per-PE Services the upgrade deletes or names addresses they served."""
+    md, sp = pod.get("metadata") or {}, pod.get("spec") or {}
+    labels = md.get("labels") or {}
+    return (sp.get("subdomain") == service_name(str(labels.get(crd.LABEL_JOB, "")))
+            and sp.get("hostname") == pe_label(str(labels.get(crd.LABEL_PE, ""))))
 
 
 def _fraction_moved(annotated: str | None, fraction: float, cores: float) -> bool:
@@ -187,14 +241,19 @@ class Applier:
         with ThreadPoolExecutor(self.workers, thread_name_prefix="apply") as pool:
             return list(pool.map(fn, items))
 
-    def ensure_services(self, wanted: list[tuple[str, str, str, dict[str, Any]]], existing: set[tuple[str, str]]) -> int:
-        """Create the headless Service of every (namespace, job, pe, owner) in ``wanted`` whose
-        (namespace, name) is not in ``existing``; returns how many were created."""
-        def create(item: tuple[str, str, str, dict[str, Any]]) -> int:
-            namespace, job, pe, owner = item
-            body = service_body(namespace, job, pe, owner)
+    def sync_services(self, wanted: list[tuple[str, str, dict[str, Any]]], existing: dict[tuple[str, str], str],
+                      managed_jobs: set[tuple[str, str]]) -> dict[str, int]:
+        """Create the headless Service of every (namespace, job, owner) in ``wanted`` whose
+        (namespace, name) is not in ``existing`` (kubesoda's Services: (namespace, name) -> the job
+        label), and delete each of ``existing`` that is not wanted and whose job is one of
+        ``managed_jobs`` (a quarantined job's Service stays with its pods). The per-PE Services of
+        earlier versions go this way on upgrade. Returns {"service": created, "service-delete": deleted}."""
+        def create(item: tuple[str, str, dict[str, Any]]) -> int:
+            namespace, job, owner = item
+            body = service_body(namespace, job, owner)
             self._guard()
             try:
+                self._write("service_create")
                 retry(lambda: raw(self.core.create_namespaced_service, namespace, body), f"create service {body['metadata']['name']}")
                 return 1
             except ApiException as e:
@@ -202,8 +261,28 @@ class Applier:
                     log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
                 return 0
 
-        missing = [w for w in wanted if (w[0], dns(f"{w[1]}-{w[2]}")) not in existing]
-        return sum(self._each(create, missing))
+        def delete(k: tuple[str, str]) -> int:
+            self._guard()
+            try:
+                self._write("service_delete")
+                retry(lambda: raw(self.core.delete_namespaced_service, k[1], k[0]), f"delete service {k[1]}")
+                return 1
+            except ApiException as e:
+                if e.status != 404:
+                    log.error("delete service %s/%s: %s %s", k[0], k[1], e.status, e.reason)
+                return 0
+
+        # a Service of the wanted name made for another job (an earlier version's per-PE Service
+        # `<job>-<pe>` of job `<job>` is named like a job `<job>-<pe>`) is stale too: deleted, then created
+        want = {(w[0], service_name(w[1])): w[1] for w in wanted}
+        stale = sorted(k for k, job in existing.items() if want.get(k) != job and (k[0], job) in managed_jobs)
+        missing = [w for w in wanted if existing.get((w[0], service_name(w[1]))) != w[1]]
+        deleted = sum(self._each(delete, stale))  # first: a name taken by another job's Service is freed
+        return {"service": sum(self._each(create, missing)), "service-delete": deleted}
+
+    def _write(self, kind: str) -> None:
+        """Count one write request about to be made (``kubesoda_writes_total``)."""
+        metrics.WRITES.labels(kind).inc()
 
     def sync_pods(self, wanted: list[Instance], existing: list[dict[str, Any]], managed_jobs: set[tuple[str, str]]) -> dict[str, int]:
         """Make the PE pods of ``managed_jobs`` (namespace, job) exactly ``wanted``: delete the
@@ -212,14 +291,19 @@ class Applier:
         concurrently; the phases are sequential."""
         want = {(i.namespace, i.name): i for i in wanted}
         have = {}
+        replace = []  # pods from before one Service per job: hostname and subdomain are immutable
         for p in existing:
             md = p["metadata"]
             if (md["namespace"], (md.get("labels") or {}).get(crd.LABEL_JOB)) in managed_jobs and not md.get("deletionTimestamp"):
+                if (md["namespace"], md["name"]) in want and not addressed(p):
+                    replace.append((md["namespace"], md["name"]))  # deleted below, created again once gone
+                    continue
                 have[(md["namespace"], md["name"])] = p
 
         def delete(k: tuple[str, str]) -> int:
             self._guard()
             try:
+                self._write("pod_delete")
                 retry(lambda: raw(self.core.delete_namespaced_pod, k[1], k[0], grace_period_seconds=0), f"delete {k[1]}")
                 return 1
             except ApiException as e:
@@ -237,6 +321,7 @@ class Applier:
                 body = {"spec": {"containers": [{"name": "pe", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}}
                 self._guard()
                 try:
+                    self._write("pod_resize")
                     retry(lambda: raw(self.core.patch_namespaced_pod_resize, inst.name, inst.namespace, body), f"resize {inst.name}",
                           codes=TRANSIENT + (409,))
                     done = 1
@@ -247,6 +332,7 @@ class Applier:
                 patch = {"metadata": {"annotations": {crd.ANN_FRACTION: f"{inst.fraction:.6f}"}}}
                 self._guard()
                 try:
+                    self._write("pod_annotate")
                     retry(lambda: raw(self.core.patch_namespaced_pod, inst.name, inst.namespace, patch), f"annotate {inst.name}",
                           codes=TRANSIENT + (409,))
                 except ApiException as e:
@@ -257,6 +343,7 @@ class Applier:
             body = pod_body(inst)
             self._guard()
             try:
+                self._write("pod_create")
                 retry(lambda: raw(self.core.create_namespaced_pod, inst.namespace, body), f"create pod {inst.name}")
                 return 1
             except ApiException as e:
@@ -270,7 +357,7 @@ class Applier:
 
         kept = [k for k in want if k in have]
         counts = {
-            "delete": sum(self._each(delete, [k for k in have if k not in want])),
+            "delete": sum(self._each(delete, [k for k in have if k not in want] + replace)),
             # shrinks (and annotation-only updates) before grows, so a node is never asked for more than it has
             "resize": sum(self._each(update, [want[k] for k in kept if growth(k) <= 0]))
             + sum(self._each(update, [want[k] for k in kept if growth(k) > 0])),
@@ -288,6 +375,7 @@ class Applier:
         body = {"status": status}
         self._guard()
         try:
+            self._write("job_status")
             retry(lambda: raw(self.custom.patch_namespaced_custom_object_status, crd.GROUP, crd.VERSION, namespace, "streamjobs", name, body),
                   f"status {namespace}/{name}", codes=TRANSIENT + (409,))
         except ApiException as e:
@@ -299,6 +387,7 @@ class Applier:
         plan's importance, bound and gap)."""
         self._guard()
         try:
+            self._write("policy_status")
             retry(lambda: raw(self.custom.patch_cluster_custom_object_status, crd.GROUP, crd.VERSION, "schedulingpolicies", "default",
                               {"status": status}), "status of SchedulingPolicy default", codes=TRANSIENT + (409,))
         except ApiException as e:
@@ -308,6 +397,7 @@ class Applier:
         """Patch the status of a StreamTemplate (namespaced) or the SchedulingPolicy (cluster-scoped)."""
         self._guard()
         body = {"status": status}
+        self._write("template_status" if plural == "streamtemplates" else "policy_status")
         try:
             if namespace:
                 retry(lambda: raw(self.custom.patch_namespaced_custom_object_status, crd.GROUP, crd.VERSION, namespace, plural, name, body),
@@ -324,7 +414,10 @@ class Applier:
         self._each(lambda e: self.event(*e), items)
 
     def event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
-        events.post(self.core, {"apiVersion": crd.API_VERSION, "kind": "StreamJob", **obj}, reason, message, type_, before=self._guard)
+        def before() -> None:
+            self._guard()
+            self._write("event")
+        events.post(self.core, {"apiVersion": crd.API_VERSION, "kind": "StreamJob", **obj}, reason, message, type_, before=before)
 
 
 def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:

@@ -1,10 +1,12 @@
 """Plan -> the PE instances and Services that should exist (nothing is written here).
 
 An admitted job's PE gets one instance per node where the Plan gives it a fraction > 0 (the
-Plan's fractions, floored so that a node is never overloaded); every admitted job's PE that
+Plan's fractions, floored so that a node is never overloaded); every admitted job with a PE that
 receives tuples (a stream's consumer in its template, or an importer of another job's export) gets
-a headless Service, the name its producers resolve. A PE nothing sends to (a source) gets none: at
-2000 nodes each Service also costs the API server its Endpoints and EndpointSlice writes.
+one headless Service, under which each PE's instances answer to ``<pe>.<job>.<namespace>.svc``
+(:mod:`.apply`'s addressing). A job nothing sends to gets none: at 2000 nodes each Service also
+costs the API server its Endpoints and EndpointSlice writes (one per job now, where it was one per
+receiving PE: 5,961 at 10x LSD).
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ def importers(scen: Scenario, admitted: set[str]) -> Importers:
 
 def outputs(scen: Scenario, job: str, tmpl: dict[str, Any] | None, pe: str, admitted: set[str],
             by_export: Importers | None = None) -> str:
-    """The PE SDK's KUBESODA_OUTPUTS for a PE: each stream leaving it to the consumer's headless
-    Service, and each export of it to every admitted importer (labels: docs/pe-metrics.md)."""
+    """The PE SDK's KUBESODA_OUTPUTS for a PE: each stream leaving it to the consumer PE's name
+    under its job's headless Service (every ready instance), and each export of it to every admitted importer (labels: docs/pe-metrics.md)."""
     ns, jname = job.split("/", 1)
     sp = (tmpl or {}).get("spec") or {}
     out = [f"{pe}->{s.get('to')}={service_host(ns, jname, str(s.get('to')))}:{STREAM_PORT}"
@@ -71,9 +73,10 @@ def instances(plan: Plan, snap: Snapshot, scen: Scenario) -> list[Instance]:
     return out
 
 
-def services(plan: Plan, snap: Snapshot, scen: Scenario) -> list[tuple[str, str, str, dict[str, Any]]]:
-    """(namespace, job, pe, job object) of every admitted PE that receives tuples: a stream's
-    consumer in the job's template, or the consuming PE of an import (sources get none)."""
+def services(plan: Plan, snap: Snapshot, scen: Scenario) -> list[tuple[str, str, dict[str, Any]]]:
+    """(namespace, job, job object) of every admitted job with a PE that receives tuples: a
+    stream's consumer in the job's template, or the consuming PE of an import (a job of sources
+    only gets none)."""
     jobs_by_key = {crd.key(j): j for j in snap.jobs}
     tmpl_by_key = {crd.key(t): t for t in snap.templates}
     admitted = {d.job: d for d in plan.jobs if d.admitted}
@@ -83,6 +86,6 @@ def services(plan: Plan, snap: Snapshot, scen: Scenario) -> list[tuple[str, str,
         receivers.update((job, str(s.get("to"))) for s in sp.get("streams") or [] if isinstance(s, dict))
     for imps in importers(scen, set(admitted)).values():
         receivers.update(imps)
-    keys = sorted({(*p.job.split("/", 1), p.name) for p in plan.pes
+    keys = sorted({tuple(p.job.split("/", 1)) for p in plan.pes
                    if p.job in admitted and p.job in jobs_by_key and (p.job, p.name) in receivers})
-    return [(ns, j, pe, jobs_by_key[f"{ns}/{j}"]) for ns, j, pe in keys]
+    return [(ns, j, jobs_by_key[f"{ns}/{j}"]) for ns, j in keys]

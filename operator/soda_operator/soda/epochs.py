@@ -271,7 +271,7 @@ class Loops:
             updates = self._plan_statuses(snap, scen, plan, by_job, jobs_by_key)
         managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
         counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
-        counts["service"] = self.applier.ensure_services(desired.services(plan, snap, scen), snap.services)
+        counts.update(self.applier.sync_services(desired.services(plan, snap, scen), snap.services, managed))  # type: ignore[arg-type]
         counts["status"] = updates
         admitted = sum(d.admitted for d in plan.jobs)
         metrics.IMPORTANCE.set(plan.importance)

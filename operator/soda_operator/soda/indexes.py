@@ -26,7 +26,7 @@ import kopf
 
 from ..kube.pods import trim
 from . import crd
-from .state import Snapshot
+from .state import Snapshot, owned_by_job
 
 # parts of a PE pod no epoch reads back (the operator writes them from the template and the plan
 # and never compares them): about 60% of a PE pod's size, 7,370 times at 2,000 nodes
@@ -67,8 +67,9 @@ async def kubesoda_pods(namespace: str | None, name: str, body: kopf.Body, **_: 
 
 
 @kopf.index("", "v1", "services", labels={crd.LABEL_JOB: kopf.PRESENT})
-async def kubesoda_services(namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
-    return {(namespace, name): True}
+async def kubesoda_services(namespace: str | None, name: str, meta: kopf.Meta, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
+    # only those a StreamJob owns (kubesoda's own): the epochs delete the ones no longer desired
+    return {(namespace, name): labels.get(crd.LABEL_JOB, "")} if owned_by_job(meta.get("ownerReferences")) else {}
 
 
 NAMES = ("kubesoda_nodes", "kubesoda_templates", "kubesoda_jobs", "kubesoda_policies", "kubesoda_pods",
@@ -97,7 +98,7 @@ class Reader:
             foreign[node] = sorted(ix["foreign_pods"][node])
         return Snapshot(nodes=values("kubesoda_nodes"), templates=values("kubesoda_templates"), jobs=values("kubesoda_jobs"),
                         policy=policies.get("default"), pods=values("kubesoda_pods"),
-                        services=set(ix["kubesoda_services"]), foreign=foreign)
+                        services={k: next(iter(ix["kubesoda_services"][k])) for k in ix["kubesoda_services"]}, foreign=foreign)
 
     async def _take(self) -> Snapshot:
         return self._copy()

@@ -7,6 +7,7 @@ the policy's epochs through :func:`epochs`, which never fails (a bad policy: the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -27,7 +28,8 @@ class Snapshot:
     jobs: list[dict[str, Any]]
     policy: dict[str, Any] | None
     pods: list[dict[str, Any]]
-    services: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name) of kubesoda's Services
+    # kubesoda's Services (labelled with a job, owned by a StreamJob): (namespace, name) -> the job label
+    services: dict[tuple[str, str], str] = field(default_factory=dict)
     # node -> (pod, CPU cores, memory bytes) requested by the other workloads' pods bound to it
     foreign: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
 
@@ -37,6 +39,13 @@ class Snapshot:
         pipeline guard set aside (``quarantined``: job -> why)."""
         return crd.scenario_from_objects(self.nodes, self.templates, self.jobs, self.policy, self.pods, source, self.foreign,
                                          now=datetime.now(UTC), quarantined=quarantined)
+
+
+def owned_by_job(owner_references: Any) -> bool:
+    """Whether a StreamJob is among an object's ``metadata.ownerReferences`` (kubesoda made it:
+    it may delete it)."""
+    return any(isinstance(r, Mapping) and r.get("kind") == "StreamJob" and str(r.get("apiVersion", "")).startswith(f"{crd.GROUP}/")
+               for r in owner_references or [])
 
 
 def foreign_requests(pods: list[dict[str, Any]]) -> dict[str, list[tuple[str, float, float]]]:
@@ -72,8 +81,8 @@ def take(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> Snapshot:
     jobs = cast(dict[str, Any], custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs"))["items"]
     policy = get_policy(custom)
     pods = list_json(core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
-    services = {(v["metadata"]["namespace"], v["metadata"]["name"])
-                for v in list_json(core.list_service_for_all_namespaces, label_selector=crd.LABEL_JOB)}
+    services = {(v["metadata"]["namespace"], v["metadata"]["name"]): v["metadata"]["labels"][crd.LABEL_JOB]
+                for v in list_json(core.list_service_for_all_namespaces, label_selector=crd.LABEL_JOB) if owned_by_job(v["metadata"].get("ownerReferences"))}
     others = list_json(core.list_pod_for_all_namespaces, label_selector=f"!{crd.LABEL_JOB}",
                        field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
     return Snapshot(nodes, templates, jobs, policy, pods, services, foreign_requests(others))
