@@ -14,16 +14,21 @@ the operator plans differently (on the parent commit, which offered only the idl
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
-from bd_fixtures import T0, job_body, node_body, pod_body, spec_of
+import kopf
+from bd_fixtures import T0, bd_body, job_body, node_body, pod_body, spec_of
 from fake_core import RecordingCore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kubernetes.client.exceptions import ApiException
 
 from soda_operator.dispatch import apply, decide, handlers
 from soda_operator.dispatch import objects as ob
+from soda_operator.memo import Memo
 from soda_optimizer import dispatch as dp
 
 POLICIES = sorted(dp.paper_policies(readings=True).items())
@@ -146,7 +151,6 @@ class EvictingCore(RecordingCore):
         self.refuse = refuse or set()
 
     def create_namespaced_pod_eviction(self, name: str, namespace: str, body: Any, **_: Any) -> None:
-        from kubernetes.client.exceptions import ApiException
         if name in self.refuse:
             raise ApiException(status=429, reason="Too Many Requests")
         assert body.metadata.name == name
@@ -154,11 +158,6 @@ class EvictingCore(RecordingCore):
 
 
 def run_tick(core: RecordingCore, memo: Any, pods: list[dict[str, Any]], status: dict[str, Any] | None = None, **spec: Any) -> Any:
-    import asyncio
-
-    import kopf
-
-    from bd_fixtures import bd_body
     bd = bd_body(**spec)
     jobs = [job_body("low", 1, completions=2), job_body("high", 3, completions=3)]
     for j in jobs:
@@ -178,9 +177,6 @@ def scene_pods() -> list[dict[str, Any]]:
 
 
 def test_the_timer_decides_at_each_event_and_evicts_only_with_preemption() -> None:
-    from types import SimpleNamespace
-
-    from soda_operator.memo import Memo
     core = EvictingCore()
     memo = Memo(loops=SimpleNamespace(core=core))  # type: ignore[arg-type]
     patch = run_tick(core, memo, scene_pods(), intervalSeconds=60)
@@ -212,14 +208,10 @@ def test_the_timer_decides_at_each_event_and_evicts_only_with_preemption() -> No
 
 
 def asyncio_run(coro: Any) -> Any:
-    import asyncio
     return asyncio.run(coro)
 
 
 def test_a_node_event_counts_only_when_slots_may_move() -> None:
-    from types import SimpleNamespace
-
-    from soda_operator.memo import Memo
     memo = Memo(loops=SimpleNamespace(core=RecordingCore()))  # type: ignore[arg-type]
     n = node_body("n0")
     asyncio_run(handlers.dispatch_node_changed(event={"type": "ADDED"}, name="n0", body=n, memo=memo))
