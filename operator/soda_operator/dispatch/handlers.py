@@ -60,14 +60,23 @@ async def dispatch_jobs(namespace: str | None, body: kopf.Body, **_: Any) -> dic
     return {(namespace, group_of(body)): {**trim(body), "apiVersion": "batch/v1", "kind": "Job"}}
 
 
-@kopf.on.event("", "v1", "pods")
+def _task_pod(body: kopf.Body, **_: Any) -> bool:
+    return ours(body)
+
+
+def _dispatched_job(body: kopf.Body, **_: Any) -> bool:
+    return dispatched(body)
+
+
+@kopf.on.event("", "v1", "pods", when=_task_pod)
 async def dispatch_pod_changed(namespace: str | None, body: kopf.Body, memo: Memo, **_: Any) -> None:
-    """A task pod's event (created, released, finished, failed, deleted): its namespace decides at the next tick."""
+    """A task pod's event (created, released, finished, failed, deleted): its namespace decides at the next tick.
+    Other pods' events never reach it (``when``: Kopf neither calls nor logs it for them)."""
     if ours(body):
         memo.dispatch.changed[namespace or ""] = time.monotonic()
 
 
-@kopf.on.event("batch", "v1", "jobs")
+@kopf.on.event("batch", "v1", "jobs", when=_dispatched_job)
 async def dispatch_job_changed(namespace: str | None, body: kopf.Body, memo: Memo, **_: Any) -> None:
     """A dispatched Job's event (submitted, progress, complete, deleted)."""
     if dispatched(body):
