@@ -37,6 +37,9 @@ class DispatchState:
     last: dict[Key, float] = field(default_factory=dict)  # monotonic time of each BatchDispatch's last decision
     measured: dict[Key, set[str]] = field(default_factory=dict)  # task pods whose durations were taken into the speeds
     warned: set[Key] = field(default_factory=set)  # Jobs warned once that they will miss their deadline
+    changed: dict[str, float] = field(default_factory=dict)  # namespace ("" = every one) -> monotonic time of its last event
+    nodes: dict[str, Any] = field(default_factory=dict)  # node -> what a decision reads of it, to tell a change
+    inflight: dict[Key, dict[str, tuple[str, float]]] = field(default_factory=dict)  # pods released, not yet seen so: pod -> (node, when)
 
 
 @dataclass

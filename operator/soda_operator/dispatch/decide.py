@@ -1,30 +1,39 @@
-"""One dispatch decision, pure: the indexed objects -> the decision maker's inputs -> :func:`soda_optimizer.dispatch.
-decide` -> which gated pods are released onto which node, which released pods are lost with their node, and each
-Job's progress (Lin 2014, 3.5.2 "Decision Maker", 3.5.3 "Dispatcher", 4.4 "Adaptive Adjustment"; docs/dispatch.md).
+"""One dispatch decision, pure: the indexed objects -> the paper's worker model (:func:`soda_optimizer.dispatch.step`,
+the code path of the simulator's ``"plan"`` mode) -> which gated pods are released onto which node, which running
+pods are evicted (preemption only), which released pods are lost with their node, and each Job's progress (Lin 2014,
+figure 3.2, 3.5.2 "Decision Maker", 3.5.3 "Dispatcher", 4.4 "Adaptive Adjustment"; docs/dispatch.md).
 No API calls: :mod:`.apply` writes what this decides.
 
 - workers (3.4): each usable node offers ``floor(free CPU / slot CPU)`` slots, free CPU = allocatable minus the
   requests of every bound pod that is not a task of this group (capacity is shared: DESIGN, "One mechanism for
-  every allocation system"), slot CPU = ``spec.slotCPU`` or the largest task pod's CPU request;
+  every allocation system"), slot CPU = ``spec.slotCPU`` or the largest task pod's CPU request; a node's first slots
+  are held by the tasks running there (busy workers), the others are idle;
 - tasks: the Jobs' pods still gated (queued) and the ones kubesoda released (running: they hold a slot of their
   node until they finish);
-- the policy assigns free slots to Jobs; a Job given k slots has k of its gated pods released, lowest completion
-  index first. A gated pod that no slot is given waits (the paper's dispatcher);
+- the plan (figure 3.2): the policy is offered every slot, busy or idle, and each Job's unfinished tasks, and maps
+  each slot it uses to a Job. A busy slot keeps its pod (it finishes its task; the decision taken when it ends
+  gives the slot to the Job the plan then names); with ``spec.preemption`` a busy slot the plan gives to another
+  Job has its pod evicted (4.4's kill; the slot is released at the decision after the pod is gone). Each idle slot
+  is released at once to the next gated pod (lowest completion index first) of the Job the plan gives it; a slot
+  planned for a Job with no gated pod stays idle. A gated pod that no slot is given waits (the paper's dispatcher);
 - a task that succeeded is measured (container start to finish, per node class) and fed to the speed matrix (4.4),
   once per pod UID;
 - a released task on a failed node (NotReady or deleted) is deleted; its Job recreates it gated (4.4's "worker
-  failure": it is redone when a worker is allocated to it).
+  failure": it is redone when a worker is allocated to it); a released pod being deleted (evicted, say) holds its
+  slot until it is gone, and the slot is in no plan meanwhile.
 
-Departures from the paper: decisions are taken every ``spec.intervalSeconds``, not only on a job's submission or
-completion (3.5.2's passive mode); a worker is a slot of CPU on a node, not a process; running tasks keep their
-slot (non-preemptive, as ``soda_optimizer.dispatch``'s default).
+Departures from the paper: a worker is a slot of CPU on a node, not a process; decisions are taken at each event
+(:mod:`.handlers`) and every ``spec.intervalSeconds``, not only on a job's submission or completion (3.5.2's
+passive mode), as the simulator does; a busy slot on a cordoned or deselected node is planned until its task ends,
+then the slot is gone.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from soda_optimizer import dispatch as dp
@@ -38,7 +47,9 @@ from .spec import DispatchSpec, policy_of
 @dataclass
 class Decision:
     place: dict[str, str] = field(default_factory=dict)  # gated pod -> node
+    evict: dict[str, str] = field(default_factory=dict)  # running pod -> the Job the plan gives its slot (preemption)
     delete: list[str] = field(default_factory=list)  # released pods on failed nodes
+    plan: dict[str, str] = field(default_factory=dict)  # slot ("node/NNN") -> Job: the whole plan
     slots: dict[str, int] = field(default_factory=dict)  # node -> slots
     jobs: list[dict[str, Any]] = field(default_factory=list)  # per-Job status
 
@@ -108,14 +119,15 @@ def slots_for(nodes: Iterable[Node], bound: Iterable[tuple[str, str, float, floa
 
 
 def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterable[Node], slots: Mapping[str, int],
-         policy: dp.Policy, speeds: dp.SpeedMatrix, now: float) -> Decision:
-    """One dispatch decision, pure: which gated pods are released onto which node, which released pods are lost
-    with their failed node, and each Job's status."""
+         policy: dp.Policy, speeds: dp.SpeedMatrix, now: float, preemption: bool = False) -> Decision:
+    """One dispatch decision, pure: the plan over every slot, the gated pods released onto idle slots, the running
+    pods evicted (``preemption`` only), the released pods lost with their failed node, and each Job's status."""
     out = Decision(slots=dict(slots))
     by_name = {n.name: n for n in nodes}
     queued: dict[str, list[Task]] = {}
     running: dict[str, list[Task]] = {}
     finished: dict[str, list[Task]] = {}
+    leaving: dict[str, int] = {}  # node -> released pods being deleted there (they hold a slot until gone)
     for t in tasks:
         if t.job not in jobs:
             continue
@@ -130,21 +142,30 @@ def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterab
                 if t.phase != "Deleting":
                     out.delete.append(t.name)
                 continue
+            if t.phase == "Deleting":
+                leaving[t.node] = leaving.get(t.node, 0) + 1
+                continue
             running.setdefault(t.job, []).append(t)
-    # workers: each node's slots, the first ones held by the tasks running there
-    per_node: dict[str, list[str]] = {}
-    for job, ts in running.items():
+    # workers: each node's slots, the first ones held by the tasks running there, then the ones being freed
+    per_node: dict[str, list[Task]] = {}
+    for ts in running.values():
         for t in ts:
-            per_node.setdefault(t.node or "", []).append(job)
+            per_node.setdefault(t.node or "", []).append(t)
     workers: list[dp.WorkerView] = []
+    pod_on: dict[str, str] = {}  # busy slot -> its pod
     for name in sorted(set(slots) | set(per_node)):
         n = by_name.get(name)
         if n is None:
             continue
-        held = sorted(per_node.get(name, []))
-        total = max(slots.get(name, 0) if n.usable else 0, len(held))
-        for i in range(total):
-            workers.append(dp.WorkerView(id=f"{name}/{i:03d}", node_class=n.node_class, job=held[i] if i < len(held) else None))
+        held = sorted(per_node.get(name, []), key=lambda t: (t.job, t.index, t.name))
+        gone = leaving.get(name, 0)
+        total = max(slots.get(name, 0) if n.usable else 0, len(held) + gone)
+        for i, t in enumerate(held):
+            wid = f"{name}/{i:03d}"
+            workers.append(dp.WorkerView(id=wid, node_class=n.node_class, job=t.job))
+            pod_on[wid] = t.name
+        for i in range(len(held) + gone, total):
+            workers.append(dp.WorkerView(id=f"{name}/{i:03d}", node_class=n.node_class))
     views = []
     for j in sorted(jobs.values(), key=lambda j: j.name):
         q, r = len(queued.get(j.name, [])), len(running.get(j.name, []))
@@ -155,19 +176,25 @@ def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterab
         if remaining <= 0 and q == 0:
             continue
         views.append(dp.JobView(j.name, j.priority, j.arrival, j.deadline, j.kind, q, r, remaining * (j.work or 1.0)))
-    assignment = dp.decide(policy, views, workers, now, speeds) if views and workers else {}
-    wnode = {w.id: w.id.rsplit("/", 1)[0] for w in workers}
+    step = dp.step(policy, views, workers, now, speeds, preempt=preemption)
+    out.plan = dict(step.plan)
+    out.evict = {pod_on[w]: job for w, job in sorted(step.preempt.items())}
     given: dict[str, list[str]] = {}
-    for w, job in sorted(assignment.items()):
-        given.setdefault(job, []).append(wnode[w])
+    for w, job in sorted(step.start.items()):
+        if w not in step.preempt:  # an evicted pod's slot is released once the pod is gone
+            given.setdefault(job, []).append(w.rsplit("/", 1)[0])
+    placed: dict[str, list[str]] = {}
     for job, ns in given.items():
         order = sorted(queued.get(job, []), key=lambda t: (t.index, t.name))
         for t, node in zip(order, ns, strict=False):
             out.place[t.name] = node
+            placed.setdefault(job, []).append(node)
+    planned = Counter(step.plan.values())
     view_of = {v.id: v for v in views}
     for j in sorted(jobs.values(), key=lambda j: (-j.priority, j.name)):
-        out.jobs.append(_progress(j, view_of.get(j.name), queued.get(j.name, []), running.get(j.name, []),
-                                  finished.get(j.name, []), given.get(j.name, []), by_name, speeds, now))
+        row = _progress(j, view_of.get(j.name), queued.get(j.name, []), running.get(j.name, []),
+                        finished.get(j.name, []), placed.get(j.name, []), by_name, speeds, now)
+        out.jobs.append({**row, "planned": planned.get(j.name, 0)})
     return out
 
 
@@ -201,15 +228,19 @@ def _progress(j: DispatchedJob, v: dp.JobView | None, queued: list[Task], runnin
 
 def decide(spec: DispatchSpec, job_bodies: Iterable[Mapping[str, Any]], pods_of: Mapping[str, list[dict[str, Any]]],
            node_bodies: Iterable[Mapping[str, Any]], bound: Iterable[tuple[str, str, float, float]],
-           status: Mapping[str, Any], namespace: str, seen: set[str], now: float) -> Outcome:
+           status: Mapping[str, Any], namespace: str, seen: set[str], now: float,
+           inflight: Mapping[str, str] | None = None) -> Outcome:
     """One decision of a BatchDispatch in ``namespace`` from copies of the indexed objects: its Jobs' bodies, their
-    task pods by Job name, the nodes, every bound pod's requests, its status (the speeds, the measured UIDs) and
-    ``seen`` (UIDs this operator measured already, not yet in the status)."""
+    task pods by Job name, the nodes, every bound pod's requests, its status (the speeds, the measured UIDs),
+    ``seen`` (UIDs this operator measured already, not yet in the status) and ``inflight`` (pods this operator
+    released, pod name -> node, that the index may still show gated: they are counted as released there)."""
     jobs = {j.name: j for j in (job_of(b) for b in job_bodies) if j is not None}
     pods = {(p.get("metadata") or {}).get("name", ""): p for j in jobs for p in pods_of.get(j, [])}
     node_bodies = list(node_bodies)
     nodes = [node_of(b, spec.node_selector) for b in node_bodies]
     tasks = [t for t in (task_of(p) for p in pods.values()) if t is not None]
+    inflight = inflight or {}
+    tasks = [replace(t, gated=False, node=inflight[t.name]) if t.gated and t.name in inflight else t for t in tasks]
     measured = set(status.get("measured") or []) | seen
     priors = priors_of(node_bodies) if spec.mips_priors else {}
     speeds = speeds_from(status, spec, priors, {j.kind for j in jobs.values()} | {dp.model.DEFAULT_KIND})
@@ -217,6 +248,6 @@ def decide(spec: DispatchSpec, job_bodies: Iterable[Mapping[str, Any]], pods_of:
     cpu = slot_cpu(spec, tasks)
     slots = slots_for(nodes, bound, {f"{namespace}/{t.name}" for t in tasks}, cpu)
     policy = policy_of(spec)
-    decision = plan(jobs, tasks, nodes, slots, policy, speeds, now)
+    decision = plan(jobs, tasks, nodes, slots, policy, speeds, now, spec.preemption)
     return Outcome(decision, policy, speeds, cpu, jobs, pods, {n.name: n.node_class for n in nodes},
                    (measured | set(new)) & {t.uid for t in tasks}, new)

@@ -1,6 +1,7 @@
 """A BatchDispatch's spec, typed and checked: the decision maker's policy and its parameters (Lin 2014, 3.5.2
 "Decision Maker": the policy the administrator specifies; 5.1-5.5 the policies, their parameters and the spare
-fill; 4.4 the speed priors), the slot size of a worker (3.4) and the decision interval.
+fill; 4.4 the speed priors), the slot size of a worker (3.4), the decision interval and ``preemption`` (4.4's
+"kill some low priority running tasks", here an eviction; off by default: the paper's dispatcher never kills).
 
 ``crds/batchdispatches.yaml`` is the one source of defaults: the API server fills them in (tests use
 :func:`soda_operator.schema.with_defaults`), and this module states none. Two fields mean something when absent,
@@ -41,6 +42,7 @@ class DispatchSpec(BaseModel):
     mips_priors: bool = Field(alias="mipsPriors")
     window: int = Field(ge=1)
     interval_seconds: float = Field(alias="intervalSeconds", ge=1, allow_inf_nan=False)
+    preemption: bool
 
     @field_validator("slot_cpu", mode="before")
     @classmethod

@@ -33,8 +33,8 @@ def speeds_status(m: dp.SpeedMatrix) -> list[dict[str, Any]]:
              "secondsPerUnit": [round(x, 4) for x in v]} for (k, c), v in sorted(m.observed.items())]
 
 
-def dispatching(out: Outcome, done: Mapping[str, int], status: Mapping[str, Any], generation: int | None) -> dict[str, Any]:
-    """The status after a decision was written (``done``: how many pods were released and deleted)."""
+def dispatching(out: Outcome, done: Mapping[str, Any], status: Mapping[str, Any], generation: int | None) -> dict[str, Any]:
+    """The status after a decision was written (``done``: how many pods were released, evicted and deleted)."""
     slots = sum(out.decision.slots.values())
     msg = f"{out.policy.name}: {len(out.jobs)} Job(s), {slots} slot(s) of {out.slot_cpu:g} CPU"
     return {
@@ -44,6 +44,8 @@ def dispatching(out: Outcome, done: Mapping[str, int], status: Mapping[str, Any]
         "speeds": speeds_status(out.speeds), "measured": sorted(out.measured),
         "released": int(status.get("released") or 0) + done["placed"],
         "redispatched": int(status.get("redispatched") or 0) + done["deleted"],
+        "preempted": int(status.get("preempted") or 0) + done["evicted"],
+        "preemptionBlocked": [{"pod": p, "reason": why} for p, why in sorted(done["blocked"].items())],
     }
 
 
@@ -56,11 +58,13 @@ def invalid(err: TranslationError, status: Mapping[str, Any], generation: int | 
     return {"state": "invalid", "message": msg, "conditions": [cond]}
 
 
-def events_of(body: Mapping[str, Any], out: Outcome, done: Mapping[str, int], job_bodies: Iterable[Mapping[str, Any]],
-           warned: set[tuple[str, str]]) -> list[Event]:
+def events_of(body: Mapping[str, Any], out: Outcome, done: Mapping[str, Any], job_bodies: Iterable[Mapping[str, Any]],
+           warned: set[tuple[str, str]], blocked_before: Iterable[Mapping[str, Any]] = ()) -> list[Event]:
     """The Events of a written decision: ``Dispatched`` (on the BatchDispatch and on each Job: how many tasks went
-    to which node), ``Redispatch`` (tasks deleted on failed nodes), ``DeadlineAtRisk`` (once per Job: ``warned``
-    holds the (namespace, Job) warned already and gets the new ones)."""
+    to which node), ``Preempted`` (on the BatchDispatch and on each Job that lost a task: which tasks were evicted
+    and for which Job), ``PreemptionBlocked`` (evictions the API refused), ``Redispatch`` (tasks deleted on failed
+    nodes), ``DeadlineAtRisk`` (once per Job: ``warned`` holds the (namespace, Job) warned already and gets the new
+    ones)."""
     md = body.get("metadata") or {}
     name, ns = md.get("name"), md.get("namespace") or ""
     obj = me(body)
@@ -79,6 +83,23 @@ def events_of(body: Mapping[str, Any], out: Outcome, done: Mapping[str, int], jo
             if j in job_body:
                 evs.append((job_body[j], "Dispatched", f"{sum(where.values())} task(s) released by BatchDispatch {name}: "
                             + _counts(where), "Normal"))
+    if done["evicted"]:
+        evicted = {p: j for p, j in d.evict.items() if p not in done["blocked"]}
+        lost: dict[str, list[str]] = {}
+        for p in evicted:
+            lost.setdefault(owner_job(out.pods[p]) or "", []).append(p)
+        why = ", ".join(f"{p} for {j}" for p, j in sorted(evicted.items()))
+        evs.append((obj, "Preempted", f"{done['evicted']} running task(s) evicted, their slots planned for other Jobs "
+                    f"({out.policy.name}): {why}", "Normal"))
+        for j, ps in sorted(lost.items()):
+            if j in job_body:
+                evs.append((job_body[j], "Preempted", f"{len(ps)} task(s) evicted by BatchDispatch {name} (preemption): "
+                            + ", ".join(f"{p} for {evicted[p]}" for p in sorted(ps)), "Normal"))
+    before = {b.get("pod") for b in blocked_before}
+    fresh = {p: why for p, why in done["blocked"].items() if p not in before}
+    if fresh:
+        evs.append((obj, "PreemptionBlocked", "eviction refused: " + ", ".join(f"{p} ({why})" for p, why in sorted(fresh.items())),
+                    "Warning"))
     if done["deleted"]:
         evs.append((obj, "Redispatch", f"{done['deleted']} task(s) on failed nodes deleted; their Jobs recreate them gated", "Warning"))
     for js in d.jobs:

@@ -8,6 +8,8 @@ Scheduling under Heterogeneous Clusters", NTU master thesis, 2014). Pure: no Kub
 - :mod:`.proportion` -- proportion-based (5.2);
 - :mod:`.workload` -- workload-based (5.3) and the greedy it shares with the deadline-based policy;
 - :mod:`.deadline` -- deadline-based (5.4) and EDF (the comparison of 6.3.2);
+- :mod:`.follow` -- the paper's worker model, one step: the plan over every worker and what the dispatcher does
+  with it (figure 3.2, 3.5.3; shared by the simulator and the operator);
 - :mod:`.sim` -- the discrete-event simulator, priority violation rate and deadline penalty (4.1, 4.4, 6.3.2);
 - :mod:`.swf` -- SWF traces, a Lublin-Feitelson synthetic trace, the transformations of 6.3.1;
 - :mod:`.scenarios` -- the 20 slots of 6.3 and the failure test of 6.2;
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 
 from .base import Assignment, Fill, Policy, Reading, check
 from .deadline import DeadlinePolicy, EdfPolicy, meets_deadline, required_rate
+from .follow import Step, plan_views, step
 from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
 from .priority import PriorityPolicy
 from .proportion import ProportionPolicy
@@ -64,6 +67,7 @@ __all__ = [
     "SimResult",
     "Snapshot",
     "SpeedMatrix",
+    "Step",
     "TaskRun",
     "Worker",
     "WorkerView",
@@ -73,8 +77,10 @@ __all__ = [
     "meets_deadline",
     "names",
     "paper_policies",
+    "plan_views",
     "policy",
     "required_rate",
     "simulate",
+    "step",
     "violated_count",
 ]

@@ -27,6 +27,9 @@ Three worker models (``mode``):
   but a busy worker the plan gives to another job has its task killed at once (re-queued at the front, redone
   later) and starts that job's next task; a busy worker the plan leaves idle keeps its task.
 
+``"plan"`` and ``"kill"`` take their decision through :func:`.follow.step`, the code path the Kubernetes operator
+calls too (one model: the cluster follows the plan this simulator replays).
+
 Metrics (6.3.2):
 - priority violation rate at an instant: #violated jobs / #jobs in the system (arrived, not finished), where a
   job is violated if it has no worker while some job of strictly lower priority has one or more, counting the
@@ -49,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .base import Policy, check
+from .follow import step
 from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
 
 Mode = Literal["plan", "free", "kill"]
@@ -235,8 +239,8 @@ def simulate(
                     state[who] = None
             else:  # _UP
                 is_down[who] = False
-        # decide
-        plan_all = mode != "free"
+        # decide: the paper's model (and its "kill" variant) through follow.step, the one code path the operator
+        # shares; "free" offers the idle workers only
         views = [
             JobView(
                 id=jid,
@@ -244,49 +248,44 @@ def simulate(
                 arrival=jobs[jid].arrival,
                 deadline=jobs[jid].deadline,
                 kind=jobs[jid].kind,
-                queued=len(q) + (running[jid] if plan_all else 0),
-                running=0 if plan_all else running[jid],
+                queued=len(q),
+                running=running[jid],
                 remaining_work=left_work[jid],
             )
             for jid, q in queue.items()
         ]
-        wviews = []
-        for w in workload.workers:
-            if is_down[w.id]:
-                continue
-            cur = state[w.id]
-            on = None if cur is None else cur[0]
-            wviews.append(WorkerView(w.id, w.node_class, None, on) if plan_all else WorkerView(w.id, w.node_class, on))
+        wviews = [
+            WorkerView(w.id, w.node_class, None if state[w.id] is None else state[w.id][0])  # type: ignore[index]
+            for w in workload.workers
+            if not is_down[w.id]
+        ]
         out: dict[str, str] = {}
-        if views and any(v.job is None for v in wviews):
-            out = policy.assign(views, wviews, now, speeds)
-            check(views, wviews, out)
-            start_on = []
-            for wid in sorted(out):
-                cur = state[wid]
-                if cur is not None:
-                    if mode == "plan" or cur[0] == out[wid]:
-                        continue  # busy: it finishes its task, then follows the plan of that instant
-                    jid, task, start = cur  # "kill": the task is killed and re-queued
-                    runs.append(TaskRun(jid, task, wid, start, now, False))
-                    running[jid] -= 1
-                    queue[jid].appendleft(task)
-                    state[wid] = None
-                    token[wid] += 1
-                start_on.append(wid)
-            for wid in start_on:
-                jid = out[wid]
-                if not queue[jid]:
-                    continue  # planned for a job with no task waiting: stays idle until the next decision
-                task = queue[jid].popleft()
-                running[jid] += 1
-                state[wid] = (jid, task, now)
+        starts: dict[str, str] = {}
+        if mode == "free":
+            if views and any(v.job is None for v in wviews):
+                out = starts = policy.assign(views, wviews, now, speeds)
+                check(views, wviews, out)
+        else:
+            st = step(policy, views, wviews, now, speeds, preempt=mode == "kill")
+            out, starts = st.plan, st.start
+            for wid in sorted(st.preempt):  # "kill": the task is killed and re-queued at the front
+                jid, task, start = state[wid]  # type: ignore[misc]
+                runs.append(TaskRun(jid, task, wid, start, now, False))
+                running[jid] -= 1
+                queue[jid].appendleft(task)
+                state[wid] = None
                 token[wid] += 1
-                push(now + workload.duration(jobs[jid], task, workers[wid]), _FINISH, wid, token[wid])
+        for wid in sorted(starts):
+            jid = starts[wid]
+            task = queue[jid].popleft()
+            running[jid] += 1
+            state[wid] = (jid, task, now)
+            token[wid] += 1
+            push(now + workload.duration(jobs[jid], task, workers[wid]), _FINISH, wid, token[wid])
         busy = sum(1 for s in state.values() if s is not None)
         ndown = sum(is_down.values())
         alloc = tuple(sorted((jid, n) for jid, n in running.items() if n > 0))
-        if plan_all:
+        if mode != "free":
             planned = Counter(out.values())
         else:
             planned = Counter({jid: n for jid, n in running.items() if n > 0})
