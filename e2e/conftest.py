@@ -70,6 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if line.startswith("export ") and "=" in line:
             key, _, value = line.removeprefix("export ").partition("=")
             os.environ[key] = value
+    # the kubernetes client read KUBECONFIG when it was imported (conftest imports it): code under
+    # test that calls load_kube_config() without a file must find this lane's
+    from kubernetes.config import kube_config
+
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ["KUBECONFIG"]
     os.environ.setdefault("KUBESODA_OPERATOR_LOG", f"/tmp/kubesoda-e2e-operator-{worker}.log")
     os.environ.setdefault("KUBESODA_SIMULATOR_LOG", f"/tmp/kubesoda-e2e-simulate-{worker}.log")
 
