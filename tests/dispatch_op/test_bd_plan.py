@@ -226,3 +226,14 @@ def test_a_node_event_counts_only_when_slots_may_move() -> None:
 
 def test_spec_preemption_defaults_off() -> None:
     assert spec_of().preemption is False and spec_of(preemption=True).preemption is True
+
+
+def test_a_decision_that_changes_nothing_writes_nothing() -> None:
+    """Ticks come every TICK_S and every pod event forces a decision: the status is patched only where it moved."""
+    core = EvictingCore()
+    memo = Memo(loops=SimpleNamespace(core=core))  # type: ignore[arg-type]
+    first = run_tick(core, memo, scene_pods(), intervalSeconds=60)
+    assert first.status["slots"] == 2
+    memo.dispatch.changed["ns"] = float("inf")  # an event: the next tick decides again, on the same state
+    again = run_tick(core, memo, scene_pods(), status=dict(first.status), intervalSeconds=60)
+    assert not again.status, dict(again.status)

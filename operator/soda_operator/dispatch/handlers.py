@@ -141,7 +141,8 @@ async def dispatch_tick(namespace: str | None, name: str, spec: kopf.Spec, statu
     seen |= set(out.new)
     done = await asyncio.to_thread(apply.apply, memo.loops.core, namespace, out.decision, out.pods, out.classes)
     flight.update({p: (n, now_m) for p, n in done["released"].items()})
-    patch.status.update(dispatching(out, done, status, generation))
+    # only the fields that moved: a decision that changed nothing writes nothing (ticks come every TICK_S)
+    patch.status.update({k: v for k, v in dispatching(out, done, status, generation).items() if status.get(k) != v})
     evs = events_of(body, out, done, job_bodies, memo.dispatch.warned, status.get("preemptionBlocked") or [])
     if evs:
         await asyncio.to_thread(events.post_all, memo.loops.core, evs)
