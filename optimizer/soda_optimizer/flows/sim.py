@@ -104,9 +104,24 @@ def simulate(problem: Problem, plan: Plan) -> SimResult:
     return simulate_policy(cp, policy_from_plan(problem, plan))
 
 
+#: policies with more entries than this are simulated over numpy arrays (:mod:`.fastsim`); below it the reference
+#: simulator is the faster (measured: 9 ms against 15 ms at the paper's 24 flows, 1.1 s against 0.17 s at 2,400)
+ARRAY_ENTRIES = 1500
+
+
 def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: bool = True) -> SimResult:
     """Simulate an index-keyed policy from ``start_epoch`` (no carried jobs before it, except the waiting jobs
-    of time 0 when it is 0). ``detail=False`` skips the per-flow and per-pool records (the planner's fast path)."""
+    of time 0 when it is 0). ``detail=False`` skips the per-flow and per-pool records (the planner's fast path).
+    Large policies go to the vectorised simulator, which gives the same numbers (tests/flows/test_flows_fastsim.py)."""
+    if len(policy) > ARRAY_ENTRIES:
+        from .fastsim import simulate_arrays
+
+        return simulate_arrays(cp, policy, start_epoch, detail)
+    return simulate_policy_ref(cp, policy, start_epoch, detail)
+
+
+def simulate_policy_ref(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: bool = True) -> SimResult:
+    """The reference simulator: one Python record per node and per (epoch, flow, cohort)."""
     hold_cost = cp.hold_cost()
     fidx = cp.problem.flow_index()
     pidx = cp.problem.pool_index()
@@ -392,4 +407,7 @@ def _service(
     return np.clip(ratio.ravel()[pc], 0.0, 1.0), load_pc, thr_pc
 
 
-__all__ = ["BACKLOG", "Decision", "Policy", "plan_entries", "policy_from_plan", "simulate", "simulate_policy"]
+__all__ = [
+    "BACKLOG", "Decision", "Policy", "plan_entries", "policy_from_plan", "simulate", "simulate_policy",
+    "simulate_policy_ref",
+]
