@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .compiled import Compiled
-from .model import FlowEpochStats, JobCounts, PoolEpochStats, SimResult
+from .model import FlowEpochStats, JobCounts, PoolEpochStats, SimResult, built
 
 _FIELDS = tuple(JobCounts.model_fields)
 _ARR, _ADM, _CMP, _DRP, _BKL, _REL, _HLD = range(7)
@@ -46,6 +46,42 @@ class PolicyArrays:
         self.prob = flat[:, 1] if len(flat) else np.zeros(0)
         psum = np.bincount(np.repeat(np.arange(n), lens), weights=self.prob, minlength=n) if n else np.zeros(0)
         self.sumpr = psum[order]
+
+    @classmethod
+    def of(cls, cp: Compiled, codes: np.ndarray, lens: np.ndarray, bl: np.ndarray, start: np.ndarray,
+           pool: np.ndarray, prob: np.ndarray) -> PolicyArrays:
+        """From arrays: key codes (any order), and per key its pool count, backlog share and start in the shared
+        (pool, prob) table."""
+        self = cls.__new__(cls)
+        self.F, self.E, self.S = cp.n_flows, cp.n_epochs, max(cp.n_steps)
+        order = np.argsort(codes, kind="stable")
+        self.codes, self.lens, self.bl, self.start = codes[order], lens[order], bl[order], start[order]
+        self.pool, self.prob = pool, prob
+        csum = np.concatenate(([0.0], np.cumsum(prob)))
+        self.sumpr = csum[self.start + self.lens] - csum[self.start]
+        return self
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def to_policy(self) -> dict[tuple[int, int, int, int], Any]:
+        """The policy as a dict (for the plan's entries)."""
+        S, A, F = self.S, self.E + 1, self.F
+        c = self.codes
+        s = c % S
+        a = (c // S) % A - 1
+        f = (c // (S * A)) % F
+        e = c // (S * A * F)
+        cache: dict[tuple[int, int, float], Any] = {}
+        out: dict[tuple[int, int, int, int], Any] = {}
+        pl, pr = self.pool.tolist(), self.prob.tolist()
+        for key, st, ln, b in zip(zip(e.tolist(), f.tolist(), a.tolist(), s.tolist()), self.start.tolist(),
+                                  self.lens.tolist(), self.bl.tolist()):
+            d = cache.get((st, ln, b))
+            if d is None:
+                d = cache[(st, ln, b)] = (tuple(zip(pl[st:st + ln], pr[st:st + ln])), b)
+            out[key] = d
+        return out
 
     def code(self, e: Any, f: Any, a: Any, s: Any) -> Any:
         return ((np.asarray(e, dtype=np.int64) * self.F + f) * (self.E + 1) + (np.asarray(a) + 1)) * self.S + s
@@ -84,7 +120,8 @@ def _mean_survival(s: float, t: float, lo: np.ndarray, hi: np.ndarray) -> np.nda
 
 
 def simulate_arrays(
-    cp: Compiled, policy: dict[tuple[int, int, int, int], Any], start_epoch: int = 0, detail: bool = True
+    cp: Compiled, policy: dict[tuple[int, int, int, int], Any] | PolicyArrays, start_epoch: int = 0,
+    detail: bool = True,
 ) -> SimResult:
     """:func:`.sim.simulate_policy_ref` vectorised (see the module docstring)."""
     from .sim import _fixed_point  # the fixed point is shared with the reference simulator
@@ -93,7 +130,7 @@ def simulate_arrays(
     S = max(cp.n_steps)
     A = E + 1  # cohort index = cohort + 1 (cohort -1: waiting at time 0)
     tau = cp.tau
-    pa = PolicyArrays(cp, policy)
+    pa = policy if isinstance(policy, PolicyArrays) else PolicyArrays(cp, policy)
     nsteps = np.array(cp.n_steps, dtype=np.int64)
     util = np.array(cp.flow_utility)
     fcls = np.array(cp.flow_class, dtype=np.int64)
@@ -163,7 +200,8 @@ def simulate_arrays(
         src_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (fa, step, pool, rate)
 
         def to_backlog(fa: np.ndarray, s: np.ndarray, jobs: np.ndarray, keep: np.ndarray,
-                       nb_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = nb_parts) -> None:
+                       nb_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = nb_parts,
+                       touched: np.ndarray = touched) -> None:
             add(_HLD, fa, jobs)
             add(_DRP, fa, jobs * (1.0 - keep))
             nb_parts.append((fa, s, jobs * keep))
@@ -350,14 +388,70 @@ def simulate_arrays(
         cnt3 = cnt.reshape(7, F, A)
         scores[e] = cp.weight(e) * float(np.sum(util[:, None] * (cnt3[_DRP] + cnt3[_HLD] * hold_cost)))
         if detail:
-            for fa in np.nonzero(touched)[0].tolist():
-                f, ai = divmod(fa, A)
-                v = cnt[:, fa].tolist()
-                flows_out.append(FlowEpochStats(epoch=e, flow=fnames[f], cohort=ai - 1, **dict(zip(_FIELDS, v))))
+            tix = np.nonzero(touched)[0]
+            for f, a1, v in zip((tix // A).tolist(), (tix % A - 1).tolist(), cnt[:, tix].T.tolist()):
+                flows_out.append(built(FlowEpochStats, {"epoch": e, "flow": fnames[f], "cohort": a1,
+                                                        **dict(zip(_FIELDS, v))}))
     return SimResult(
         score=float(sum(scores)), score_by_epoch=tuple(scores), flows=tuple(flows_out), pools=tuple(pool_stats),
         left_at_horizon=left,
     )
 
 
-__all__ = ["PolicyArrays", "simulate_arrays"]
+def admit_arrays(cp: Compiled) -> PolicyArrays:
+    """:func:`.planner.admit_policy` built over arrays: every fresh cohort runs every step on arrival, spread over the
+    step's allowed pools in proportion to their capacity; a step with no pool of positive capacity in the epoch
+    refuses the cohort there (no entries after it); jobs waiting at time 0 likewise in epoch 0."""
+    F, E, S = cp.n_flows, cp.n_epochs, max(cp.n_steps)
+    sets: dict[tuple[int, ...], int] = {}
+    set_of = np.full((F, S), -1, dtype=np.int64)
+    for f, steps in enumerate(cp.allowed):
+        for s, pools in enumerate(steps):
+            set_of[f, s] = sets.setdefault(pools, len(sets))
+    # the decision table: per (epoch, pool set) its pools and capacity shares
+    t_pool: list[int] = []
+    t_prob: list[float] = []
+    t_start = np.zeros((E, len(sets)), dtype=np.int64)
+    t_len = np.zeros((E, len(sets)), dtype=np.int64)
+    for e in range(E):
+        for pools, k in sets.items():
+            caps = [(c, float(cp.caps[e, c])) for c in sorted(pools) if cp.caps[e, c] > 0]
+            tot = sum(v for _, v in caps)
+            t_start[e, k], t_len[e, k] = len(t_pool), len(caps)
+            t_pool += [c for c, _ in caps]
+            t_prob += [v / tot for _, v in caps]
+    nsteps = np.array(cp.n_steps)
+    step_ok = np.arange(S)[None, :] < nsteps[:, None]  # (F, S)
+    kc, kl, ks = [], [], []
+    for e in range(E):
+        fl = np.nonzero(cp.rates[:, e] > 0)[0]
+        if not len(fl):
+            continue
+        sid = set_of[fl]
+        ln = np.where(step_ok[fl], t_len[e][np.maximum(sid, 0)], 1)
+        empty = step_ok[fl] & (ln == 0)
+        before = np.cumsum(empty, axis=1) - empty  # refusing steps before s
+        keep = step_ok[fl] & (before == 0)
+        ff, ss = np.nonzero(keep)
+        f_ = fl[ff]
+        kc.append(((e * F + f_) * (E + 1) + (e + 1)) * S + ss)
+        kl.append(t_len[e][set_of[f_, ss]])
+        ks.append(t_start[e][set_of[f_, ss]])
+    fidx = cp.problem.flow_index()
+    for w in cp.problem.waiting:
+        f = fidx[w.flow]
+        for s in range(w.step + (1 if w.pool is not None else 0), cp.n_steps[f]):
+            k = int(set_of[f, s])
+            kc.append(np.array([((0 * F + f) * (E + 1) + 0) * S + s]))
+            kl.append(np.array([t_len[0, k]]))
+            ks.append(np.array([t_start[0, k]]))
+            if t_len[0, k] == 0:
+                break
+    z = np.zeros(0, dtype=np.int64)
+    codes = np.concatenate(kc) if kc else z
+    return PolicyArrays.of(cp, codes, np.concatenate(kl) if kl else z, np.zeros(len(codes)),
+                           np.concatenate(ks) if ks else z, np.array(t_pool, dtype=np.int64),
+                           np.array(t_prob, dtype=float))
+
+
+__all__ = ["PolicyArrays", "admit_arrays", "simulate_arrays"]
