@@ -46,6 +46,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from .bound import cohorts, gap, lp_bound, no_service_cost
 from .compiled import Compiled, compile_problem
 from .fastsim import PolicyArrays, admit_arrays
 from .ga import steady_state_ga
@@ -72,6 +73,7 @@ class PlannerParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     evaluations: int = Field(default=100, ge=1)
+    bound: bool = True  #: compute the LP bound and the gap (:mod:`.bound`), within a quarter of the time left
     deadline_s: float | None = Field(default=None, gt=0)
     seed: int = 0
     split_threshold: float = Field(default=0.2, gt=0, le=1)
@@ -101,6 +103,9 @@ class PlanResult(BaseModel):
     first_answer_s: float = 0.0  #: seconds to the first complete, scored answer
     seed_scores: tuple[float, ...] = ()  #: per epoch optimised (last first): best GA seed's score
     ga_scores: tuple[float, ...] = ()  #: per epoch optimised: the GA's best score (< seed: the search moved)
+    bound: float | None = None  #: proven lower bound on eq. (2) (:mod:`.bound`; None: too large or out of time)
+    gap: float | None = None  #: (score - bound) / score: how far from optimal the plan may be, at most
+    bound_s: float = 0.0  #: seconds spent on the bound
     _make_plan: Callable[[], Plan] | None = PrivateAttr(default=None)
 
     @cached_property
@@ -377,6 +382,17 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             break
         cands[mode] = (simulate_policy(cp, pol, detail=False).score, pol, rs)
 
+    # the LP bound (issue 36): within a quarter of the time left, on the grouped problem (the relaxation of a
+    # group is that of its members summed), plus the refused flows' cost when nothing of them is served
+    bound: float | None = None
+    tb = time.monotonic()
+    if params.bound and fits(0.0):
+        lb = lp_bound(cp, time_limit_s=0.25 * (stop - time.monotonic()) if stop is not None else None)
+        if lb is not None:
+            bound = lb.value + sum(no_service_cost(full_cp, f, a, n) for f, a, n, _s, _p in cohorts(full_cp)
+                                   if f in refused)
+    bound_s = time.monotonic() - tb
+
     # Level 3 over Level 2; each epoch keeps the best of the GA's ordering, admit on arrival and backlog-all
     ledger = Ledger(cp)
     committed: list[RouteSpec] = []
@@ -492,6 +508,9 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         chosen=chosen,
         unroutable=tuple(unroutable),
         groups=len(members),
+        bound=bound,
+        gap=gap(result.score, bound) if bound is not None else None,
+        bound_s=bound_s,
         first_answer_s=first_s,
         seed_scores=tuple(seed_scores),
         ga_scores=tuple(ga_scores),
