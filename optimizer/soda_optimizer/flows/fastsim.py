@@ -151,7 +151,10 @@ def simulate_arrays(
 
     # carried state: backlog (flow, cohort idx, step, jobs) and queues (flow, cohort idx, step, pool, jobs)
     z_i = np.zeros(0, dtype=np.int64)
-    bf, ba, bs, bn = z_i, z_i, z_i, np.zeros(0)
+    bf: np.ndarray = z_i
+    ba: np.ndarray = z_i
+    bs: np.ndarray = z_i
+    bn: np.ndarray = np.zeros(0)
     qf, qa, qs, qc, qn = z_i, z_i, z_i, z_i, np.zeros(0)
     if start_epoch == 0 and cp.problem.waiting:
         fidx, pidx = cp.problem.flow_index(), cp.problem.pool_index()
@@ -357,16 +360,16 @@ def simulate_arrays(
                 jobs_in = np.bincount(c_n, weights=x, minlength=P)
                 jobs_out = np.bincount(c_n, weights=served, minlength=P)
                 loadp, thrp = load_pc.sum(axis=1), thr_pc.sum(axis=1)
-                for c in range(P):
+                for ci in range(P):
                     pool_stats.append(PoolEpochStats(
-                        epoch=e, pool=pnames[c], capacity=float(caps[c]), load=float(loadp[c]),
-                        throughput=float(thrp[c]), jobs_in=float(jobs_in[c]), jobs_out=float(jobs_out[c])))
+                        epoch=e, pool=pnames[ci], capacity=float(caps[ci]), load=float(loadp[ci]),
+                        throughput=float(thrp[ci]), jobs_in=float(jobs_in[ci]), jobs_out=float(jobs_out[ci])))
         else:
             nq_fa = nq_s = nq_c = z_i
             nq_n = np.zeros(0)
             if detail:
-                for c in range(P):
-                    pool_stats.append(PoolEpochStats(epoch=e, pool=pnames[c], capacity=float(caps[c]), load=0.0,
+                for ci in range(P):
+                    pool_stats.append(PoolEpochStats(epoch=e, pool=pnames[ci], capacity=float(caps[ci]), load=0.0,
                                                      throughput=0.0, jobs_in=0.0, jobs_out=0.0))
         # the new carried state, aggregated by key
         if nb_parts:
