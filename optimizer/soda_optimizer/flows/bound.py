@@ -82,6 +82,8 @@ def lp_bound(cp: Compiled, time_limit_s: float | None = None, max_vars: int = 60
     t0 = time.monotonic()
     E, tau = cp.n_epochs, cp.tau
     co = cohorts(cp)
+    if len(co) * max(1, E // 2) > max_vars:  # at least one variable per cohort and epoch it may run in, roughly
+        return None
     n_vars = 0
     for f, a, _n, first, pool in co:
         for s in range(first, cp.n_steps[f]):
@@ -92,8 +94,6 @@ def lp_bound(cp: Compiled, time_limit_s: float | None = None, max_vars: int = 60
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if solver is None:
         return None
-    if time_limit_s is not None:
-        solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
     inf = solver.infinity()
     cap_rows: dict[tuple[int, int], pywraplp.Constraint] = {}
     maxthr = [pts[-1][1] for pts in cp.maps]
@@ -107,6 +107,8 @@ def lp_bound(cp: Compiled, time_limit_s: float | None = None, max_vars: int = 60
     obj = solver.Objective()
     const = 0.0
     for f, a, n, first, pool in co:
+        if time_limit_s is not None and time.monotonic() - t0 >= time_limit_s:
+            return None  # building the model took the time: no bound, rather than a late one
         lo, hi = cp.window(f, a)
         a0 = max(a, 0)
         u = cp.flow_utility[f]
@@ -170,8 +172,11 @@ def lp_bound(cp: Compiled, time_limit_s: float | None = None, max_vars: int = 60
             obj.SetCoefficient(m, -wdiff)
             const += 0.0  # wdiff * need is in no_service_cost
     obj.SetMinimization()
-    if time_limit_s is not None and time.monotonic() - t0 >= time_limit_s:
-        return None
+    if time_limit_s is not None:
+        left = time_limit_s - (time.monotonic() - t0)
+        if left <= 0:
+            return None
+        solver.SetTimeLimit(max(1, int(left * 1000)))
     status = solver.Solve()
     if status != pywraplp.Solver.OPTIMAL:
         return None
