@@ -147,9 +147,12 @@ def test_the_papers_objective_itself_trades_higher_utility_work_for_more_lower_u
     assert alone == (0.0, 720.0)
     assert both[1] == pytest.approx(600.0)  # the optimum of eq. (2) with N completes less of H ...
     assert both[0] == pytest.approx(240.0)  # ... (120 H jobs lost, x2) than keeping H whole (480 N jobs lost, x1)
-    # the LP bound sees it (the planner does not: it keeps H whole, 480; docs/flows.md)
+    # the LP bound is that optimum, and the planner returns it through its LP candidate (the route builder and the
+    # GA keep H whole: 480)
     res = plan_flows(_exchange_case(True), PARAMS)
     assert res.bound is not None and res.bound == pytest.approx(240.0, abs=1e-4)
+    assert res.result.score == pytest.approx(240.0) and res.chosen == "lp"
+    assert res.baselines["search"] == pytest.approx(480.0)
 
 
 @st.composite

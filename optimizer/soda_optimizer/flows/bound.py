@@ -26,6 +26,8 @@ every pool run at its highest throughput) and where jobs are held. Size: one var
 allowed pool with capacity); above ``max_vars`` or past the time limit there is no bound (None), never a wrong one.
 Identical flows are bounded as one (the relaxation of the group is that of its members, summed).
 
+The solution is also turned into a plan (:func:`lp_policy`), which the planner compares with its other candidates.
+
 Departures: the issue asks for the routing with backlog fractions as an LP/MILP over the piecewise-linear map; the
 map's concave part cannot be represented exactly in a linear model whose throughput is a minimum of linear pieces
 of the *total* load with utility-ordered shares, so this is its relaxation (the map's cap only); no MILP.
@@ -34,6 +36,7 @@ of the *total* load with utility-ordered shares, so this is its relaxation (the 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ortools.linear_solver import pywraplp
 from pydantic import BaseModel, ConfigDict
@@ -47,6 +50,9 @@ class Bound(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     value: float  #: no plan scores below this (eq. (2), lower is better)
+    #: the relaxation's solution for the fresh cohorts: (flow, cohort) -> per step, per epoch from the cohort's,
+    #: the (pool, jobs) served there (what :func:`lp_policy` turns into a plan)
+    served: dict[tuple[int, int], list[list[list[tuple[int, float]]]]] = {}
     variables: int
     constraints: int
     solve_s: float
@@ -106,6 +112,7 @@ def lp_bound(cp: Compiled, time_limit_s: float | None = None, max_vars: int = 60
 
     obj = solver.Objective()
     const = 0.0
+    handles: list[tuple[int, int, list[list[list[pywraplp.Variable]]], list[list[list[int]]]]] = []
     for f, a, n, first, pool in co:
         if time_limit_s is not None and time.monotonic() - t0 >= time_limit_s:
             return None  # building the model took the time: no bound, rather than a late one
@@ -116,18 +123,26 @@ def lp_bound(cp: Compiled, time_limit_s: float | None = None, max_vars: int = 60
         S = cp.n_steps[f]
         # ys[s - first][e - a0]: the variables of step s in epoch e (over pools)
         ys: list[list[list[pywraplp.Variable]]] = []
+        pools_of: list[list[list[int]]] = []
         for s in range(first, S):
             pools = (pool,) if (pool is not None and s == first) else cp.allowed[f][s]
             row = []
+            prow = []
             for e in range(a0, E):
                 vs = []
+                cs = []
                 for c in pools:
                     if cp.caps[e, c] > 0:
                         v = solver.NumVar(0.0, inf, "")
                         cap_row(e, c).SetCoefficient(v, cp.run_time[f][s])
                         vs.append(v)
+                        cs.append(c)
                 row.append(vs)
+                prow.append(cs)
             ys.append(row)
+            pools_of.append(prow)
+        if a >= 0:
+            handles.append((f, a, ys, pools_of))
         # the first step: at most the cohort's jobs
         r0 = solver.Constraint(-inf, n)
         for vs in ys[0]:
@@ -182,8 +197,47 @@ def lp_bound(cp: Compiled, time_limit_s: float | None = None, max_vars: int = 60
         return None
     val = const + obj.Value()
     val -= 1e-7 * (1.0 + abs(val))  # the solver's tolerance, on the safe side
-    return Bound(value=max(0.0, val), variables=solver.NumVariables(), constraints=solver.NumConstraints(),
-                 solve_s=time.monotonic() - t0)
+    served = {
+        (f, a): [[[(c, max(0.0, v.solution_value())) for c, v in zip(cs, vs)] for cs, vs in zip(prow, row)]
+                 for prow, row in zip(pools_of, ys)]
+        for f, a, ys, pools_of in handles
+    }
+    return Bound(value=max(0.0, val), served=served, variables=solver.NumVariables(),
+                 constraints=solver.NumConstraints(), solve_s=time.monotonic() - t0)
+
+
+def lp_policy(cp: Compiled, bound: Bound, base: dict[tuple[int, int, int, int], Any]) -> dict[tuple[int, int, int, int], Any]:
+    """The relaxation's solution as a plan (the search's LP seed): for each fresh cohort, step and epoch, the jobs
+    that reach the step's decision then (done with the step before, through that epoch, less those that already did
+    this step) go to each pool in the share the LP serves there, wait in backlog for what the LP serves later, and are
+    refused otherwise; ``base`` (a complete plan) for everything else (the jobs waiting at time 0)."""
+    out = dict(base)
+    E = cp.n_epochs
+    for (f, a), steps in bound.served.items():
+        n = float(cp.rates[f, a]) * cp.tau
+        prev_cum = [n] * (E - a)  # cumulative jobs done with the step before, through each epoch
+        for s, per_epoch in enumerate(steps):
+            tot = [sum(v for _, v in cell) for cell in per_epoch]
+            done_before = 0.0
+            cum = []
+            for k, cell in enumerate(per_epoch):
+                e = a + k
+                avail = prev_cum[k] - done_before
+                later = sum(tot[k + 1:])
+                if avail > 1e-9:
+                    pools = tuple(sorted((c, min(1.0, v / avail)) for c, v in cell if v > 1e-9))
+                    used = sum(p for _, p in pools)
+                    if used > 1.0:
+                        pools = tuple((c, p / used) for c, p in pools)
+                        used = 1.0
+                    bl = min(1.0 - used, later / avail) if e < E - 1 else 0.0
+                    out[(e, f, a, s)] = (pools, bl)
+                elif (e, f, a, s) not in out:
+                    out[(e, f, a, s)] = ((), 1.0 if e < E - 1 else 0.0)
+                done_before += tot[k]
+                cum.append(done_before)
+            prev_cum = cum
+    return out
 
 
 def gap(score: float, bound: float) -> float:
@@ -193,4 +247,4 @@ def gap(score: float, bound: float) -> float:
     return max(0.0, (score - bound) / score)
 
 
-__all__ = ["Bound", "gap", "lp_bound", "no_service_cost"]
+__all__ = ["Bound", "gap", "lp_bound", "lp_policy", "no_service_cost"]

@@ -7,13 +7,18 @@
   later epochs' plans put on the pools (so that backlogging into a later epoch knows what is already there).
 
 Anytime (issue 36): the first answer is admit-on-arrival with each step spread over its allowed pools in proportion
-to their capacity (:func:`admit_policy`: no ledger, no search), simulated once. Then, while less than 30% of the
-deadline has passed, two whole-plan baselines of the route builder: admit on arrival at the best pool per step, and
-backlog everything possible (each subflow held to the latest epoch where half its jobs are still alive). The GA runs
-until 80% of the deadline; each epoch keeps the best of the GA's ordering, the admit-on-arrival build and the
-backlog-all build (so the search never scores below either in eq. (2) for the epochs it has planned); epochs not
-reached are admitted on arrival at the best pool. The returned plan is the best-scoring candidate of all
-(:attr:`PlanResult.baselines`, :attr:`PlanResult.chosen`). The deadline is checked between evaluations.
+to their capacity (:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. Every
+later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
+simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
+subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
+stages: two whole-plan baselines of the route builder (admit on arrival at the best pool per step; backlog everything
+possible: each subflow held to the latest epoch where half its jobs are still alive); the LP bound (:mod:`.bound`,
+within a quarter of the time left) and its solution as a whole-plan candidate (:func:`.bound.lp_policy`); then the
+GA, each epoch keeping the best of the GA's ordering, the admit-on-arrival build and the backlog-all build (so the
+search never scores below either in eq. (2) for the epochs it has planned); epochs not reached are admitted on arrival
+at the best pool. The returned plan is the best-scoring candidate of all (:attr:`PlanResult.baselines`,
+:attr:`PlanResult.chosen`), with :attr:`PlanResult.bound` and :attr:`PlanResult.gap`. The garbage collector is paused
+while planning, and the plan's entries are built on first access (:attr:`PlanResult.plan`).
 
 Unroutable flows: a flow one of whose steps has no allowed pool of positive capacity in any epoch is refused as a
 whole (its arrivals are dropped on arrival, :attr:`~.model.PolicyEntry.refused`), reported in
@@ -26,8 +31,8 @@ in the fluid model: their jobs are interchangeable and a pool serves a class pro
 group policy with the same outcome.
 
 Departures from the paper, on purpose:
-- the admit-on-arrival first answer, the admit and backlog-all candidates, the refusal of unroutable flows and the
-  grouping of identical flows (above); the paper's GA orders flows, ours orders groups;
+- the admit-on-arrival first answer, the admit, backlog-all and LP candidates, the bound, the refusal of unroutable
+  flows and the grouping of identical flows (above); the paper's GA orders flows, ours orders groups;
 - the seeding of each GA population with two heuristic orderings (shortest lifespan
   first, then utility; highest utility first, then lifespan) -- the paper starts from random orderings only; it
   makes the first answer useful and costs two evaluations per epoch;
@@ -46,7 +51,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from .bound import cohorts, gap, lp_bound, no_service_cost
+from .bound import cohorts, gap, lp_bound, lp_policy, no_service_cost
 from .compiled import Compiled, compile_problem
 from .fastsim import PolicyArrays, admit_arrays
 from .ga import steady_state_ga
@@ -391,6 +396,11 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         if lb is not None:
             bound = lb.value + sum(no_service_cost(full_cp, f, a, n) for f, a, n, _s, _p in cohorts(full_cp)
                                    if f in refused)
+            if fits(t_sim):
+                # the LP's solution as a whole-plan candidate (the search's LP seed)
+                base = first_policy.to_policy() if isinstance(first_policy, PolicyArrays) else first_policy
+                pol_lp = lp_policy(cp, lb, base)
+                cands["lp"] = (simulate_policy(cp, pol_lp, detail=False).score, pol_lp, None)
     bound_s = time.monotonic() - tb
 
     # Level 3 over Level 2; each epoch keeps the best of the GA's ordering, admit on arrival and backlog-all
