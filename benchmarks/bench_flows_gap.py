@@ -22,7 +22,8 @@ for name in ("baseline", "p1", "p2", "p3"):
     b = lp_bound(compile_problem(prob))
     assert b is not None and r.bound is not None
     row = dict(case=name, score=round(r.result.score, 2), first_answer=round(r.first_score, 2),
-               admit_on_arrival=round(r.baselines["admit"], 2), bound=round(r.bound, 2),
+               admit_on_arrival=round(r.baselines["admit"], 2), lp_candidate=round(r.baselines.get("lp", float("nan")), 2),
+               bound=round(r.bound, 2),
                gap=round(r.gap or 0.0, 4), lp_variables=b.variables, lp_constraints=b.constraints,
                lp_s=round(b.solve_s, 2), planner_s=round(el, 2), left_at_horizon=round(r.result.left_at_horizon, 1),
                chosen=r.chosen)
