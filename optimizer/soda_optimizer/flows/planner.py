@@ -110,7 +110,6 @@ class PlanResult(BaseModel):
     ga_scores: tuple[float, ...] = ()  #: per epoch optimised: the GA's best score (< seed: the search moved)
     bound: float | None = None  #: proven lower bound on eq. (2) (:mod:`.bound`; None: too large or out of time)
     gap: float | None = None  #: (score - bound) / score: how far from optimal the plan may be, at most
-    bound_s: float = 0.0  #: seconds spent on the bound
     _make_plan: Callable[[], Plan] | None = PrivateAttr(default=None)
 
     @cached_property
@@ -390,7 +389,6 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     # the LP bound (issue 36): within a quarter of the time left, on the grouped problem (the relaxation of a
     # group is that of its members summed), plus the refused flows' cost when nothing of them is served
     bound: float | None = None
-    tb = time.monotonic()
     if params.bound and fits(0.0):
         lb = lp_bound(cp, time_limit_s=0.25 * (stop - time.monotonic()) if stop is not None else None)
         if lb is not None:
@@ -401,7 +399,6 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
                 base = first_policy.to_policy() if isinstance(first_policy, PolicyArrays) else first_policy
                 pol_lp = lp_policy(cp, lb, base)
                 cands["lp"] = (simulate_policy(cp, pol_lp, detail=False).score, pol_lp, None)
-    bound_s = time.monotonic() - tb
 
     # Level 3 over Level 2; each epoch keeps the best of the GA's ordering, admit on arrival and backlog-all
     ledger = Ledger(cp)
@@ -520,7 +517,6 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         groups=len(members),
         bound=bound,
         gap=gap(result.score, bound) if bound is not None else None,
-        bound_s=bound_s,
         first_answer_s=first_s,
         seed_scores=tuple(seed_scores),
         ga_scores=tuple(ga_scores),
