@@ -60,3 +60,23 @@ def test_vectorised_simulator_matches_the_reference(data: tuple[Problem, Plan], 
     for x, y in zip(ref.pools, fast.pools):
         assert (x.epoch, x.pool) == (y.epoch, y.pool)
         assert all(close(getattr(x, k), getattr(y, k)) for k in ("load", "throughput", "jobs_in", "jobs_out"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(with_waiting())
+def test_admit_on_arrival_built_as_arrays_is_the_dict_built_one(data: tuple[Problem, Plan]) -> None:
+    """The planner's first answer (admit_arrays) is the reference admit_policy, entry for entry (refusing steps with
+    no capacity, jobs waiting at time 0 included), and simulates to the same score."""
+    from soda_optimizer.flows.fastsim import admit_arrays
+    from soda_optimizer.flows.planner import admit_policy
+
+    prob, _ = data
+    cp = compile_problem(prob)
+    ref, arr = admit_policy(cp), admit_arrays(cp)
+    got = arr.to_policy()
+    assert got.keys() == ref.keys()
+    for k, (pools, bl) in ref.items():
+        gp, gbl = got[k]
+        assert [c for c, _ in gp] == [c for c, _ in pools] and gbl == bl
+        assert all(close(a, b) for (_, a), (_, b) in zip(gp, pools))
+    assert close(simulate_arrays(cp, arr).score, simulate_policy_ref(cp, ref).score)
