@@ -89,7 +89,7 @@ class PlanResult(BaseModel):
     """The plan, its simulated outcome, and what the search cost.
 
     :attr:`plan` is built on first access from the chosen policy: the planner's deadline covers the decisions and
-    their simulated outcome, not this view (720,576 entries at 20,016 flows: about 3 s on the loaded 2-core machine,
+    their simulated outcome, not this view (720,576 entries at 20,016 flows: 3-8 s and ~700 MiB on the loaded 2-core machine,
     docs/benchmarks/flows.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
