@@ -1,32 +1,60 @@
 """Issue 36: the flow planner's deadline and memory at scale (the paper's 10x-flows transform taken to N x 24 flows).
 
-Usage: python benchmarks/bench_flows_deadline.py N same|distinct DEADLINE_S
+Usage: python benchmarks/bench_flows_deadline.py [N same|distinct DEADLINE_S]
+With arguments: one run in this process, printed as one JSON line. Without: the table of issue 36, each run in a
+fresh process (so peak RSS is its own), written to docs/benchmarks/flows_deadline.json:
+5,016, 10,008 and 20,016 distinct flows (and 20,016 identical ones) with a 5 s deadline.
+
 ``same``: the transform as the paper defines it (N copies of each flow, 1/N of its rate: identical flows, planned as
-groups); ``distinct``: each copy's lifespan nudged by 0.001 min x its index, so no two flows group. Prints one line.
+groups); ``distinct``: each copy's lifespan nudged by 0.001 min x its index, so no two flows group.
+Reports wall seconds (what the deadline is about), CPU seconds of the process (the machine is shared: wall/CPU
+shows the load), the first answer's wall seconds, epochs optimised, peak RSS, and the seconds to build the plan's
+entries on first access (outside the deadline, see PlanResult).
 """
 
+import json
+import pathlib
 import resource
+import subprocess
 import sys
 import time
 
 from soda_optimizer.flows import PlannerParams, plan_flows
 from soda_optimizer.flows import fixtures as fx
 
-n = int(sys.argv[1])
-distinct = sys.argv[2] == "distinct"
-dl = float(sys.argv[3])
-p = fx.scaled(fx.baseline(), flows=n)
-if distinct:
-    p = p.model_copy(
-        update={"flows": tuple(f.model_copy(update={"lifespan": f.lifespan + 0.001 * i}) for i, f in enumerate(p.flows))}
+
+def one(n: int, distinct: bool, dl: float) -> dict[str, object]:
+    p = fx.scaled(fx.baseline(), flows=n)
+    if distinct:
+        p = p.model_copy(update={
+            "flows": tuple(f.model_copy(update={"lifespan": f.lifespan + 0.001 * i}) for i, f in enumerate(p.flows))
+        })
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    c0, t = time.process_time(), time.monotonic()
+    r = plan_flows(p, PlannerParams(evaluations=100, deadline_s=dl, seed=1))
+    el, cpu = time.monotonic() - t, time.process_time() - c0
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.monotonic()
+    entries = len(r.plan.entries)
+    plan_s = time.monotonic() - t
+    return dict(
+        flows=len(p.flows), distinct=distinct, deadline_s=dl, elapsed_s=round(el, 2), cpu_s=round(cpu, 2),
+        first_answer_s=round(r.first_answer_s, 2), groups=r.groups, score=round(r.result.score, 1), chosen=r.chosen,
+        epochs_optimised=r.epochs_optimised, timed_out=r.timed_out,
+        peak_rss_mib_problem=round(rss0 / 1024), peak_rss_mib_planned=round(rss1 / 1024),
+        plan_entries=entries, plan_entries_s=round(plan_s, 2),
+        peak_rss_mib_with_entries=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     )
-t = time.monotonic()
-r = plan_flows(p, PlannerParams(evaluations=100, deadline_s=dl, seed=1))
-el = time.monotonic() - t
-print(
-    dict(
-        flows=len(p.flows), distinct=distinct, deadline=dl, elapsed=round(el, 2), first_answer_s=round(r.first_answer_s, 2),
-        groups=r.groups, score=round(r.result.score, 1), chosen=r.chosen, epochs_optimised=r.epochs_optimised,
-        timed_out=r.timed_out, maxrss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-    )
-)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        print(json.dumps(one(int(sys.argv[1]), sys.argv[2] == "distinct", float(sys.argv[3]))))
+        sys.exit(0)
+    rows = []
+    for n, kind in ((209, "distinct"), (417, "distinct"), (834, "distinct"), (834, "same")):
+        out = subprocess.run([sys.executable, __file__, str(n), kind, "5"], capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(rows[-1], flush=True)
+    path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "flows_deadline.json"
+    path.write_text(json.dumps({"command": "python benchmarks/bench_flows_deadline.py", "runs": rows}, indent=1) + "\n")

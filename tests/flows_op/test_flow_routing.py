@@ -380,3 +380,28 @@ def test_an_unroutable_flow_is_held_and_its_condition_names_the_step():
     (cond,) = st["conditions"]
     assert (st["state"], cond["status"], cond["reason"]) == ("unroutable", "False", "Unroutable")
     assert "step b" in cond["message"]
+
+
+def test_status_and_metric_report_the_bound_and_gap():
+    """The plan's LP bound and gap (issue 36) reach the JobFlow's status.plan and the kubesoda_flows_gap gauge: the
+    bound never above the score, the gap (score - bound) / score; the gauge set by the handler's plan step."""
+    import asyncio
+
+    from soda_operator.flows import handlers
+    from soda_operator.kube import metrics
+    from soda_operator.memo import FlowsState
+
+    f = spec.flow_of(flow_body(forecast=(2, 0), lifespan=240))
+    now = K * EPOCH + 1
+    state = FlowsState()
+    planned = asyncio.run(handlers._plan(state, [f], pools(), K, {f.key: []}, now))
+    res = planned.result
+    assert res is not None and res.bound is not None and res.gap is not None
+    st = status.flow_status(f, K, status.Counters.seeded(None, {}), [], {}, [], planned,
+                            decide.current_entries(res.plan, f.key), 1, None)
+    plan = st["plan"]
+    assert plan["bound"] <= plan["score"] + 1e-6
+    assert plan["gap"] == pytest.approx((plan["score"] - plan["bound"]) / plan["score"] if plan["score"] > 0 else 0.0,
+                                        abs=1e-5)
+    gauge = metrics.FLOWS_GAP.labels(epoch_seconds=str(f.epoch_s))._value.get()
+    assert gauge == pytest.approx(res.gap)

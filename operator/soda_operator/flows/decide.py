@@ -100,13 +100,30 @@ def plan(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs:
     return Planned(fp, k, res, None, time.monotonic() - t0, clock.iso(time.time()) or "")
 
 
+# the last plans' epoch-0 entries by flow (each JobFlow's tick reads its own: one pass per plan, not one per flow,
+# which at 20,000 flows and 720,000 entries would be 10^10 steps); a plan is held with its index, so its id is not
+# reused while cached
+_EPOCH0: dict[int, tuple[fl.Plan, dict[str, list[fl.PolicyEntry]]]] = {}
+
+
+def _epoch0(plan: fl.Plan) -> dict[str, list[fl.PolicyEntry]]:
+    got = _EPOCH0.get(id(plan))
+    if got is None or got[0] is not plan:
+        idx: dict[str, list[fl.PolicyEntry]] = {}
+        for e in plan.entries:
+            if e.epoch == 0:
+                idx.setdefault(e.flow, []).append(e)
+        if len(_EPOCH0) >= 8:
+            _EPOCH0.clear()
+        _EPOCH0[id(plan)] = got = (plan, idx)
+    return got[1]
+
+
 def current_entries(plan: fl.Plan, flow_key: str) -> dict[tuple[str, int], tuple[dict[str, float], float]]:
     """The plan's entries of the problem's epoch 0 (the current epoch) for one flow: (cohort, step) -> (pool
     probabilities, backlog probability); cohort ``current`` = arrived in this epoch, ``earlier`` = waiting at 0."""
     out: dict[tuple[str, int], tuple[dict[str, float], float]] = {}
-    for e in plan.entries:
-        if e.epoch != 0 or e.flow != flow_key:
-            continue
+    for e in _epoch0(plan).get(flow_key, ()):
         cohort = CURRENT if e.cohort == 0 else EARLIER if e.cohort == fl.model.INITIAL_COHORT else None
         if cohort is not None:
             # the share the plan refuses (no route can complete it) is held in backlog: a suspended Job takes nothing

@@ -30,7 +30,7 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ..kube import api, pods
+from ..kube import api, metrics, pods
 from ..kube.errors import TranslationError
 from ..memo import FlowsState, Memo
 from . import apply, decide, kubeconfigs, route, spec
@@ -88,6 +88,9 @@ async def _plan(state: FlowsState, flows: Sequence[FlowSpec], pools: Mapping[str
         got = await asyncio.to_thread(decide.plan, flows, pools, k, jobs, now)
         if got.error:
             log.error("flow plan for epoch %d failed: %s", k, got.error)
+        elif got.result is not None:
+            metrics.FLOWS_GAP.labels(epoch_seconds=str(flows[0].epoch_s)).set(
+                got.result.gap if got.result.gap is not None else -1.0)
         state.plans[flows[0].epoch_s] = got
         return got
 

@@ -123,6 +123,8 @@ def flow_status(flow: FlowSpec, k: int, counters: Counters, jobs: Sequence[FlowJ
     if planned is not None and result is not None:
         out["plan"] = {"epoch": planned.k, "plannedAt": planned.at, "seconds": round(planned.seconds, 3), "timedOut": result.timed_out,
                        "score": round(result.result.score, 6), "evaluations": result.evaluations,
+                       "bound": round(result.bound, 6) if result.bound is not None else None,
+                       "gap": round(result.gap, 6) if result.gap is not None else None,
                        "flows": planned_with, "entries": entries_status(flow, entries)}
     return out
 

@@ -21,6 +21,7 @@ YIELD_MIN = Gauge("kubesoda_yield_min", "A YieldGroup's minimum yield at its las
 YIELD_BOUND = Gauge("kubesoda_yield_bound", "A proven upper bound on a YieldGroup's optimal minimum yield (the anytime allocator's; -1: none)", ["namespace", "group"])
 YIELD_GAP = Gauge("kubesoda_yield_gap", "(bound - minimum yield) / bound of a YieldGroup's last epoch: how far it may be from the optimum (-1: no bound)", ["namespace", "group"])
 YIELD_BLOCKED = Counter("kubesoda_yield_blocked_moves_total", "YieldGroup moves whose eviction the API server refused (a PodDisruptionBudget), retried next epoch", ["namespace", "group"])
+FLOWS_GAP = Gauge("kubesoda_flows_gap", "(score - LP bound) / score of the last flow plan of an epoch length (eq. (2) of job-flow routing): how far it may be from the optimum (-1: no bound)", ["epoch_seconds"])
 JOBS = Gauge("kubesoda_jobs", "StreamJobs by decision", ["decision"])
 WRITES = Counter("kubesoda_writes_total", "Write requests the SODA loops made to the API server, by kind (pod_create, pod_delete, pod_resize, "
                  "pod_annotate, service_create, service_delete, job_status, template_status, policy_status, event)", ["kind"])

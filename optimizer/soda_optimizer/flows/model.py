@@ -29,12 +29,14 @@ Departures from the paper, on purpose:
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PosFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+_M = TypeVar("_M", bound=BaseModel)
 
 BACKLOG = "backlog"  #: the pseudo-destination of a policy entry: hold the jobs until a later epoch
 INITIAL_COHORT = -1  #: cohort of the jobs waiting at time 0
@@ -42,6 +44,18 @@ INITIAL_COHORT = -1  #: cohort of the jobs waiting at time 0
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def built(cls: type[_M], fields: dict[str, Any]) -> _M:
+    """An instance of a frozen model from fields the planner or simulator computed (already of the right types):
+    pydantic's validation costs 4.5 us and ``model_construct`` 4.9 us an object, this 2 us, which at 20,000 flows is
+    the difference between 3 s and 1.5 s for a plan's 720,000 entries (issue 36). Never for user input."""
+    o = cls.__new__(cls)
+    object.__setattr__(o, "__dict__", fields)
+    object.__setattr__(o, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(o, "__pydantic_extra__", None)
+    object.__setattr__(o, "__pydantic_private__", None)
+    return o
 
 
 class LoadMap(_Frozen):

@@ -7,13 +7,18 @@
   later epochs' plans put on the pools (so that backlogging into a later epoch knows what is already there).
 
 Anytime (issue 36): the first answer is admit-on-arrival with each step spread over its allowed pools in proportion
-to their capacity (:func:`admit_policy`: no ledger, no search), simulated once. Then, while less than 30% of the
-deadline has passed, two whole-plan baselines of the route builder: admit on arrival at the best pool per step, and
-backlog everything possible (each subflow held to the latest epoch where half its jobs are still alive). The GA runs
-until 80% of the deadline; each epoch keeps the best of the GA's ordering, the admit-on-arrival build and the
-backlog-all build (so the search never scores below either in eq. (2) for the epochs it has planned); epochs not
-reached are admitted on arrival at the best pool. The returned plan is the best-scoring candidate of all
-(:attr:`PlanResult.baselines`, :attr:`PlanResult.chosen`). The deadline is checked between evaluations.
+to their capacity (:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. Every
+later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
+simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
+subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
+stages: two whole-plan baselines of the route builder (admit on arrival at the best pool per step; backlog everything
+possible: each subflow held to the latest epoch where half its jobs are still alive); the LP bound (:mod:`.bound`,
+within a quarter of the time left) and its solution as a whole-plan candidate (:func:`.bound.lp_policy`); then the
+GA, each epoch keeping the best of the GA's ordering, the admit-on-arrival build and the backlog-all build (so the
+search never scores below either in eq. (2) for the epochs it has planned); epochs not reached are admitted on arrival
+at the best pool. The returned plan is the best-scoring candidate of all (:attr:`PlanResult.baselines`,
+:attr:`PlanResult.chosen`), with :attr:`PlanResult.bound` and :attr:`PlanResult.gap`. The garbage collector is paused
+while planning, and the plan's entries are built on first access (:attr:`PlanResult.plan`).
 
 Unroutable flows: a flow one of whose steps has no allowed pool of positive capacity in any epoch is refused as a
 whole (its arrivals are dropped on arrival, :attr:`~.model.PolicyEntry.refused`), reported in
@@ -26,8 +31,8 @@ in the fluid model: their jobs are interchangeable and a pool serves a class pro
 group policy with the same outcome.
 
 Departures from the paper, on purpose:
-- the admit-on-arrival first answer, the admit and backlog-all candidates, the refusal of unroutable flows and the
-  grouping of identical flows (above); the paper's GA orders flows, ours orders groups;
+- the admit-on-arrival first answer, the admit, backlog-all and LP candidates, the bound, the refusal of unroutable
+  flows and the grouping of identical flows (above); the paper's GA orders flows, ours orders groups;
 - the seeding of each GA population with two heuristic orderings (shortest lifespan
   first, then utility; highest utility first, then lifespan) -- the paper starts from random orderings only; it
   makes the first answer useful and costs two evaluations per epoch;
@@ -37,15 +42,33 @@ Departures from the paper, on purpose:
 
 from __future__ import annotations
 
+import gc
+import math
 import random
 import time
+from collections.abc import Callable
+from functools import cached_property
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from .bound import cohorts, gap, lp_bound, lp_policy, no_service_cost
 from .compiled import Compiled, compile_problem
+from .fastsim import PolicyArrays, admit_arrays
 from .ga import steady_state_ga
-from .model import INITIAL_COHORT, Flow, FlowEpochStats, Hop, Plan, PolicyEntry, Problem, Route, SimResult, Unroutable
-from .route import Item, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
+from .model import (
+    INITIAL_COHORT,
+    Flow,
+    FlowEpochStats,
+    Hop,
+    Plan,
+    PolicyEntry,
+    Problem,
+    Route,
+    SimResult,
+    Unroutable,
+    built,
+)
+from .route import Item, Late, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
 from .sim import Decision, Policy, plan_entries, simulate_policy
 
 
@@ -55,6 +78,7 @@ class PlannerParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     evaluations: int = Field(default=100, ge=1)
+    bound: bool = True  #: compute the LP bound and the gap (:mod:`.bound`), within a quarter of the time left
     deadline_s: float | None = Field(default=None, gt=0)
     seed: int = 0
     split_threshold: float = Field(default=0.2, gt=0, le=1)
@@ -62,12 +86,16 @@ class PlannerParams(BaseModel):
 
 
 class PlanResult(BaseModel):
-    """The plan, its simulated outcome, and what the search cost."""
+    """The plan, its simulated outcome, and what the search cost.
+
+    :attr:`plan` is built on first access from the chosen policy: the planner's deadline covers the decisions and
+    their simulated outcome, not this view (720,576 entries at 20,016 flows: 3-8 s and ~700 MiB on the loaded 2-core machine,
+    docs/benchmarks/flows.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    plan: Plan
     result: SimResult
+    entries: int = 0  #: policy entries of the plan (its size)
     first_score: float  #: score of the first answer (admit on arrival)
     evaluations: int
     elapsed_s: float
@@ -80,6 +108,19 @@ class PlanResult(BaseModel):
     first_answer_s: float = 0.0  #: seconds to the first complete, scored answer
     seed_scores: tuple[float, ...] = ()  #: per epoch optimised (last first): best GA seed's score
     ga_scores: tuple[float, ...] = ()  #: per epoch optimised: the GA's best score (< seed: the search moved)
+    bound: float | None = None  #: proven lower bound on eq. (2) (:mod:`.bound`; None: too large or out of time)
+    gap: float | None = None  #: (score - bound) / score: how far from optimal the plan may be, at most
+    _make_plan: Callable[[], Plan] | None = PrivateAttr(default=None)
+
+    @cached_property
+    def plan(self) -> Plan:
+        """The routing/backlog policy of every epoch (built once, on first access)."""
+        assert self._make_plan is not None
+        return self._make_plan()
+
+    def with_plan(self, make: Callable[[], Plan]) -> PlanResult:
+        self._make_plan = make
+        return self
 
 
 def heuristic_order(cp: Compiled, items: list[Item]) -> list[int]:
@@ -90,15 +131,6 @@ def heuristic_order(cp: Compiled, items: list[Item]) -> list[int]:
 def utility_order(cp: Compiled, items: list[Item]) -> list[int]:
     """Highest utility first, then shortest lifespan, then flow index."""
     return sorted(range(len(items)), key=lambda i: (-cp.flow_utility[items[i].flow], cp.lifespan[items[i].flow], i))
-
-
-def _build(
-    cp: Compiled, ledger: Ledger, e: int, order: list[int] | None, threshold: float, mode: str = "route"
-) -> list[RouteSpec]:
-    items = epoch_items(cp, e)
-    if order is None:
-        order = heuristic_order(cp, items)
-    return build_epoch(cp, ledger, items, order, threshold, mode)
 
 
 def _routes_out(cp: Compiled, routes: list[RouteSpec], members: list[list[int]], full: Problem) -> tuple[Route, ...]:
@@ -192,25 +224,27 @@ def admit_policy(cp: Compiled) -> Policy:
 
 
 def _expand(
-    cp: Compiled, full: Problem, members: list[list[int]], policy: Policy, res: SimResult, refused: dict[int, int]
+    cp: Compiled, full: Problem, members: list[list[int]], policy: Policy, res: SimResult, refused: dict[int, int],
+    want_plan: bool = True,
 ) -> tuple[Plan, SimResult]:
     """The reduced plan and result back on the problem's own flows: each member of a group gets the group's
     decisions (exact in the fluid model: jobs of identical flows are interchangeable and a pool serves a class
     pro rata), its share of the group's figures (its share of the cohort's arrivals), and the refused flows."""
+    if not refused and len(members) == len(full.flows):
+        return Plan.model_construct(entries=plan_entries(full, policy) if want_plan else (), routes=()), res
     names = [p.name for p in full.pools]
     fnames = [f.name for f in full.flows]
     rates = [f.arrival_rate for f in full.flows]
     entries: list[PolicyEntry] = []
-    for (e, g, a, s), (pools, bl) in sorted(policy.items()):
+    for (e, g, a, s), (pools, bl) in sorted(policy.items()) if want_plan else ():
         pd = {names[c]: pr for c, pr in pools}
         tot = sum(pr for _, pr in pools)
         back = min(bl, max(0.0, 1.0 - tot))
         ref = max(0.0, 1.0 - tot - back)
         for f in members[g]:
             entries.append(
-                PolicyEntry.model_construct(
-                    epoch=e, flow=fnames[f], cohort=a, step=s, pools=pd, backlog=back, refused=ref
-                )
+                built(PolicyEntry, {"epoch": e, "flow": fnames[f], "cohort": a, "step": s, "pools": pd, "backlog": back,
+                                         "refused": ref})
             )
     extra = [0.0] * cp.n_epochs
     stats: list[FlowEpochStats] = []
@@ -223,7 +257,7 @@ def _expand(
             share = rates[f][st.cohort] / tot_r if tot_r > 0 else 1.0 / len(mem)
             d = {k: getattr(st, k) * share for k in ("arrived", "admitted", "completed", "dropped", "backlogged",
                                                       "released", "held")}
-            stats.append(FlowEpochStats.model_construct(epoch=st.epoch, flow=fnames[f], cohort=st.cohort, **d))
+            stats.append(built(FlowEpochStats, {"epoch": st.epoch, "flow": fnames[f], "cohort": st.cohort, **d}))
     for f, s in sorted(refused.items()):
         fl = full.flows[f]
         for e in range(full.epochs):
@@ -258,8 +292,6 @@ def _expand(
                     )
                 )
                 extra[0] += fl.utility * w.jobs
-    if not refused and len(members) == len(full.flows):
-        return Plan(entries=plan_entries(full, policy)), res
     stats.sort(key=lambda x: (x.epoch, x.flow, x.cohort))
     by_epoch = tuple(a + b for a, b in zip(res.score_by_epoch, extra)) if res.score_by_epoch else tuple(extra)
     out = SimResult.model_construct(
@@ -271,7 +303,20 @@ def _expand(
 
 
 def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanResult:
-    """Plan routing and backlog for every epoch of ``problem`` (anytime: see the module docstring)."""
+    """Plan routing and backlog for every epoch of ``problem`` (anytime: see the module docstring).
+
+    The cyclic garbage collector is paused while planning: the planner makes no reference cycles, and at 20,000
+    flows its collections (triggered by the plan's 720,000 entries and the simulator's records) took 17 of 33 s."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _plan_flows(problem, params)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     params = params or PlannerParams()
     t0 = time.monotonic()
     deadline = t0 + params.deadline_s if params.deadline_s is not None else None
@@ -295,31 +340,65 @@ def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanRes
     if red is None:
         empty = SimResult(score=0.0, score_by_epoch=(0.0,) * problem.epochs, flows=(), pools=(), left_at_horizon=0.0)
         plan, res = _expand(full_cp, problem, [], {}, empty, refused)
-        return PlanResult(plan=plan, result=res, first_score=res.score, evaluations=0, elapsed_s=time.monotonic() - t0,
+        return PlanResult(entries=len(plan.entries), result=res, first_score=res.score, evaluations=0, elapsed_s=time.monotonic() - t0,
                           timed_out=False, epochs_optimised=problem.epochs, unroutable=tuple(unroutable),
-                          chosen="refused")
+                          chosen="refused").with_plan(lambda: plan)
     cp = compile_problem(red) if red is not problem else full_cp
     rng = random.Random(params.seed)
     E = cp.n_epochs
     th = params.split_threshold
 
-    # the first answer: admit on arrival, capacity-proportional (cheap at any size), scored
-    first_policy = admit_policy(cp)
-    first_score = simulate_policy(cp, first_policy, detail=False).score
+    # the first answer: admit on arrival, capacity-proportional (cheap at any size), simulated once in detail
+    first_policy: Policy | PolicyArrays = admit_arrays(cp)
+    ts = time.monotonic()
+    first_res = simulate_policy(cp, first_policy)
+    t_sim = time.monotonic() - ts
+    first_score = first_res.score
+    ts = time.monotonic()
+    _, first_full = _expand(cp, problem, members, {}, first_res, refused, want_plan=False)
+    t_out = time.monotonic() - ts
     first_s = time.monotonic() - t0
-    cands: dict[str, tuple[float, Policy, list[RouteSpec] | None]] = {"admit": (first_score, first_policy, None)}
+    # every later stage stops by ``stop``: 80% of the deadline, and early enough to leave the output its time
+    # (a detailed simulation and its expansion to the problem's own flows, as long as the first answer's took, x1.5)
+    reserve = 1.5 * (t_sim + t_out)
+    stop = min(t0 + 0.8 * (deadline - t0), deadline - reserve) if deadline is not None else None
+
+    def fits(cost: float) -> bool:
+        return stop is None or time.monotonic() + cost < stop
+
+    cands: dict[str, tuple[float, Policy | PolicyArrays, list[RouteSpec] | None]] = {
+        "admit": (first_score, first_policy, None)
+    }
 
     # whole-plan baselines of the route builder: admit on arrival at the best pool per step, and backlog
     # everything possible, last epoch first (each costs one route build and one simulation)
     for mode in ("admit-best", "backlog-all"):
-        if late(0.3):
-            break
         led = Ledger(cp)
         rs: list[RouteSpec] = []
-        for e in reversed(range(E)):
-            rs += _build(cp, led, e, None, th, "admit" if mode == "admit-best" else "hold")
+        try:
+            for e in reversed(range(E)):
+                rs += build_epoch(cp, led, epoch_items(cp, e), heuristic_order(cp, epoch_items(cp, e)), th,
+                                  "admit" if mode == "admit-best" else "hold", stop=stop)
+        except Late:
+            break
         pol = policy_from_routes(cp, rs)
+        if not fits(t_sim):
+            break
         cands[mode] = (simulate_policy(cp, pol, detail=False).score, pol, rs)
+
+    # the LP bound (issue 36): within a quarter of the time left, on the grouped problem (the relaxation of a
+    # group is that of its members summed), plus the refused flows' cost when nothing of them is served
+    bound: float | None = None
+    if params.bound and fits(0.0):
+        lb = lp_bound(cp, time_limit_s=0.25 * (stop - time.monotonic()) if stop is not None else None)
+        if lb is not None:
+            bound = lb.value + sum(no_service_cost(full_cp, f, a, n) for f, a, n, _s, _p in cohorts(full_cp)
+                                   if f in refused)
+            if fits(t_sim):
+                # the LP's solution as a whole-plan candidate (the search's LP seed)
+                base = first_policy.to_policy() if isinstance(first_policy, PolicyArrays) else first_policy
+                pol_lp = lp_policy(cp, lb, base)
+                cands["lp"] = (simulate_policy(cp, pol_lp, detail=False).score, pol_lp, None)
 
     # Level 3 over Level 2; each epoch keeps the best of the GA's ordering, admit on arrival and backlog-all
     ledger = Ledger(cp)
@@ -330,7 +409,7 @@ def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanRes
     seed_scores: list[float] = []
     ga_scores: list[float] = []
     for e in reversed(range(E)):
-        if late(0.8):
+        if not fits(0.0):
             timed_out = True
             break
         items = epoch_items(cp, e)
@@ -340,47 +419,77 @@ def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanRes
 
         def evaluate(
             order: list[int], e: int = e, items: list[Item] = items, committed: list[RouteSpec] = committed,
-            mode: str = "route",
+            mode: str = "route", base: Ledger = ledger,
         ) -> float:
-            led = ledger.copy()
-            routes = build_epoch(cp, led, items, order, th, mode)
+            led = base.copy()
+            try:
+                routes = build_epoch(cp, led, items, order, th, mode, stop=stop)
+            except Late:
+                return math.inf
+            if not fits(t_sim):
+                return math.inf
             return simulate_policy(cp, policy_from_routes(cp, committed + routes), start_epoch=e, detail=False).score
 
         seeds = [heuristic_order(cp, items), utility_order(cp, items)]
-        ga = steady_state_ga(
-            len(items), evaluate, params.evaluations, rng, seeds=seeds,
-            deadline=t0 + 0.8 * (deadline - t0) if deadline is not None else None,
-            crossover_rate=params.crossover_rate,
-        )
+        ga = steady_state_ga(len(items), evaluate, params.evaluations, rng, seeds=seeds, deadline=stop,
+                             crossover_rate=params.crossover_rate)
         evaluations += ga.evaluations
+        if not math.isfinite(ga.best_score):
+            timed_out = True
+            break
         seed_scores.append(min(ga.history[: len(seeds)]) if ga.history else float("inf"))
         ga_scores.append(ga.best_score)
         best_mode, best_score = "route", ga.best_score
         for mode in ("admit", "hold"):
-            if late(0.8):
-                break
             sc = evaluate(seeds[0], mode=mode)
+            if not math.isfinite(sc):
+                break
             evaluations += 1
             if sc < best_score - 1e-9:
                 best_mode, best_score = mode, sc
         order = ga.best if best_mode == "route" else seeds[0]
-        committed += build_epoch(cp, ledger, items, order, th, best_mode)
+        led = ledger.copy()
+        try:
+            committed += build_epoch(cp, led, items, order, th, best_mode, stop=stop)
+        except Late:
+            timed_out = True
+            break
+        ledger = led
         optimised += 1
         if ga.timed_out:
             timed_out = True
             break
-    if optimised == E or not late(0.9):
+    if optimised > 0:
         # epochs not reached: admit on arrival at the best pool against the optimised epochs' loads
-        for e in reversed(range(E - optimised)):
-            committed += _build(cp, ledger, e, None, th, "admit")
-        pol = policy_from_routes(cp, committed)
-        cands["search"] = (simulate_policy(cp, pol, detail=False).score, pol, committed)
+        try:
+            for e in reversed(range(E - optimised)):
+                committed += build_epoch(cp, ledger, epoch_items(cp, e), heuristic_order(cp, epoch_items(cp, e)),
+                                         th, "admit", stop=stop)
+            pol = policy_from_routes(cp, committed)
+            if fits(t_sim):
+                cands["search"] = (simulate_policy(cp, pol, detail=False).score, pol, committed)
+        except Late:
+            timed_out = True
     chosen = min(cands, key=lambda k: (cands[k][0], k != "search"))
     _, policy, routes = cands[chosen]
-    final = simulate_policy(cp, policy)
-    plan, result = _expand(cp, problem, members, policy, final, refused)
-    if routes is not None and len(members) == len(problem.flows) and not refused:
-        plan = Plan(entries=plan.entries, routes=_routes_out(cp, routes, members, problem))
+    final = first_res if chosen == "admit" else simulate_policy(cp, policy)
+    if chosen == "admit":
+        result = first_full
+    else:
+        _, result = _expand(cp, problem, members, {}, final, refused, want_plan=False)
+
+    def make_plan(policy: Policy | PolicyArrays = policy, routes: list[RouteSpec] | None = routes) -> Plan:
+        pol = policy.to_policy() if isinstance(policy, PolicyArrays) else policy
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            plan, _ = _expand(cp, problem, members, pol, final, refused)
+            if routes is not None and len(members) == len(problem.flows) and not refused:
+                plan = Plan(entries=plan.entries, routes=_routes_out(cp, routes, members, problem))
+            return plan
+        finally:
+            if was:
+                gc.enable()
     extra = result.score - final.score
     for r in routes or ():
         if r.blocked_step is not None:
@@ -395,7 +504,7 @@ def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanRes
                     )
                 )
     return PlanResult(
-        plan=plan,
+        entries=len(policy),
         result=result,
         first_score=first_score + extra,
         evaluations=evaluations,
@@ -406,10 +515,12 @@ def plan_flows(problem: Problem, params: PlannerParams | None = None) -> PlanRes
         chosen=chosen,
         unroutable=tuple(unroutable),
         groups=len(members),
+        bound=bound,
+        gap=gap(result.score, bound) if bound is not None else None,
         first_answer_s=first_s,
         seed_scores=tuple(seed_scores),
         ga_scores=tuple(ga_scores),
-    )
+    ).with_plan(make_plan)
 
 
 __all__ = ["PlanResult", "PlannerParams", "admit_policy", "heuristic_order", "plan_flows", "utility_order"]

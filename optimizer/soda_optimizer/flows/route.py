@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from dataclasses import dataclass
 
 from .compiled import Compiled, class_throughput, mean_survival, survival
@@ -71,6 +72,10 @@ class Item:
     first_step: int = 0
     pool: int | None = None  #: waiting in this pool's input queue
     share: float = 1.0
+
+
+class Late(Exception):
+    """A stage's deadline passed before it finished (its partial result is unsound and dropped)."""
 
 
 class Ledger:
@@ -293,13 +298,17 @@ def build_epoch(
     order: list[int],
     threshold: float = 0.2,
     mode: str = "route",
+    stop: float | None = None,
 ) -> list[RouteSpec]:
     """The rapid route builder: route ``items`` in ``order`` against ``ledger`` (which it updates). ``mode``:
     ``route`` (the paper's Level 1), ``admit`` (every step on arrival, best pool per step) or ``hold`` (backlog
     everything possible: each subflow held to the latest epoch from which its route still completes it, i.e. the
-    route builder restricted to the last legal start epoch)."""
+    route builder restricted to the last legal start epoch). ``stop`` (a time.monotonic() value): raise
+    :class:`Late` when it passes (the ledger is then partly updated: the caller drops it)."""
     routes: list[RouteSpec] = []
     for i in order:
+        if stop is not None and time.monotonic() >= stop:
+            raise Late
         it = items[i]
         e = max(it.cohort, 0)
         n = split_count(cp, it.flow, e, it.rate, threshold)

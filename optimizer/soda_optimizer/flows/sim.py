@@ -55,6 +55,7 @@ from .model import (
     PoolEpochStats,
     Problem,
     SimResult,
+    built,
 )
 
 # (pool index, probability) pairs and the backlog probability
@@ -68,7 +69,8 @@ _Counts: Any = make_dataclass("_Counts", [(k, float, 0.0) for k in JobCounts.mod
 
 
 def _stats(counts: Any, epoch: int, flow: str, cohort: int) -> FlowEpochStats:
-    return FlowEpochStats(epoch=epoch, flow=flow, cohort=cohort, **{k: getattr(counts, k) for k in JobCounts.model_fields})
+    return built(FlowEpochStats, {"epoch": epoch, "flow": flow, "cohort": cohort,
+                                  **{k: float(getattr(counts, k)) for k in JobCounts.model_fields}})
 
 
 def policy_from_plan(problem: Problem, plan: Plan) -> Policy:
@@ -81,20 +83,20 @@ def policy_from_plan(problem: Problem, plan: Plan) -> Policy:
 
 
 def plan_entries(problem: Problem, policy: Policy) -> tuple[PolicyEntry, ...]:
+    """The policy as plan entries (decisions shared by many keys share one ``pools`` dict)."""
     names = [p.name for p in problem.pools]
+    fnames = [f.name for f in problem.flows]
     out = []
-    for (e, f, a, s), (pools, bl) in sorted(policy.items()):
-        out.append(
-            PolicyEntry(
-                epoch=e,
-                flow=problem.flows[f].name,
-                cohort=a,
-                step=s,
-                pools={names[c]: p for c, p in pools},
-                backlog=min(bl, max(0.0, 1.0 - sum(p for _, p in pools))),
-                refused=max(0.0, 1.0 - sum(p for _, p in pools) - min(bl, max(0.0, 1.0 - sum(p for _, p in pools)))),
-            )
-        )
+    cache: dict[Decision, tuple[dict[str, float], float, float]] = {}
+    for (e, f, a, s), dec in sorted(policy.items()):
+        v = cache.get(dec)
+        if v is None:
+            pools, bl = dec
+            tot = sum(p for _, p in pools)
+            back = min(bl, max(0.0, 1.0 - tot))
+            v = cache[dec] = ({names[c]: p for c, p in pools}, back, max(0.0, 1.0 - tot - back))
+        out.append(built(PolicyEntry, {"epoch": e, "flow": fnames[f], "cohort": a, "step": s, "pools": v[0],
+                                       "backlog": v[1], "refused": v[2]}))
     return tuple(out)
 
 
@@ -104,9 +106,24 @@ def simulate(problem: Problem, plan: Plan) -> SimResult:
     return simulate_policy(cp, policy_from_plan(problem, plan))
 
 
-def simulate_policy(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: bool = True) -> SimResult:
+#: policies with more entries than this are simulated over numpy arrays (:mod:`.fastsim`); below it the reference
+#: simulator is the faster (measured: 9 ms against 15 ms at the paper's 24 flows, 1.1 s against 0.17 s at 2,400)
+ARRAY_ENTRIES = 1500
+
+
+def simulate_policy(cp: Compiled, policy: Policy | Any, start_epoch: int = 0, detail: bool = True) -> SimResult:
     """Simulate an index-keyed policy from ``start_epoch`` (no carried jobs before it, except the waiting jobs
-    of time 0 when it is 0). ``detail=False`` skips the per-flow and per-pool records (the planner's fast path)."""
+    of time 0 when it is 0). ``detail=False`` skips the per-flow and per-pool records (the planner's fast path).
+    Large policies go to the vectorised simulator, which gives the same numbers (tests/flows/test_flows_fastsim.py)."""
+    from .fastsim import PolicyArrays, simulate_arrays
+
+    if isinstance(policy, PolicyArrays) or len(policy) > ARRAY_ENTRIES:
+        return simulate_arrays(cp, policy, start_epoch, detail)
+    return simulate_policy_ref(cp, policy, start_epoch, detail)
+
+
+def simulate_policy_ref(cp: Compiled, policy: Policy, start_epoch: int = 0, detail: bool = True) -> SimResult:
+    """The reference simulator: one Python record per node and per (epoch, flow, cohort)."""
     hold_cost = cp.hold_cost()
     fidx = cp.problem.flow_index()
     pidx = cp.problem.pool_index()
@@ -392,4 +409,7 @@ def _service(
     return np.clip(ratio.ravel()[pc], 0.0, 1.0), load_pc, thr_pc
 
 
-__all__ = ["BACKLOG", "Decision", "Policy", "plan_entries", "policy_from_plan", "simulate", "simulate_policy"]
+__all__ = [
+    "BACKLOG", "Decision", "Policy", "plan_entries", "policy_from_plan", "simulate", "simulate_policy",
+    "simulate_policy_ref",
+]
