@@ -198,7 +198,9 @@ class Flows:
         res = flows.plan_flows(inputs, params)
         detail = (f"score {res.result.score:.6g} (first plan {res.first_score:.6g}), {res.evaluations} evaluations, "
                   f"{res.epochs_optimised} epoch(s) optimised")
-        return Decision(self.name, "ga", "deadline" if res.timed_out else "feasible", res, None, detail)
+        if res.bound is not None and res.gap is not None:  # eq. (2) is a cost: the LP's is a lower bound
+            detail += f", LP lower bound {res.bound:.6g} (gap at most {res.gap:.1%})"
+        return Decision(self.name, "ga", "deadline" if res.timed_out else "feasible", res, res.bound, detail)
 
 
 # -------------------------------------------------------------------------------------------------- registry
