@@ -253,7 +253,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         if status == "optimal" and any(not c.complete for c in items.used_curves()):
             status = "deadline"  # exact over the curves, but some curves stopped improving early
         cut = cut or status == "deadline"
-        knapsack_s = items.knapsack_s
+        if per_job or fixed_unit:  # the next per-job resolution's estimate (the plain grid's knapsack is another size)
+            knapsack_s = items.knapsack_s
         tf = time.monotonic()
         if got is not None and not fixed_unit:
             # give back what whole global units left unused (exact mips; never lowers the answer)
@@ -284,8 +285,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             break
     bound, proven = None, False
     bound_items, bctx = last_items, last_ctx  # the bound over the finest per-job curves built
-    if exact_items is not None and last_ctx is not None:
-        bound_items = exact_items
+    if exact_items is not None and last_ctx is not None and (last_items is None or exact_items.g <= last_items.g):
+        bound_items = exact_items  # the finest curves built: the exact step's, or a later pass's
     if best is not None and bound_items is not None and bctx is not None:
         last_items = bound_items
         last_items.abandon_at = math.inf

@@ -248,10 +248,12 @@ def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: 
             continue
         val, exact_level, curves_ok = got
         proven = proven and exact_level
-        # only a level that could raise the bound is worth the knapsack; only over curves that are
-        # each grid's optimum (a greedy or cut curve understates, so would the knapsack) and not
-        # coarse ones (their PEs grow in steps of several units: its optimistic points assume one)
-        if val > best and curves_ok and not expired() and not items.coarse:
+        # only a level that could raise the bound is worth the knapsack; not over coarse curves
+        # (their PEs grow in steps of several units: its optimistic points assume one), nor, when
+        # the LP is proven, over curves that are not each grid's optimum up to every PE's cap (a
+        # cut curve understates, and so would the knapsack); when the LP is an estimate (greedy
+        # curves, a PE's maximum between grid points) the lesser estimate is kept
+        if val > best and (curves_ok or not exact_level) and not expired() and not items.coarse:
             dp = relaxed_knapsack(items, forced, allowed, H, expired)
             val = min(val, dp) if dp is not None else val
             if val > best and until is not None:  # CP-SAT's bound of the same relaxation in exact mips
@@ -300,7 +302,9 @@ def _level_lp(items: Items, forced: set[str], allowed: set[str], H: float,
                 pts = exact_pts[key]
                 curves_ok = curves_ok and c.exact and c.complete and c.ceiling is None
                 if pts is None:
-                    exact_level = exact_level and c.exact and c.complete
+                    # a PE's maximum between grid points: the ceiling raises the last point, but
+                    # an allocation with that PE past its grid and the others low is not covered
+                    exact_level = exact_level and c.exact and c.complete and c.ceiling is None
                     pts = _shifted(o, c, items._step(c.unit))
                 cx.append(pts[0])
                 cv.append(pts[1])
