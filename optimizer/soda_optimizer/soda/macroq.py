@@ -47,8 +47,9 @@ Departures from the paper, on purpose:
   answer): the admission rule of :mod:`.required` refuses only those that do not fit, and promised
   required jobs do not force every job of better rank in (they rank as 1, as the paper assumes).
 
-Just over 400 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
-bookkeeping (the best answer, the bound, the report) in one place; the pieces it calls live in
+About 560 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
+bookkeeping (the passes' order, the reserve, the best answer, the bound, the report) in one place,
+and its decisions' messages beside it; the pieces it calls live in
 :mod:`.admission`, :mod:`.refine`, :mod:`.exact`, :mod:`.required`, :mod:`.rap` and :mod:`.knee`.
 """
 
