@@ -348,7 +348,6 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             if bound is not None:
                 bound = max(bound, best.importance)
                 gap = max(0.0, bound - best.importance) / bound if bound > 0 else 0.0
-    best.goals = goals  # what the decisions' messages count as free
     vec = np.array([[goals[p] for p in ev.pes]])
     traffic = ev.traffic(vec[0])
     imp_by_job = _importance_by_job(ev, vec[0])
