@@ -293,7 +293,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         last_items.abandon_at = math.inf
         try:
             # the rounded-down knapsack costs about one pass's knapsacks: only when that fits
-            room = deadline - time.monotonic() - reserve / 2
+            room = deadline - time.monotonic() - reserve
             skip = (lambda: True) if room < 2 * last_items.knapsack_s else admission.timer(time.monotonic() + room)
             bound, proven = refine.upper_bound(bound_items, set(bctx[2].promised), bctx[4], H, skip,
                                                None if room < 2 * last_items.knapsack_s else time.monotonic() + room)
