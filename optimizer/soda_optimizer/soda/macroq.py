@@ -27,9 +27,10 @@ Departures from the paper, on purpose:
   with time); within a resolution the highest waterline whose forced minima fit comes first. A
   deadline result says in ``detail`` the resolution and waterline it stopped at. The automatic
   resolution's order: the coarse per-job pass, the first per-job pass, the plain grid, the exact
-  step, then finer per-job passes (measured under load: the exact step from the LP rounding
-  gains more than any finer knapsack where its model fits, and the plain grid comes early so the
-  answer is never below it whatever the deadline cuts);
+  step, then finer per-job passes and, when the first exact step's model did not fit each job's
+  10-mips grid, the exact step again over the finest pass (measured under load: the exact step
+  from the LP rounding gains more than any finer knapsack where its model fits, and the plain
+  grid comes early so the answer is never below it whatever the deadline cuts);
 - the deadline holds: what runs once an answer is chosen (the give-back and polish of the pass
   under way, the bound's LP, the knee, the decisions) is kept out of it, a *reserve* of at least
   ``FINISH_SHARE`` of the deadline and twice what the first pass's give-back and polish took
@@ -194,6 +195,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     # per-job passes while time is left
     passes: list[tuple[float, bool, bool] | None] = (
         [(units[0], True, True), (units[0], True, False), (plain, False, False), None] + [(u, True, False) for u in units[1:]]
+        + ([None] if units[1:] else [])
         if not fixed_unit and units else [(u, False, False) for u in units])
     cut = False  # a pass was stopped by the deadline
     prev_unit: float | None = None
@@ -206,9 +208,11 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     # kept out of the deadline: ``reserve`` seconds, at least FINISH_SHARE of it and twice what
     # the first pass's give-back and polish took (measured, so it grows with the load and the size)
     reserve = FINISH_SHARE * (deadline - t0)
-    for step in passes:
-        if step is None:  # the exact step
-            if best is not None and last_items is not None and last_ctx is not None and last_items.per_job:
+    for i_step, step in enumerate(passes):
+        last_step = i_step == len(passes) - 1
+        if step is None:  # the exact step; again after the finer passes when it did not reach the 10-mips grids
+            fine_done = exact_items is not None and exact_items.g <= FINE_UNIT_MIPS + 1e-9
+            if best is not None and last_items is not None and last_ctx is not None and last_items.per_job and not fine_done:
                 ans_x = _exact_step(scenario, last_items, last_ctx, best, H, deadline - reserve, curve_cache, evs)
                 if ans_x is not None:
                     exact_items = ans_x.items_used
@@ -217,7 +221,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                     if ans_x.key[0] > best.key[0] or (ans_x.key[0] == best.key[0] and ans_x.importance > best.importance * (1 + 1e-9) + 1e-9):
                         best = ans_x
             if time.monotonic() > deadline - reserve:
-                cut = cut or step is not passes[-1]
+                cut = cut or not last_step
                 break
             continue
         unit, per_job, coarse = step
@@ -282,7 +286,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 last_items = items  # the bound comes from the finest per-job curves (continuous: any pass's answer)
                 last_ctx = (unit, U, pr_u, hl_u, free)
         if time.monotonic() > deadline - reserve:
-            cut = cut or step is not passes[-1]
+            cut = cut or not last_step
             break
     bound, proven = None, False
     bound_items, bctx = last_items, last_ctx  # the bound over the finest per-job curves built
