@@ -300,7 +300,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             room = deadline - time.monotonic() - reserve
             skip = (lambda: True) if room < 2 * last_items.knapsack_s else admission.timer(time.monotonic() + room)
             bound, proven = refine.upper_bound(bound_items, set(bctx[2].promised), bctx[4], H, skip,
-                                               None if room < 2 * last_items.knapsack_s else time.monotonic() + room)
+                                               None if room < 2 * last_items.knapsack_s else time.monotonic() + room,
+                                               max_units=AUTO_UNITS)
         except admission.Expired:
             bound = None
         if bound is not None:

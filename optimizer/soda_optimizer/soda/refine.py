@@ -235,7 +235,8 @@ def _grow(picks: list[tuple[Option, int]], free: float, expired: Callable[[], bo
 
 
 def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: float,
-                expired: Callable[[], bool] = lambda: False, until: float | None = None) -> tuple[float, bool]:
+                expired: Callable[[], bool] = lambda: False, until: float | None = None,
+                max_units: int | None = None) -> tuple[float, bool]:
     """(bound, proven): at least the best importance of any rank-legal admission with these
     options over ``H`` mips (see the module docstring). Per level, the lesser of the LP bound and,
     while ``expired()`` is not, the knapsack with costs rounded down (:func:`relaxed_knapsack`) and,
@@ -258,7 +259,8 @@ def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: 
         # cut curve understates, and so would the knapsack); when the LP is an estimate (greedy
         # curves, a PE's maximum between grid points) the lesser estimate is kept
         if val > best and (curves_ok or not exact_level) and not expired() and not items.coarse:
-            dp = relaxed_knapsack(items, forced, allowed, H, expired)
+            # (not on a global grid of more than ``max_units`` units: it stops only between items)
+            dp = relaxed_knapsack(items, forced, allowed, H, expired) if max_units is None or H / items.g <= max_units else None
             val = min(val, dp) if dp is not None else val
             if val > best and until is not None:  # CP-SAT's bound of the same relaxation in exact mips
                 cb = exact.level_bound(items, forced, allowed, H, expired, min(until - time.monotonic(), 2.0))
