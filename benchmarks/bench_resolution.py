@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -58,6 +59,14 @@ def run_case(case: dict) -> dict:
         from soda_optimizer import macroq  # type: ignore[no-redef]  # the baseline's layout
     from soda_optimizer.model import Node, Policy
 
+    if case["kind"] == "family":  # issue 34: the automatic resolution on one family (the bound, for the baseline)
+        from benchmarks.bench_resolution import family
+
+        s = family(case["family"])
+        t0 = time.perf_counter()
+        q = macroq.solve(s, deadline_s=case["deadline"])
+        return {"seconds": time.perf_counter() - t0, "importance": q.importance, "bound": q.report.bound, "gap": q.report.gap,
+                "status": q.report.status}
     if case["kind"] == "admission":
         from benchmarks.bench_admission import NODE_MIPS, jobs
         from soda_optimizer.model import Scenario
@@ -157,14 +166,17 @@ def family(name: str):  # type: ignore[no-untyped-def]
             "7.1 at 25 nodes": lambda: F.sec71(25), "7.1 at 65 nodes": lambda: F.sec71(65)}[name]()
 
 
-def families(deadline: float) -> list[dict]:
+def families(deadline: float, baseline: Path | None = None) -> list[dict]:
     """Automatic vs fixed 100/200-mips units vs the fine-grid optimum (10 mips; 50 for the 7.1 jobs,
-    whose capacity is too large for 10), each in seconds, importance, gap and refused-but-fitting."""
+    whose capacity is too large for 10), each in seconds, importance, gap and refused-but-fitting;
+    with ``baseline`` (a checkout) also its automatic answer and bound, run in its own process
+    just before this checkout's."""
     from benchmarks import resolution_families as F
     from soda_optimizer.soda import macroq
 
     rows = []
     for name in FAMILIES:
+        base = child(baseline, {"kind": "family", "family": name, "deadline": deadline}) if baseline else None
         s = family(name)
         fine_unit = 50.0 if name.startswith("7.1") else 10.0
         row: dict = {"family": name, "capacity": s.capacity_mips, "jobs": len(s.jobs), "fine_unit": fine_unit}
@@ -183,6 +195,11 @@ def families(deadline: float) -> list[dict]:
         fine = row["fine"]["importance"]
         for key in ("auto", "fixed100", "fixed200"):
             row[key]["vs_fine"] = (row[key]["importance"] - fine) / fine if fine > 0 else 0.0
+        for x in [row["auto"]] + ([base] if base else []):
+            x["bound_vs_fine"] = None if x["bound"] is None or fine <= 0 else (x["bound"] - fine) / fine
+        if base:
+            base["vs_fine"] = (base["importance"] - fine) / fine if fine > 0 else 0.0
+            row["baseline"] = base
         rows.append(row)
         a = row["auto"]
         print(f"{name}: auto {a['seconds']:.2f}s {a['importance']:,.1f} ({100 * a['vs_fine']:+.2f}% vs fine) gap {100 * (a['gap'] or 0):.2f}% "
@@ -208,10 +225,11 @@ def lsd_times() -> list[dict]:
     return out
 
 
-def write_families(rows: list[dict], lsd: list[dict], deadline: float) -> None:
+def write_families(rows: list[dict], lsd: list[dict], deadline: float, baseline: str | None = None,
+                   load: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> None:
     out = ROOT / "docs" / "benchmarks"
-    cmd = f"benchmarks/bench_resolution.py --families --deadline {deadline:g}"
-    (out / "resolution-families.json").write_text(json.dumps({"command": cmd, "rows": rows, "lsd": lsd}, indent=2))
+    cmd = f"benchmarks/bench_resolution.py --families --deadline {deadline:g}" + (f" --baseline {baseline}" if baseline else "")
+    (out / "resolution-families.json").write_text(json.dumps({"command": cmd, "rows": rows, "lsd": lsd, "loadavg": load}, indent=2))
 
     def cell(r: dict, k: str) -> str:
         x = r[k]
@@ -225,10 +243,26 @@ def write_families(rows: list[dict], lsd: list[dict], deadline: float) -> None:
         f = r["fine"]
         lines.append(f"| {r['family']} | {r['capacity']:,.0f} | {cell(r, 'auto')} | {cell(r, 'fixed100')} | {cell(r, 'fixed200')} | "
                      f"{f['seconds']:.2f} s, {f['importance']:,.1f} ({r['fine_unit']:g} mips), {f['refused_but_fitting']} |")
+    if any("baseline" in r for r in rows):
+        def pct(x: float | None) -> str:
+            return "none" if x is None else f"{100 * x:+.2f}%"
+
+        lines += ["", "The upper bound (automatic resolution), above the fine-grid optimum, against the baseline's in the same run "
+                  "(the bound also holds for continuous allocations, so it may sit above the 10-mips optimum by what the grid loses):", "",
+                  "| family | baseline bound | its gap | bound now | its gap | baseline importance vs fine | now vs fine |", "|---" * 7 + "|"]
+        for r in rows:
+            b, a = r.get("baseline"), r["auto"]
+            if b is None:
+                continue
+            lines.append(f"| {r['family']} | {pct(b['bound_vs_fine'])} | {100 * (b['gap'] or 0):.2f}% | {pct(a['bound_vs_fine'])} | "
+                         f"{100 * (a['gap'] or 0):.2f}% | {pct(b['vs_fine'])} | {pct(a['vs_fine'])} |")
     lines += ["", "| case | deadline | seconds | status | importance | gap | admitted |", "|---" * 7 + "|"]
     for x in lsd:
         lines.append(f"| {x['case']} | {x['deadline']:g} s | {x['seconds']:.2f} | {x['status']} | {x['importance']:,.0f} | "
                      f"{100 * (x['gap'] or 0):.2f}% | {x['admitted']} |")
+    if load:
+        lines += ["", f"Load average (1/5/15 min) on the 2-core machine shared with other sessions: {'/'.join(f'{x:.1f}' for x in load[0])} "
+                  f"at the start, {'/'.join(f'{x:.1f}' for x in load[1])} after the families: every time above is under that load."]
     (out / "resolution-families.md").write_text("\n".join(lines) + "\n")
 
 
@@ -239,10 +273,24 @@ def main_families() -> bool:
     ap.add_argument("--families", action="store_true")
     ap.add_argument("--deadline", type=float, default=5.0, help="macroQ's deadline for the automatic resolution")
     ap.add_argument("--no-lsd", action="store_true")
+    ap.add_argument("--baseline", default=None, help="a commit whose automatic answer and bound are run beside (its own process)")
     args = ap.parse_args()
     sys.path[:0] = [str(ROOT / "optimizer"), str(ROOT)]
-    rows = families(args.deadline)
-    write_families(rows, [] if args.no_lsd else lsd_times(), args.deadline)
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = None
+        if args.baseline:
+            base = Path(tmp) / "baseline"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.baseline], check=True)
+            for f in ("bench_resolution.py", "resolution_families.py"):  # the same cases and families
+                (base / "benchmarks" / f).write_text((ROOT / "benchmarks" / f).read_text())
+        try:
+            rows = families(args.deadline, base)
+        finally:
+            if base:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+    lsd = [] if args.no_lsd else lsd_times()
+    write_families(rows, lsd, args.deadline, args.baseline, (load, os.getloadavg()))
     return True
 
 

@@ -193,7 +193,8 @@ class Items:
         c = self._curves.get(key)
         if c is None:
             ev = ev or Evaluator(glued, sorted(comp))
-            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step, exact_min=self.per_job)
+            c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step, exact_min=self.per_job,
+                                capacity=self.H if self.per_job else None)
             self._curves[key] = c
         return c
 

@@ -47,6 +47,10 @@ class Curve:
     complete: bool = True  # False: the greedy stopped at the deadline (a lower bound beyond its end)
     offset: np.ndarray | None = None  # per PE mips below its units (exact minima); None: 0
     exact: bool = True  # every point is the grid's optimum (enumerated); False: greedy (a lower bound)
+    # the importance with every PE at its cap (its maximum or saturation) when some PE's grid stops
+    # below it (its maximum between two grid points): a continuous allocation past the curve's
+    # last point gets at most this (for the bound, :mod:`.refine`); None: the grid reaches every cap
+    ceiling: float | None = None
 
     def __post_init__(self) -> None:
         self.concave = rap.is_concave(self.values)
@@ -81,15 +85,21 @@ def bounds(ev: Evaluator, unit: float, floor: float = 0.0, exact_min: bool = Fal
 
 
 def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None, floor: float = 0.0,
-                    step: int = 1, exact_min: bool = False) -> Curve:
+                    step: int = 1, exact_min: bool = False, capacity: float | None = None) -> Curve:
     """Best importance of the component for each number of units (paper's I_c), with allocations;
     every PE gets at least :func:`~soda_optimizer.model.floor_units` (its minimum, ``floor`` mips,
     one unit). With ``step`` > 1 a PE grows above its minimum only by multiples of ``step`` units
     (minima stay exact, growth is coarse: a cheap first curve; between its points the curve keeps
     the last value). ``max_units`` is the capacity in units; with ``exact_min`` minima are exact
-    mips (``Curve.offset``) and the curve goes up to what the capacity leaves above them."""
+    mips (``Curve.offset``) and the curve goes up to what the capacity leaves above them: with
+    ``capacity`` (mips), one unit past it (issue 34: flooring twice, capacity to units and then
+    the minima, cut the last unit that fits; and a bound's points, moved one unit left, then cover
+    every continuous allocation up to the capacity; no answer takes a point past the capacity)."""
     lo, hi, off = bounds(ev, unit, floor, exact_min)
-    if exact_min:
+    ceiling = _ceiling(ev, unit, hi, off) if exact_min else None
+    if exact_min and capacity is not None:
+        max_units = max(0, int(math.ceil((capacity - float(off.sum())) / unit - 1e-9)))
+    elif exact_min:
         max_units = int(math.floor((max_units * unit - float(off.sum())) / unit + 1e-9))
     span = np.minimum(hi - lo, max(0, max_units - int(lo.sum())))
     total = int(min(span.sum(), max(0, max_units - int(lo.sum()))))
@@ -112,7 +122,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
         run = np.maximum.accumulate(values)
         record = np.r_[True, values[1:] > run[:-1]]
         src = np.maximum.accumulate(np.where(record, np.arange(total + 1), 0))
-        return Curve(tuple(ev.pes), lo, values[src], allocs[src] + lo, unit, offset=off)
+        return Curve(tuple(ev.pes), lo, values[src], allocs[src] + lo, unit, offset=off, ceiling=ceiling)
     # greedy marginal over bundles; a move of k units leaves the k-1 totals before it at the
     # previous solution (the curve is filled in from the breakpoints at the end)
     x = np.zeros(len(span), dtype=int)
@@ -172,7 +182,17 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     idx = np.searchsorted(np.array(at), np.arange(used + 1), side="right") - 1
     values = np.array(vals_l)[idx]
     allocs = np.array(allocs_l)[idx]
-    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete, offset=off, exact=False)
+    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete, offset=off, exact=False, ceiling=ceiling)
+
+
+def _ceiling(ev: Evaluator, unit: float, hi: np.ndarray, off: np.ndarray) -> float | None:
+    """:attr:`Curve.ceiling`: None when every PE's last grid point reaches its cap (its maximum or
+    saturation), else the importance with every PE at its cap (one evaluation)."""
+    specs = [ev.glued.spec(p) for p in ev.pes]
+    cap = np.maximum(np.minimum(np.array([s.max_mips for s in specs], dtype=float), ev.saturation()), off)
+    if np.all(off + hi * unit >= cap - 1e-9 * (1.0 + cap)):
+        return None
+    return float(ev.importance(cap[None, :])[0])
 
 
 def _sizes(room: int, step: int) -> np.ndarray:

@@ -25,7 +25,18 @@ Departures from the paper, on purpose:
 - anytime: resolutions go coarse to fine while the time spent says the next one fits, and a finer
   answer replaces a coarser one only when it is at least as good (so the answer never gets worse
   with time); within a resolution the highest waterline whose forced minima fit comes first. A
-  deadline result says in ``detail`` the resolution and waterline it stopped at;
+  deadline result says in ``detail`` the resolution and waterline it stopped at. The automatic
+  resolution's order: the coarse per-job pass, the first per-job pass, the plain grid, the exact
+  step, then finer per-job passes and, when the first exact step's model did not fit each job's
+  10-mips grid, the exact step again over the finest pass (measured under load: the exact step
+  from the LP rounding gains more than any finer knapsack where its model fits, and the plain
+  grid comes early so the answer is never below it whatever the deadline cuts);
+- the deadline holds: what runs once an answer is chosen (the give-back and polish of the pass
+  under way, the bound's LP, the knee, the decisions) is kept out of it, a *reserve* of at least
+  ``FINISH_SHARE`` of the deadline and twice what the first pass's give-back and polish took
+  (measured, so it grows with the load and the size of the answer); later passes' knapsacks, the
+  exact step and the bound's knapsack/CP-SAT give up at ``deadline - reserve``; only the first
+  answer (its knapsack and its admission of the jobs that fit) runs whatever the clock says;
 - feasibility in exact mips (issue 34): with the automatic resolution the admission rule, "cannot
   fit" and the level check count exact minima, the knapsack charges forced jobs their exact minimum
   (:func:`.admission.item_curve`), and :mod:`.refine` gives back what whole units leave unused (a
@@ -37,8 +48,9 @@ Departures from the paper, on purpose:
   answer): the admission rule of :mod:`.required` refuses only those that do not fit, and promised
   required jobs do not force every job of better rank in (they rank as 1, as the paper assumes).
 
-Just over 400 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
-bookkeeping (the best answer, the bound, the report) in one place; the pieces it calls live in
+About 560 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
+bookkeeping (the passes' order, the reserve, the best answer, the bound, the report) in one place,
+and its decisions' messages beside it; the pieces it calls live in
 :mod:`.admission`, :mod:`.refine`, :mod:`.exact`, :mod:`.required`, :mod:`.rap` and :mod:`.knee`.
 """
 
@@ -176,15 +188,43 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     # the answer is never below it. A pass replaces the answer only when it keeps every promised
     # job and is at least as good.
     plain = max(MIN_UNIT_MIPS, H / AUTO_UNITS) if H > 0 else 0.0
-    passes = ([(units[0], True, True)] + [(u, True, False) for u in units] + [(plain, False, False)]) if not fixed_unit and units \
-        else [(u, False, False) for u in units]
+    # the order (issue 34, measured under load): the coarse pass (an answer inside a tight
+    # deadline), the first per-job pass, the plain grid (so the answer is never below it, whatever
+    # the deadline cuts later), then the exact step (CP-SAT over each job's 10-mips grid, from the
+    # best answer: it dominates the finer knapsacks wherever its model fits), then the finer
+    # per-job passes while time is left
+    passes: list[tuple[float, bool, bool] | None] = (
+        [(units[0], True, True), (units[0], True, False), (plain, False, False), None] + [(u, True, False) for u in units[1:]]
+        + ([None] if units[1:] else [])
+        if not fixed_unit and units else [(u, False, False) for u in units])
     cut = False  # a pass was stopped by the deadline
     prev_unit: float | None = None
     grids: list[str] = []  # what each pass found, for the detail
     last_items: admission.Items | None = None
     last_ctx: tuple | None = None
     exact_items: admission.Items | None = None  # the CP-SAT step's curves (finer than the passes')
-    for unit, per_job, coarse in passes:
+    evs: dict[tuple, Evaluator] = {}  # one Evaluator per admitted set (polish's is the final one's)
+    # what runs once an answer is chosen (give-back, polish, the bound's LP, knee, decisions) is
+    # kept out of the deadline: ``reserve`` seconds, at least FINISH_SHARE of it and twice what
+    # the first pass's give-back and polish took (measured, so it grows with the load and the size)
+    reserve = FINISH_SHARE * (deadline - t0)
+    for i_step, step in enumerate(passes):
+        last_step = i_step == len(passes) - 1
+        if step is None:  # the exact step; again after the finer passes when it did not reach the 10-mips grids
+            fine_done = exact_items is not None and exact_items.g <= FINE_UNIT_MIPS + 1e-9
+            if best is not None and last_items is not None and last_ctx is not None and last_items.per_job and not fine_done:
+                ans_x = _exact_step(scenario, last_items, last_ctx, best, H, deadline - reserve, curve_cache, evs)
+                if ans_x is not None:
+                    exact_items = ans_x.items_used
+                    grids.append(f"CP-SAT per-job {ans_x.unit:.1f}{' (proven on those grids)' if ans_x.status == 'optimal' else ''}: "
+                                 f"{ans_x.importance:,.6g}")
+                    if ans_x.key[0] > best.key[0] or (ans_x.key[0] == best.key[0] and ans_x.importance > best.importance * (1 + 1e-9) + 1e-9):
+                        best = ans_x
+            if time.monotonic() > deadline - reserve:
+                cut = cut or not last_step
+                break
+            continue
+        unit, per_job, coarse = step
         t1 = time.monotonic()
         same_grid, prev_unit = unit == prev_unit, unit
         if best is not None and not same_grid:
@@ -206,28 +246,35 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         items = admission.Items(scenario, unit, per_job=per_job, deadline=curves_until, jobs=candidates, cache=curve_cache,
                                 coarse=coarse)
         if answered:  # a later pass leaves time to turn the answer into goals and streams
-            items.abandon_at = deadline - FINISH_SHARE * (deadline - t0)
+            items.abandon_at = deadline - reserve
 
         def have_answer(answered: bool = answered) -> bool:
             return answered
 
         U = int(math.floor(H / unit + 1e-9))
-        got, status = admission.solve_levels(items, U, set(pr_u.promised), free, expired, have_answer)
+        # a later pass's knapsack gives up at the reserve (the first runs to its answer)
+        got, status = admission.solve_levels(items, U, set(pr_u.promised), free,
+                                             admission.timer(deadline - reserve) if answered else expired, have_answer)
         if status == "optimal" and any(not c.complete for c in items.used_curves()):
             status = "deadline"  # exact over the curves, but some curves stopped improving early
         cut = cut or status == "deadline"
-        knapsack_s = items.knapsack_s
+        if per_job or fixed_unit:  # the next per-job resolution's estimate (the plain grid's knapsack is another size)
+            knapsack_s = items.knapsack_s
+        tf = time.monotonic()
         if got is not None and not fixed_unit:
             # give back what whole global units left unused (exact mips; never lowers the answer)
-            until = admission.timer(max(deadline - FINISH_SHARE * (deadline - t0), time.monotonic() + 0.05))
-            picks = refine.fill(items, got.picks, free, H, until)
+            until = admission.timer(max(deadline - reserve, time.monotonic() + 0.05))
+            picks = refine.fill(items, got.picks, free, H, until, admit_all=not answered)
             got = admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), got.level, picks)
         if got is not None:
             ans = _answer(got, unit, U, status, pr_u, hl_u, free, per_job)
+            ans.items_used = items
             if not fixed_unit:
-                goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, until)
+                goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, until, ev=_evaluator(scenario, ans.choice, evs))
                 if imp_p is not None and imp_p > ans.importance:
                     ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
+            if not answered:
+                reserve = max(reserve, 2.0 * (time.monotonic() - tf))
             grids.append(f"{'plain' if not per_job else 'per-job' if not coarse else 'coarse per-job'} {unit:.1f}: {ans.importance:,.6g}")
             # more of the rule's required jobs first, then importance: a finer resolution replaces a
             # coarser answer only when it is at least as good
@@ -238,34 +285,23 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             if last_items is None or (per_job == (not fixed_unit) and not coarse):
                 last_items = items  # the bound comes from the finest per-job curves (continuous: any pass's answer)
                 last_ctx = (unit, U, pr_u, hl_u, free)
-        if time.monotonic() > deadline:
-            cut = cut or (unit, per_job, coarse) != passes[-1]
+        if time.monotonic() > deadline - reserve:
+            cut = cut or not last_step
             break
-    if best is not None and last_items is not None and last_ctx is not None and not fixed_unit and last_items.per_job:
-        # the exact step where it fits: CP-SAT over each job's 10-mips grid (or the finest pass's)
-        # at the best answer's waterline, from that answer, until the time the bound and the report
-        # leave (the passes stop early when the next resolution would not fit: that time is used here)
-        ans_x = _exact_step(scenario, last_items, last_ctx, best, H,
-                            deadline - FINISH_SHARE * (deadline - t0) - 2 * last_items.knapsack_s, curve_cache)
-        if ans_x is not None:
-            exact_items = ans_x.items_used
-            grids.append(f"CP-SAT per-job {ans_x.unit:.1f}{' (proven on those grids)' if ans_x.status == 'optimal' else ''}: "
-                         f"{ans_x.importance:,.6g}")
-            if ans_x.key[0] > best.key[0] or (ans_x.key[0] == best.key[0] and ans_x.importance > best.importance * (1 + 1e-9) + 1e-9):
-                best = ans_x
     bound, proven = None, False
     bound_items, bctx = last_items, last_ctx  # the bound over the finest per-job curves built
-    if exact_items is not None and last_ctx is not None:
-        bound_items = exact_items
+    if exact_items is not None and last_ctx is not None and (last_items is None or exact_items.g <= last_items.g):
+        bound_items = exact_items  # the finest curves built: the exact step's, or a later pass's
     if best is not None and bound_items is not None and bctx is not None:
         last_items = bound_items
         last_items.abandon_at = math.inf
         try:
             # the rounded-down knapsack costs about one pass's knapsacks: only when that fits
-            room = deadline - time.monotonic() - FINISH_SHARE * (deadline - t0)
+            room = deadline - time.monotonic() - reserve
             skip = (lambda: True) if room < 2 * last_items.knapsack_s else admission.timer(time.monotonic() + room)
             bound, proven = refine.upper_bound(bound_items, set(bctx[2].promised), bctx[4], H, skip,
-                                               None if room < 2 * last_items.knapsack_s else time.monotonic() + room)
+                                               None if room < 2 * last_items.knapsack_s else time.monotonic() + room,
+                                               max_units=AUTO_UNITS)
         except admission.Expired:
             bound = None
         if bound is not None:
@@ -299,9 +335,24 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     else:  # automatic: optimal only when the bound proves it
         status = "optimal" if proven and gap is not None and gap <= 1e-9 else "feasible"
     incomplete = sum(not c.complete for c in curve_cache.values())
-    glued = scenario.glued(best.choice)
-    ev = Evaluator(glued)
+    ev = _evaluator(scenario, best.choice, evs)
+    glued = ev.glued
     goals = at_the_knee(ev, best.goals, pol.pe_floor_mips)
+    if not fixed_unit and best.per_job and best.items_used is not None:
+        # the knee frees what grid points held past saturation: a job whose exact minimum fits
+        # that is admitted (rank legality kept), so none that fits is refused (issue 34)
+        more = refine.admit_freed(best.items_used, best.picks, best.free, H, H - sum(goals.values()))
+        if more:
+            best.choice = {**best.choice, **{j: t for o in more for j, t in o.choice.items()}}
+            best.picks = best.picks + [(o, 0) for o in more]
+            best.importance += sum(float(o.values[0]) for o in more)
+            best.curves = best.curves + [c for o in more for c in o.curves]
+            goals = {**goals, **{p: m for o in more for p, m in o.split(0).items()}}
+            ev = _evaluator(scenario, best.choice, evs)
+            glued = ev.glued
+            if bound is not None:
+                bound = max(bound, best.importance)
+                gap = max(0.0, bound - best.importance) / bound if bound > 0 else 0.0
     vec = np.array([[goals[p] for p in ev.pes]])
     traffic = ev.traffic(vec[0])
     imp_by_job = _importance_by_job(ev, vec[0])
@@ -432,8 +483,17 @@ def _answer(got: admission.LevelResult, unit: float, U: int, status: str, pr: Pr
                    (tuple(x in pr.promised for x in pr.order), got.importance), per_job, dict(free), got.level, list(got.picks))
 
 
+def _evaluator(scenario: Scenario, choice: dict[str, str], evs: dict[tuple, Evaluator]) -> Evaluator:
+    """The Evaluator of the admitted set ``choice`` (built once: on 10x LSD it costs 0.3 s)."""
+    key = tuple(sorted(choice.items()))
+    if key not in evs:
+        evs.clear()  # one at a time: they are large
+        evs[key] = Evaluator(scenario.glued(choice))
+    return evs[key]
+
+
 def _exact_step(scenario: Scenario, items: admission.Items, ctx: tuple, best: _Answer, H: float, until: float,
-                cache: dict) -> _Answer | None:
+                cache: dict, evs: dict[tuple, Evaluator]) -> _Answer | None:
     """CP-SAT (:mod:`.exact`) at the best answer's waterline level, then the same give-back as a pass
     (:func:`.refine.fill`, :func:`.refine.polish`). Over each job's grid at ``FINE_UNIT_MIPS`` when
     its points (estimated from ``items``, the finest pass's) fit :data:`.exact.MAX_POINTS` and its
@@ -463,6 +523,12 @@ def _exact_step(scenario: Scenario, items: admission.Items, ctx: tuple, best: _A
             pass
     if use is None:
         return None
+    # the LP rounding first (a few numpy passes): the better of it and the best answer is CP-SAT's hint
+    lag = refine.lagrange(use, forced, allowed, H, admission.timer(until))
+    if lag is not None:
+        lag = refine.fill(use, lag, free, H, admission.timer(until))
+        if refine.importance(lag) > best.importance:
+            hint = [(o.choice, o.mips(x)) for o, x in lag]
     try:
         picks, proven = exact.improve(use, forced, allowed, H, hint, until)
     except admission.Expired:
@@ -474,7 +540,7 @@ def _exact_step(scenario: Scenario, items: admission.Items, ctx: tuple, best: _A
     got = admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), r, picks)
     ans = _answer(got, unit, U, "optimal" if proven else "feasible", pr_u, hl_u, free, True)
     ans.items_used = use
-    goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, expired)
+    goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, expired, ev=_evaluator(scenario, ans.choice, evs))
     if imp_p is not None and imp_p > ans.importance:
         ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
     return ans

@@ -8,20 +8,34 @@ that whole global units left unused, and bound how far the answer may be from th
   mips first). It also tries the growth alone and keeps the better (importance, then jobs): it
   never lowers the knapsack's answer, and no job whose minimum fits the free capacity is left out
   when admitting it costs nothing. :func:`polish` then gives what no grid point can use (less than
-  a unit) to single PEs in exact mips.
+  a unit) to single PEs in exact mips, and :func:`admit_freed` admits, at their minimum, jobs
+  that fit what the knee (:mod:`.knee`) frees of grid points past a PE's saturation.
 - :func:`upper_bound`: the Lagrangian dual of the allocation over the options' curves, one budget
   constraint per waterline level: ``L(lam) = lam H + sum_items max_points (ID - lam x)`` is at
   least the best importance for every ``lam >= 0`` (weak duality), and its minimum over ``lam``
   equals the LP relaxation over the curves' concave envelopes (the minimum is found by scipy's
   bounded scalar search; any ``lam`` gives a valid bound, so an inexact search only loosens it).
-  With the automatic resolution (exact minima, each job on its own grid) every curve point is moved
-  left by one own unit per PE (a continuous allocation rounded up to the grid exceeds itself by
-  less than that), so the bound holds for continuous allocations, any grid; with a fixed unit it
-  bounds that grid's problem. It is *proven* when every curve is exact (enumerated, not greedy).
-  Per level the bound is the lesser of this LP bound, :func:`relaxed_knapsack` (non-concave
-  curves, a step in importance, make the LP loose) and, where the model fits and time is left,
-  CP-SAT's own bound of the same optimistic points in exact mips (:mod:`.exact`; no global-unit
-  rounding).
+  An option's curve is the max-plus convolution of its components', so its term splits into one
+  per component (:func:`_level_lp`). With the automatic resolution (exact minima, each job on its
+  own grid) a component's points are moved left by one own step per PE (a continuous allocation
+  rounded up to the grid exceeds itself by less than that), so the bound holds for continuous
+  allocations, any grid; with a fixed unit it bounds that grid's problem. Issue 34: that slack
+  (one 10-mips unit per job) made the bound 2% loose on hundreds of small jobs; a one-PE
+  component whose importance is provably concave (:func:`_concave_points`) is given the exact
+  breakpoints of its continuous function instead, with no slack. It is *proven* when every point
+  is exact (enumerated or those breakpoints, not greedy). Per level the bound is the lesser of
+  this LP bound, :func:`relaxed_knapsack` (non-concave curves, a step in importance, make the LP
+  loose) and, where the model fits and time is left, CP-SAT's own bound of the same optimistic
+  points in exact mips (:mod:`.exact`; no global-unit rounding); those two only over curves that
+  are their grid's optimum and not coarse (a greedy, cut or coarse curve understates, and so
+  would they).
+- :func:`lagrange`: the primal side of the same LP: at the least price whose best points fit,
+  those points (a few numpy passes; on concave curves the LP optimum less one item's fraction),
+  the exact step's starting point.
+
+About 470 lines: the give-back and the bound share the items' options and their points (the
+LP's primal side, :func:`lagrange`, is the bound's dual read the other way); splitting them would
+split one relaxation over two modules.
 """
 
 from __future__ import annotations
@@ -33,10 +47,11 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from ..importance import Evaluator
+from ..importance import Evaluator, value
 from ..model import Scenario
 from . import exact
 from .admission import Expired, Items, Option, item_curve, knapsack
+from .curves import Curve
 
 MAX_BOUND_POINTS = 400_000  # beyond, curve points are merged in buckets (a looser, still valid bound)
 
@@ -50,10 +65,12 @@ def used_mips(picks: list[tuple[Option, int]]) -> float:
 
 
 def fill(items: Items, picks: list[tuple[Option, int]], free_rank: dict[str, int], H: float,
-         expired: Callable[[], bool]) -> list[tuple[Option, int]]:
-    """The knapsack's picks with the unused capacity given back (see the module docstring)."""
+         expired: Callable[[], bool], admit_all: bool = False) -> list[tuple[Option, int]]:
+    """The knapsack's picks with the unused capacity given back (see the module docstring).
+    ``admit_all``: admitting the jobs that fit ignores ``expired`` (the first answer: a deadline
+    never costs a job that fits its place)."""
     grown = _grow(list(picks), H - used_mips(picks), expired)
-    added = _admit(items, list(picks), free_rank, H, expired)
+    added = _admit(items, list(picks), free_rank, H, (lambda: False) if admit_all else expired)
     if len(added) == len(picks):
         return grown
     added = _grow(added, H - used_mips(added), expired)
@@ -62,14 +79,109 @@ def fill(items: Items, picks: list[tuple[Option, int]], free_rank: dict[str, int
     return added if a >= b - tol else grown
 
 
+def lagrange(items: Items, forced: set[str], allowed: set[str], H: float,
+             expired: Callable[[], bool]) -> list[tuple[Option, int]] | None:
+    """The Lagrangian (LP) rounding at one waterline level: for the least price ``lam`` at which
+    every item's best point by ``importance - lam mips`` (forced items: an allowed option; optional
+    ones: also nothing) fits ``H`` mips together, those points (bisection on ``lam``). Where the
+    curves are concave this is the LP optimum of the concave envelopes less at most one item's
+    fraction, found in a few numpy passes; :func:`fill` then gives back what it leaves. None when
+    the forced minima do not fit or ``expired()``."""
+    xs: list[np.ndarray] = []
+    vs: list[np.ndarray] = []
+    ids: list[np.ndarray] = []
+    refs: list[tuple[Option | None, int]] = []
+    n_items = 0
+    for gi, grp in enumerate(items.groups):
+        if not grp & allowed:
+            continue
+        if expired():
+            return None
+        f, a = grp & forced, grp & allowed
+        opts = [o for o in items.build(gi) if f <= o.jobs <= a]
+        if f and not opts:
+            return None
+        if not f:
+            xs.append(np.zeros(1))
+            vs.append(np.zeros(1))
+            refs.append((None, 0))
+        for o in opts:
+            ks = exact._records(o.values)
+            xs.append(o.base + ks * o.unit)
+            vs.append(o.values[ks].astype(float))
+            refs.extend((o, int(k)) for k in ks.tolist())
+        ids.append(np.full(sum(len(x) for x in xs) - sum(len(i) for i in ids), n_items))
+        n_items += 1
+    if not n_items:
+        return []
+    X, V, ID = np.concatenate(xs), np.concatenate(vs), np.concatenate(ids)
+    order = np.lexsort((X, ID))  # per item, least mips first (ties: the cheaper point)
+    X, V, ID = X[order], V[order], ID[order]
+    starts = np.r_[0, np.nonzero(np.diff(ID))[0] + 1]
+
+    def choose(lam: float) -> np.ndarray:
+        score = V - lam * X
+        top = np.maximum.reduceat(score, starts)
+        hit = score >= np.repeat(top, np.diff(np.r_[starts, len(X)])) - 1e-12 * (1.0 + np.abs(score))
+        first = np.nonzero(hit)[0]
+        _, at = np.unique(ID[first], return_index=True)
+        return first[at]
+
+    lo_pick = choose(0.0)
+    if X[lo_pick].sum() <= H + 1e-6:
+        pick = lo_pick
+    else:
+        same = ID[1:] == ID[:-1]
+        dx, dv = np.diff(X)[same], np.diff(V)[same]
+        hi = 2.0 * float(max((dv[dx > 1e-12] / dx[dx > 1e-12]).max(initial=0.0), 1e-12)) + 1.0
+        pick = choose(hi)
+        if X[pick].sum() > H + 1e-6:
+            return None
+        lo = 0.0
+        for _ in range(60):
+            if expired():
+                break
+            mid = 0.5 * (lo + hi)
+            p = choose(mid)
+            if X[p].sum() <= H + 1e-6:
+                hi, pick = mid, p
+            else:
+                lo = mid
+    return [(o, k) for o, k in (refs[int(i)] for i in order[pick]) if o is not None]
+
+
+def admit_freed(items: Items, picks: list[tuple[Option, int]], free_rank: dict[str, int], H: float,
+                freed: float) -> list[Option]:
+    """The options :func:`_admit` adds (at their minimum) when ``freed`` mips are free (what the
+    knee left over; :func:`.knee.at_the_knee`)."""
+    if freed <= 1e-6:
+        return []
+    out = _admit(items, list(picks), free_rank, H, lambda: False, free=freed)
+    return [o for o, _ in out[len(picks):]]
+
+
 def _admit(items: Items, picks: list[tuple[Option, int]], free_rank: dict[str, int], H: float,
-           expired: Callable[[], bool]) -> list[tuple[Option, int]]:
-    free = H - used_mips(picks)
+           expired: Callable[[], bool], free: float | None = None) -> list[tuple[Option, int]]:
+    free = H - used_mips(picks) if free is None else free
     taken = {items.group_of[j] for o, _ in picks for j in o.jobs}
     admitted = {j for o, _ in picks for j in o.jobs}
     out = {j for j in free_rank if j not in admitted}
     while out and not expired():
         best: tuple[tuple[int, float, float], Option] | None = None
+        ranks_out = sorted(free_rank[j] for j in out)  # once a round (a scan per option was quadratic)
+
+        def best_rank_left(jobs: frozenset[str], ranks_out: list[int] = ranks_out) -> float:
+            """The best revised rank among ``out`` less ``jobs`` (``jobs`` is in ``out``: a multiset
+            removal from the sorted ranks, a few steps)."""
+            skip = sorted(free_rank[j] for j in jobs)
+            k = 0
+            for x in ranks_out:
+                if k < len(skip) and x == skip[k]:
+                    k += 1
+                    continue
+                return x
+            return math.inf
+
         for gi, grp in enumerate(items.groups):
             if gi in taken or not grp & out:
                 continue
@@ -81,7 +193,7 @@ def _admit(items: Items, picks: list[tuple[Option, int]], free_rank: dict[str, i
                 if not o.jobs <= out or o.base > free + 1e-6:
                     continue
                 worst = max(free_rank[j] for j in o.jobs)
-                if worst > min((free_rank[j] for j in out - o.jobs), default=math.inf):
+                if worst > best_rank_left(o.jobs):
                     continue  # a better-ranked job would stay out: not rank-legal
                 key = (worst, o.base, -float(o.values[0]))
                 if best is None or key < best[0]:
@@ -123,7 +235,8 @@ def _grow(picks: list[tuple[Option, int]], free: float, expired: Callable[[], bo
 
 
 def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: float,
-                expired: Callable[[], bool] = lambda: False, until: float | None = None) -> tuple[float, bool]:
+                expired: Callable[[], bool] = lambda: False, until: float | None = None,
+                max_units: int | None = None) -> tuple[float, bool]:
     """(bound, proven): at least the best importance of any rank-legal admission with these
     options over ``H`` mips (see the module docstring). Per level, the lesser of the LP bound and,
     while ``expired()`` is not, the knapsack with costs rounded down (:func:`relaxed_knapsack`) and,
@@ -131,56 +244,158 @@ def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: 
     levels = sorted(set(free_rank.values())) or [1]
     best = 0.0 if not promised else -math.inf
     proven = True
+    exact_pts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray] | None] = {}  # (option, component) -> breakpoints
     for r in levels:
         forced = set(promised) | {j for j, x in free_rank.items() if x < r}
         allowed = forced | {j for j, x in free_rank.items() if x == r}
-        xs: list[np.ndarray] = []
-        vs: list[np.ndarray] = []
-        ids: list[np.ndarray] = []
-        base_forced = 0.0
-        ok_level = True
-        for gi, grp in enumerate(items.groups):
-            if not grp & allowed:
-                continue
-            f, a = grp & forced, grp & allowed
-            opts = [o for o in items.build(gi) if f <= o.jobs <= a]
-            if f and not opts:
-                ok_level = False
-                break
-            px, pv = _points(opts, not f)
-            if f:
-                base_forced += float(px.min())
-            proven = proven and all(c.exact and c.complete for o in opts for c in o.curves)
-            xs.append(px)
-            vs.append(pv)
-            ids.append(np.full(len(px), len(ids)))
-        if not ok_level or base_forced > H + 1e-6:
+        got = _level_lp(items, forced, allowed, H, exact_pts)
+        if got is None:
             continue
-        if not xs:
-            best = max(best, 0.0)
-            continue
-        X, V, ID = np.concatenate(xs), np.concatenate(vs), np.concatenate(ids)
-        X, V, ID = _merge(X, V, ID)
-        starts = np.r_[0, np.nonzero(np.diff(ID))[0] + 1]
-
-        def lagrangian(lam: float, X: np.ndarray = X, V: np.ndarray = V, starts: np.ndarray = starts) -> float:
-            return float(lam * H + np.maximum.reduceat(V - lam * X, starts).sum())
-
-        # past the steepest slope between two points of an item, every item takes its least point
-        same = ID[1:] == ID[:-1]
-        dx, dv = np.diff(X)[same], np.diff(V)[same]
-        steep = dv[dx > 1e-12] / dx[dx > 1e-12]
-        hi = 2.0 * float(max(steep.max(initial=0.0), 1e-12))
-        res = minimize_scalar(lagrangian, bounds=(0.0, hi), method="bounded", options={"xatol": hi * 1e-9})
-        val = min(lagrangian(0.0), lagrangian(hi), float(res.fun))
-        if val > best:  # only a level that could raise the bound is worth the knapsack
-            dp = relaxed_knapsack(items, forced, allowed, H, expired)
+        val, exact_level, curves_ok = got
+        proven = proven and exact_level
+        # only a level that could raise the bound is worth the knapsack; not over coarse curves
+        # (their PEs grow in steps of several units: its optimistic points assume one), nor, when
+        # the LP is proven, over curves that are not each grid's optimum up to every PE's cap (a
+        # cut curve understates, and so would the knapsack); when the LP is an estimate (greedy
+        # curves, a PE's maximum between grid points) the lesser estimate is kept
+        if val > best and (curves_ok or not exact_level) and not expired() and not items.coarse:
+            # (not on a global grid of more than ``max_units`` units: it stops only between items)
+            dp = relaxed_knapsack(items, forced, allowed, H, expired) if max_units is None or H / items.g <= max_units else None
             val = min(val, dp) if dp is not None else val
             if val > best and until is not None:  # CP-SAT's bound of the same relaxation in exact mips
                 cb = exact.level_bound(items, forced, allowed, H, expired, min(until - time.monotonic(), 2.0))
                 val = min(val, cb * (1 + 1e-9) + 1e-9) if cb is not None else val
-            best = max(best, val)
+        best = max(best, val)
     return (best if math.isfinite(best) else 0.0), proven
+
+
+def _level_lp(items: Items, forced: set[str], allowed: set[str], H: float,
+              exact_pts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray] | None]) -> tuple[float, bool, bool] | None:
+    """(LP bound, every point exact, every curve its grid's optimum) of one waterline level, or
+    None when its forced minima do not
+    fit. The Lagrangian is separable over an option's components (its curve is their max-plus
+    convolution): ``L(lam) = lam H + sum_items max(0 if optional, max_options sum_components
+    max_points (v - lam x))``. A component's points are its own-grid points moved left by one own
+    unit per PE, or, for a one-PE component whose importance is provably concave, the exact
+    breakpoints of that continuous function (:func:`_concave_points`: no grid slack at all)."""
+    cx: list[np.ndarray] = []  # per component: points
+    cv: list[np.ndarray] = []
+    opt_of_comp: list[int] = []  # component -> option (running index)
+    item_of_opt: list[int] = []  # option -> item
+    base_forced = 0.0
+    exact_level = True  # every point used is exact (the LP is proven)
+    curves_ok = True  # every curve is its grid's optimum (the knapsacks over them bound too)
+    n_items = 0
+    for gi, grp in enumerate(items.groups):
+        if not grp & allowed:
+            continue
+        f, a = grp & forced, grp & allowed
+        opts = [o for o in items.build(gi) if f <= o.jobs <= a]
+        if f and not opts:
+            return None
+        if not f:  # nothing: one option, one component, the point (0, 0)
+            cx.append(np.zeros(1))
+            cv.append(np.zeros(1))
+            opt_of_comp.append(len(item_of_opt))
+            item_of_opt.append(n_items)
+        least = math.inf
+        for o in opts:
+            lo = 0.0
+            for ci, c in enumerate(o.curves):
+                key = (id(o), ci)
+                if key not in exact_pts:
+                    exact_pts[key] = _concave_points(items, o, c, H)
+                pts = exact_pts[key]
+                curves_ok = curves_ok and c.exact and c.complete and c.ceiling is None
+                if pts is None:
+                    # a PE's maximum between grid points: the ceiling raises the last point, but
+                    # an allocation with that PE past its grid and the others low is not covered
+                    exact_level = exact_level and c.exact and c.complete and c.ceiling is None
+                    pts = _shifted(o, c, items._step(c.unit))
+                cx.append(pts[0])
+                cv.append(pts[1])
+                lo += float(pts[0].min())
+                opt_of_comp.append(len(item_of_opt))
+            item_of_opt.append(n_items)
+            least = min(least, lo)
+        if f:
+            base_forced += least
+        n_items += 1
+    if base_forced > H + 1e-6:
+        return None
+    if not cx:
+        return 0.0, exact_level, curves_ok
+    X, V = np.concatenate(cx), np.concatenate(cv)
+    CID = np.repeat(np.arange(len(cx)), [len(x) for x in cx])
+    X, V, CID = _merge(X, V, CID)
+    starts = np.r_[0, np.nonzero(np.diff(CID))[0] + 1]
+    ooc = np.asarray(opt_of_comp)  # components are in option order, options in item order
+    o_starts = np.r_[0, np.nonzero(np.diff(ooc))[0] + 1]
+    ioo = np.asarray(item_of_opt)
+    i_starts = np.r_[0, np.nonzero(np.diff(ioo))[0] + 1]
+
+    def lagrangian(lam: float) -> float:
+        per_comp = np.maximum.reduceat(V - lam * X, starts)
+        per_opt = np.add.reduceat(per_comp, o_starts)
+        return float(lam * H + np.maximum.reduceat(per_opt, i_starts).sum())
+
+    # past the steepest slope between two points of a component, every one takes its least point
+    same = CID[1:] == CID[:-1]
+    dx, dv = np.diff(X)[same], np.diff(V)[same]
+    steep = dv[dx > 1e-12] / dx[dx > 1e-12]
+    hi = 2.0 * float(max(steep.max(initial=0.0), 1e-12))
+    res = minimize_scalar(lagrangian, bounds=(0.0, hi), method="bounded", options={"xatol": hi * 1e-9})
+    return min(lagrangian(0.0), lagrangian(hi), float(res.fun)), exact_level, curves_ok
+
+
+def _shifted(o: Option, c: Curve, step: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """A component's own-grid points, each moved left by one own step per PE with exact minima (not
+    below its minimum): a continuous allocation rounded up to the grid exceeds itself by less. A
+    coarse curve's PEs grow in ``step`` units (:func:`.curves.component_curve`), so its step is
+    that many units."""
+    slack = len(c.pes) * step * c.unit if o.exact_min else 0.0
+    x = np.maximum(c.base_mips + np.arange(len(c.values), dtype=float) * c.unit - slack, c.base_mips)
+    v = c.values.astype(float)
+    if c.ceiling is not None and o.exact_min:  # a PE's maximum between grid points: past the last point, the ceiling
+        v = v.copy()
+        v[-1] = max(v[-1], c.ceiling)
+    return x, v
+
+
+def _concave_points(items: Items, o: Option, c: Curve, H: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The exact breakpoints (mips, importance) of a one-PE component's continuous importance from
+    its minimum up to what it can use, when that function is provably concave: no streams, output
+    ``min(a m, primal)`` (concave in ``m``), every sink's value function concave and nondecreasing
+    (zero, linear, capped; piecewise with nonincreasing nonnegative slopes) and weight >= 0; the
+    kinks are where ``a m`` reaches the primal rate, a cap or a point. None otherwise (or with a
+    fixed unit, whose problem is the grid's)."""
+    if len(c.pes) != 1 or not o.exact_min:
+        return None
+    p = c.pes[0]
+    glued = items.s.glued(o.choice)
+    g = glued.graph
+    if g.in_degree(p) or g.out_degree(p):
+        return None
+    nd = g.nodes[p]
+    a, primal = float(nd["spec"].rf.a), float(nd["primal_rate"])
+    kinks = [primal / a]
+    for w, vf in nd["sinks"]:
+        if w < 0:
+            return None
+        if vf.kind == "capped":
+            kinks.append(float(vf.cap) / a)
+        elif vf.kind == "piecewise":
+            px = np.array([q[0] for q in vf.points], dtype=float)
+            py = np.array([q[1] for q in vf.points], dtype=float)
+            slopes = np.diff(py) / np.diff(px)
+            if (slopes < 0).any() or (np.diff(slopes) > 1e-12 * (1.0 + np.abs(slopes[1:]))).any():
+                return None
+            kinks.extend((px / a).tolist())
+    base = c.base_mips
+    top = max(base, min(float(nd["spec"].max_mips), H, primal / a))
+    xs = np.array(sorted({base, top} | {x for x in kinks if base < x < top}), dtype=float)
+    out = np.minimum(a * xs, primal)  # as Evaluator.outputs for a PE without inputs
+    return xs, sum((w * value(vf, out) for w, vf in nd["sinks"] if w > 0), np.zeros(len(xs)))
 
 
 def relaxed_knapsack(items: Items, forced: set[str], allowed: set[str], H: float, expired: Callable[[], bool]) -> float | None:
@@ -233,11 +448,11 @@ def timer(deadline: float) -> Callable[[], bool]:
 
 
 def polish(scenario: Scenario, choice: dict[str, str], goals: dict[str, float], H: float, expired: Callable[[], bool],
-           max_pes: int = 1000) -> tuple[dict[str, float], float | None]:
+           max_pes: int = 1000, ev: Evaluator | None = None) -> tuple[dict[str, float], float | None]:
     """What a grid leaves over (less than one unit of some grid), given to single PEs in exact mips
     while it buys importance: each round tries every unsaturated PE with all of it (capped at its
     maximum and saturation). Returns the goals and their importance (None: nothing was tried)."""
-    ev = Evaluator(scenario.glued(choice))
+    ev = ev or Evaluator(scenario.glued(choice))
     if not ev.pes or len(ev.pes) > max_pes:
         return goals, None
     x = np.array([goals[p] for p in ev.pes], dtype=float)
