@@ -14,8 +14,11 @@ its own with the ``optimizer`` and ``operator`` packages of its tree (``before``
   offered rate 0.5-2 x its nominal rate, the allocation 30-150% of the need, 5% noise on the
   output and the CPU reading; the offered rate known (the SDK's input queue series);
 - 30 samples per PE first (a warm operator: 5 macro epochs' worth), then a first macro epoch (the
-  profiles created), then ``--steady`` macro epochs of 6 micro epochs (60 s at 10 s) each, the
-  same behaviour (samples a good fit predicts), then a restarted operator's first macro epoch.
+  profiles created; this branch's first cycle without a fit budget, to catch up), then
+  ``--steady`` macro epochs of 6 micro epochs (60 s at 10 s) each in which ``--drift`` (1%) of the
+  PEs change behaviour (the cost per tuple halved or doubled: their fits must follow), then a
+  restarted operator's first macro epoch (main's restart, which refits every window on the epoch
+  lock, only with ``--restart-before``: at 7,000 PEs it takes longer than the rest together).
 
 Per macro epoch: the seconds the epoch thread spends in ``Learning.macro`` (the epoch lock: main
 does everything there), the seconds of this branch's cycle on its own thread (``Learning.sync``:
@@ -189,8 +192,15 @@ def run_arm(args: argparse.Namespace) -> dict[str, Any]:
     if after:
         lrn.fit_budget_s = learning.FIT_BUDGET_S
     for i in range(args.steady):
+        # a share of the PEs changes behaviour (the cost per tuple x 0.5 or x 2) each macro epoch
+        for k in rng.choice(len(sigs), size=int(round(args.drift * len(sigs))), replace=False):
+            sig, cost, r0 = sigs[k]
+            sigs[k] = (sig, cost * float(rng.choice([0.5, 2.0])), r0)
         observe_s += [micro_epoch() for _ in range(MICRO_PER_MACRO)]
         rows.append(macro_epoch(f"steady {i + 1}"))
+    if args.no_restart:
+        return {"arm": "after" if after else "before", "pes": len(sigs), "rss_start_mb": round(rss0, 1),
+                "rss_before_restart_mb": round(rss_mb(), 1), "observe_s_median": round(statistics.median(observe_s), 3), "rows": rows}
     # a restarted operator: its first macro epoch loads every profile before it plans
     del lrn
     lrn = make()
@@ -217,6 +227,9 @@ def main() -> None:
     ap.add_argument("--base", default="main", help="the git revision of the 'before' arm")
     ap.add_argument("--arms", default="before,after")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--drift", type=float, default=0.01, help="share of the PEs whose behaviour changes each steady macro epoch")
+    ap.add_argument("--no-restart", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--restart-before", action="store_true", help="also time main's restart (its first macro epoch refits every window)")
     ap.add_argument("--arm", help=argparse.SUPPRESS)
     ap.add_argument("--json", default=str(OUT / "learning-scale.json"))
     ap.add_argument("--md", default=str(OUT / "learning-scale.md"))
@@ -236,7 +249,9 @@ def main() -> None:
             env = {**os.environ, "PYTHONPATH": f"{tree}/optimizer:{tree}/operator:{tree}/pe"}
             steady = args.steady if arm == "after" or args.steady_before is None else args.steady_before
             cmd = [sys.executable, str(Path(__file__).resolve()), "--arm", arm, "--pes", str(args.pes), "--steady", str(steady),
-                   "--seed", str(args.seed)]
+                   "--seed", str(args.seed), "--drift", str(args.drift)]
+            if arm == "before" and not args.restart_before:
+                cmd.append("--no-restart")
             # each arm with its own tree's CRD (main's status carries the window as a list)
             subprocess.run(["kubectl", "apply", "--server-side", "--force-conflicts", "-f", str(tree / "crds" / "resourceprofiles.yaml")],
                            check=True, capture_output=True)
@@ -283,11 +298,13 @@ def write_md(out: dict[str, Any], path: Path) -> None:
             lines.append(f"| {name} | {r['epoch']} | {r['on_lock_s']:.2f} | {cyc} | "
                          f"{r['learning_s']:.2f} | {r['calls']:,} | {_fmt_bytes(r['status_bytes'])} | {_fmt_bytes(r['received_bytes'])} | "
                          f"{r.get('refitted', '')} | {r.get('written', '')} | {r['learned_pes']:,} / {r['pes']:,} | {r['rss_mb']:.0f} |")
-    lines += ["", "Medians over the steady macro epochs, after / before:", ""]
+    lines += ["", "Medians over the steady macro epochs (before: the first macro epoch stands in when no steady one ran; "
+              "main writes and refits every node every macro epoch, so they cost the same), before and after:", ""]
     lines += ["| figure | before | after | ratio |", "| --- | --- | --- | --- |"]
     if "before" in arms and "after" in arms:
         def med(arm: str, k: str) -> float:
-            v = [r[k] or 0.0 for r in arms[arm]["rows"] if r["epoch"].startswith("steady")]
+            v = [r[k] or 0.0 for r in arms[arm]["rows"] if r["epoch"].startswith("steady")] or \
+                [r[k] or 0.0 for r in arms[arm]["rows"] if r["epoch"] == "first"]
             return float(statistics.median(v)) if v else float("nan")
         for k, label in (("learning_s", "learning seconds per macro epoch"), ("on_lock_s", "seconds on the epoch lock"),
                          ("calls", "API calls per macro epoch"), ("status_bytes", "status bytes written per macro epoch")):

@@ -94,6 +94,7 @@ STATUS_REFRESH_S = 3600.0  # a profile whose fit moved by little is rewritten at
 SURPRISE = 0.1  # new samples further than max(this, 2 x the held-out error) from the fit: refitted first
 GROWTH = 0.25  # an untrusted fit whose window grew by this share is refitted
 ROLL = 10  # a template's functions are chosen again at least every ROLL cycles
+FULL_WINDOW = 20  # samples a window needs before "replaced as a whole" calls for a refit
 
 ERRORS = Counter("kubesoda_learning_errors_total", "Resource profiles that could not be read, loaded or written (skipped)", ["what"])
 PROBES = Counter("kubesoda_learning_probes_total", "PEs planned with an exploration probe for a macro epoch (spec.learning.exploration)")
@@ -869,7 +870,7 @@ def _need_score(kind: PEKind, fit: Fit | None, family: FamilyFit | None, new: li
         return 100.0 + min(err, 10.0)
     if (fit.trusted is False or fit.confidence < CONFIDENT) and fresh >= max(1.0, GROWTH * max(fitted, 1)) and fresh >= 1:
         return 10.0 + fresh / max(n, 1)
-    if fresh >= n:
+    if fresh >= n >= FULL_WINDOW:  # a whole window since the fit (not merely the few samples since a restart)
         return 1.0 + fresh / max(n, 1)
     return 0.0
 
