@@ -40,6 +40,10 @@ class PEObservation(BaseModel):
     # tuples/s offered per input stream label (taken in + left waiting or blocked upstream), when the
     # data plane reports it (issue 38; docs/learn.md "Which rate is the input rate")
     offered: dict[str, float] = Field(default_factory=dict)
+    # per input stream label, the share of the window its upstream connections waited for room in the
+    # PE's full input queue (summed over connections and instances): above 0 the offered rate is
+    # only a lower bound (the SDK's ``kubesoda_pe_input_blocked_seconds_total``)
+    blocked: dict[str, float] = Field(default_factory=dict)
 
 
 class JobObservation(BaseModel):

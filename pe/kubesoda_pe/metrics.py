@@ -1,4 +1,6 @@
-"""The four counters of the PE metrics contract (docs/pe-metrics.md).
+"""The series of the PE metrics contract (docs/pe-metrics.md): four counters of what a PE took in
+and sent, and three of its input queue (issue 38: the rate *offered* to a PE, not only the rate it
+processed; under backpressure the received rate is the processed one).
 
 Every series carries ``namespace``, ``pod``, ``streamjob``, ``pe`` and ``stream``; never ``job``,
 which Prometheus's scrape sets to the scrape job's name. The values are served by
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 LABELS = ("namespace", "pod", "streamjob", "pe", "stream")
 
@@ -40,8 +42,18 @@ class PEMetrics:
         self.bytes_received = counter("kubesoda_pe_bytes_received", "Payload bytes the PE received, per input stream")
         self.tuples_emitted = counter("kubesoda_pe_tuples_emitted", "Tuples the PE emitted, per output stream")
         self.bytes_emitted = counter("kubesoda_pe_bytes_emitted", "Payload bytes the PE emitted, per output stream")
+        # the input queue, per input stream: tuples that arrived from upstream (taken off their
+        # connection into the queue), tuples waiting in it, seconds the connection's reader waited
+        # for room in a full queue (the upstream's sends then block: the arrival rate is a lower
+        # bound of what it would send)
+        self.tuples_arrived = counter("kubesoda_pe_tuples_arrived", "Tuples that arrived in the PE's input queue, per input stream")
+        self.input_blocked = counter("kubesoda_pe_input_blocked_seconds",
+                                     "Seconds an upstream connection waited for room in the PE's full input queue, per input stream")
+        self.queued = Gauge("kubesoda_pe_queued_tuples", "Tuples waiting in the PE's input queue, per input stream",
+                            labelnames=LABELS, registry=registry)
         self._rec: dict[str, tuple[Counter, Counter]] = {}
         self._emi: dict[str, tuple[Counter, Counter]] = {}
+        self._arr: dict[str, tuple[Counter, Counter, Gauge]] = {}
         self._lock = threading.Lock()
 
     def _children(self, cache: dict[str, tuple[Counter, Counter]], tuples: Counter, nbytes: Counter,
@@ -70,3 +82,35 @@ class PEMetrics:
         t.inc(n)
         if nbytes:
             b.inc(nbytes)
+
+    def _queue_children(self, stream: str) -> tuple[Counter, Counter, Gauge]:
+        c = self._arr.get(stream)
+        if c is None:
+            with self._lock:
+                c = self._arr.get(stream)
+                if c is None:
+                    labels = (*self._base, stream)
+                    c = self._arr[stream] = (self.tuples_arrived.labels(*labels), self.input_blocked.labels(*labels),
+                                             self.queued.labels(*labels))
+        return c
+
+    def queued_inc(self, stream: str, n: int = 1) -> None:
+        """``n`` tuples of ``stream`` now waiting at the PE (in its input queue, or held by a reader
+        waiting for room in it)."""
+        self._queue_children(stream)[2].inc(n)
+
+    def arrived(self, stream: str, n: int = 1, blocked_s: float = 0.0) -> None:
+        """``n`` tuples of ``stream`` put in the input queue, after waiting ``blocked_s`` more seconds for room."""
+        a, b, _ = self._queue_children(stream)
+        a.inc(n)
+        if blocked_s > 0:
+            b.inc(blocked_s)
+
+    def blocked(self, stream: str, seconds: float) -> None:
+        """``seconds`` more waited for room in the queue by a connection of ``stream`` (still waiting)."""
+        if seconds > 0:
+            self._queue_children(stream)[1].inc(seconds)
+
+    def dequeued(self, stream: str, n: int = 1) -> None:
+        """``n`` tuples of ``stream`` taken from the input queue (received, or dropped at close)."""
+        self._queue_children(stream)[2].dec(n)

@@ -43,7 +43,9 @@ class PE:
     """One PE instance: its input queue, its output streams, its counters and /metrics server.
 
     Thread-safe: several threads may emit at once; a tuple is counted as emitted once it was
-    handed to a consumer's socket, as received when :meth:`receive` (or :meth:`tuples`) returns it.
+    handed to a consumer's socket, as received when :meth:`receive` (or :meth:`tuples`) returns it,
+    as arrived when it was put in the input queue (``kubesoda_pe_tuples_arrived_total``: the rate
+    offered to the PE, issue 38; see docs/pe-metrics.md, "Input queue").
     """
 
     def __init__(self, *, job: str = "local", pe: str = "pe", namespace: str = "", pod: str | None = None,
@@ -211,6 +213,7 @@ class PE:
             if item is _WAKE:
                 continue  # close() woke us up
             stream, data = item
+            self.metrics.dequeued(stream)
             self.metrics.received(stream, 1, len(data))
             return stream, data
         return None
@@ -232,10 +235,27 @@ class PE:
         self.metrics.emitted(SINK, n, len(data) if nbytes is None and data is not None else nbytes or 0)
 
     def _deliver(self, stream: str, data: bytes) -> bool:
+        """Put a tuple taken off an upstream connection in the input queue, waiting while it is full
+        (the backpressure); counts it arrived, and the seconds waited as the input blocked, as they
+        pass (so a reader blocked for minutes shows in every ``rate()`` window, not at its end)."""
+        m = self.metrics
+        m.queued_inc(stream)  # waiting at this PE from now on: in the queue or held by this reader
+        try:
+            self._queue.put_nowait((stream, data))
+            m.arrived(stream)
+            return True
+        except queue.Full:
+            pass
+        t = time.monotonic()
         while not self._closed:
             try:
                 self._queue.put((stream, data), timeout=0.5)
-                return True
             except queue.Full:
+                now = time.monotonic()
+                m.blocked(stream, now - t)
+                t = now
                 continue
+            m.arrived(stream, 1, time.monotonic() - t)
+            return True
+        m.dequeued(stream)
         return False

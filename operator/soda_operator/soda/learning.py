@@ -14,11 +14,25 @@ functions each macro epoch plans with.
   its Running pods' CPU limits x their nodes' mips per core. A sample is only taken once that
   allocation has held for the whole observation window plus a scrape (``rate()`` over a window
   that straddles a resize mixes two allocations);
-- **Storage** (:meth:`Learning.sync`, at each macro epoch): the profiles are read (the first time:
-  every model is loaded, so a restarted operator plans with what it learned from its first macro
-  epoch), the administrators' pins applied (``spec.pinned``, optional ``spec.a``/``spec.b``; unpinned
-  again when the flag goes), and the models that changed since the last macro epoch written
-  (created when absent, then their status). The operator never writes a profile's spec;
+- **Storage** (:meth:`Learning.sync`, one cycle per macro epoch, on a thread of its own, off the
+  epoch lock; issue 38 item 4): the profiles are read (the first time, on the epoch: every model is
+  loaded, so a restarted operator plans with what it learned from its first macro epoch), the
+  administrators' pins applied (``spec.pinned``, optional ``spec.a``/``spec.b``; unpinned again when
+  the flag goes), the models refitted (below) and a profile written only when its fit or pin moved
+  (created when absent, then its status). A status carries the fit (``status.model``, restored as
+  is after a restart) and a summary of the sample window, never the window: the samples live in
+  memory. The operator never writes a profile's spec;
+- **Refits** (:meth:`Learning.refit`): the learner refits lazily on read, every node observed, and
+  one family fit costs 15-60 ms: 7,000 PEs observed every micro epoch took ~3 minutes per macro
+  epoch. Here the learner's lazy refit is turned off (:meth:`Learning.take` marks an observed node
+  fitted) and each cycle refits, within ``fit_budget_s``, the nodes that need it most: never
+  fitted; new samples the current fit does not predict (median error beyond ``max(0.1, 2 x its
+  held-out error)``); a fit not yet trusted whose window grew by a quarter; a window replaced as a
+  whole. A node whose new samples the fit predicts keeps it (a refit would change it by little).
+  Each fit runs on a copy of the node, outside the learner's lock; a fit restored from a status
+  stands until the samples taken since give one at least as confident. The functions for the next
+  macro epoch are chosen after the refits and published; the epoch takes them (a template not seen
+  yet is chosen on the epoch);
 - **Planning** (:meth:`Learning.choose_all`): per template PE, :func:`soda_optimizer.learn.functions.choose`
   (pinned > declared when the policy says so > learned > declared > the policy's per-kind
   default), applied with :func:`soda_optimizer.learn.functions.apply_functions` to the macro
@@ -40,19 +54,26 @@ chosen, profiles written) around one learner and its cache; the pure parts are i
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
+import numpy as np
 from kubernetes import client
 from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 
 from soda_optimizer.learn import LearnConfig, Learner, Signature, sample_from_observation
 from soda_optimizer.learn.explore import Probe, select
+from soda_optimizer.learn.family import FamilyFit
 from soda_optimizer.learn.functions import Choice, ExplorationSettings, LearningSettings, choose
+from soda_optimizer.learn.model import Fit, Sample
 from soda_optimizer.learn.signature import PRIMAL_PRODUCER, Level
 from soda_optimizer.model import PEKind, ResourceFunction, Scenario, pe_id
 from soda_optimizer.observed import PEObservation
@@ -67,13 +88,21 @@ PLURAL = "resourceprofiles"
 KIND = "ResourceProfile"
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"  # the StreamTemplate schema's default
 SCRAPE_MARGIN_S = 2.0  # an allocation must have held for the window plus this before it is sampled
-MAX_PROFILES_LOADED = 100000  # issue 38: 7,000 distinct PEs hold 21,002 profiles
-STATUS_WINDOW = 32  # the newest samples a status carries (the learner keeps up to max_samples in memory)
+FIT_BUDGET_S = 3.0  # issue 38: the seconds of refits per cycle (a macro epoch); with the writes within 10% of 60 s
+WRITERS = 4  # concurrent status writes
+STATUS_REFRESH_S = 3600.0  # a profile whose fit moved by little is rewritten at least this often (its counts)
+SURPRISE = 0.1  # new samples further than max(this, 2 x the held-out error) from the fit: refitted first
+GROWTH = 0.25  # an untrusted fit whose window grew by this share is refitted
+ROLL = 10  # a template's functions are chosen again at least every ROLL cycles
+FULL_WINDOW = 20  # samples a window needs before "replaced as a whole" calls for a refit
 
 ERRORS = Counter("kubesoda_learning_errors_total", "Resource profiles that could not be read, loaded or written (skipped)", ["what"])
 PROBES = Counter("kubesoda_learning_probes_total", "PEs planned with an exploration probe for a macro epoch (spec.learning.exploration)")
 PROFILES = Gauge("kubesoda_resource_profiles", "Signature nodes the resource function learner holds")
 SAMPLES = Counter("kubesoda_learning_samples_total", "Observations of PEs given to the resource function learner")
+REFITS = Counter("kubesoda_learning_refits_total", "Signature nodes refitted by the learner's cycle")
+DEFERRED = Gauge("kubesoda_learning_refits_deferred", "Nodes that needed a refit and waited for the next cycle (the fit budget was spent)")
+CYCLE = Gauge("kubesoda_learning_cycle_seconds", "The last learner cycle (pins, refits, writes), off the epoch lock")
 
 
 # ------------------------------------------------------------------------------------ pure parts
@@ -212,23 +241,42 @@ def _sig(x: float) -> float:
 CONFIDENT = 0.5  # the Fitted condition's threshold (the policy's default minConfidence)
 
 
+def window_summary(samples: list[Sample]) -> dict[str, Any]:
+    """What a status says of a node's sample window (the window itself stays in memory): how many,
+    when, the ranges of input rate, mips allocated and output rate, how many censored."""
+    out: dict[str, Any] = {"n": len(samples)}
+    if not samples:
+        return out
+    ts = [s.t for s in samples if s.t is not None]
+    if ts:
+        out.update({"from": min(ts), "to": max(ts)})
+    for k, f in (("ri", "r_i"), ("m", "m"), ("ro", "r_o")):
+        v = [getattr(s, f) for s in samples]
+        out[k] = [_sig(min(v)), _sig(max(v))]
+    cen = sum(1 for s in samples if s.censored)
+    if cen:
+        out["censored"] = cen
+    return out
+
+
 def profile_status(model: Any, now: float) -> dict[str, Any]:
-    """A ResourceProfile's status from a :class:`soda_optimizer.learn.LearnedModel`."""
+    """A ResourceProfile's status from a :class:`soda_optimizer.learn.LearnedModel`: the fit (the
+    figures, and ``model``: the fit as the learner holds it, restored after a restart) and a summary
+    of the window, as of the node's latest fit."""
     f = model.fit
     st: dict[str, Any] = {
         "key": model.key, "kind": model.kind.value, "level": model.level.value, "path": list(model.path),
-        "a": _sig(model.a), "b": _sig(model.b), "samples": int(model.observed), "confidence": round(model.confidence, 4),
+        "a": _sig(model.a), "b": _sig(model.b), "samples": int(model.fitted_n or model.observed),
+        "confidence": round(model.confidence, 4),
         "lastUpdate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(model.updated_at if model.updated_at is not None else now)),
         "updatedAt": model.updated_at,
-        "window": [{k: v for k, v in (("ri", _sig(s.r_i)), ("m", _sig(s.m)), ("ro", _sig(s.r_o)),
-                                      ("mUsed", None if s.m_used is None else _sig(s.m_used)), ("t", s.t),
-                                      ("rp", None if s.r_p is None else _sig(s.r_p)), ("censored", True if s.censored else None))
-                    if v is not None}
-                   for s in model.samples[-STATUS_WINDOW:]],
+        "window": window_summary(model.samples),
     }
     if f is not None:
         st.update(relativeError=round(f.rel_residual, 4), effectiveSamples=round(f.n_eff, 2), aIdentified=f.a_identified,
                   bIdentified=f.b_identified, outlierFraction=round(f.outlier_fraction, 4))
+        st["model"] = {"fit": _compact(f.model_dump(mode="json")),
+                       **({"family": _compact(model.family.model_dump(mode="json"))} if model.family else {})}
     ok = f is not None and model.confidence >= CONFIDENT and (model.pinned or f.trusted is not False)
     if f is not None and f.held_out_error is not None:
         st["heldOutError"] = round(f.held_out_error, 4)
@@ -240,25 +288,64 @@ def profile_status(model: Any, now: float) -> dict[str, Any]:
         st["drifts"] = int(model.drifts)
     st["conditions"] = [conditions.condition(
         "Fitted", ok, "Confident" if ok else ("NoFit" if f is None or f.no_fit else "LowConfidence"),
-        f"confidence {model.confidence:.2f} from {int(model.observed)} sample(s)" + (f", relative error {f.rel_residual:.1%}" if f is not None else ""),
+        f"confidence {model.confidence:.2f} from {int(model.fitted_n or model.observed)} sample(s)"
+        + (f", relative error {f.rel_residual:.1%}" if f is not None else ""),
         None, at=st["lastUpdate"])]
     return st
 
 
+def status_moved(old: Mapping[str, Any] | None, new: Mapping[str, Any], age_s: float) -> bool:
+    """Whether ``new`` should replace the status ``old`` written ``age_s`` ago: the fit moved (a or b by
+    1%, confidence by 0.02, held-out error by 0.01, the form, the condition, a drift), or it is
+    older than ``STATUS_REFRESH_S`` (the summary's counts); the counts alone never cause a write."""
+    if not old or age_s > STATUS_REFRESH_S:
+        return True
+    for k in ("key", "kind", "level", "path", "drifts", "aIdentified", "bIdentified"):
+        if old.get(k) != new.get(k):
+            return True
+    for k, tol in (("a", 0.01), ("b", 0.01)):
+        a, b = old.get(k), new.get(k)
+        if (a is None) != (b is None) or (a is not None and abs(float(a) - float(b)) > tol * max(abs(float(a)), abs(float(b)), 1e-12)):  # type: ignore[arg-type]
+            return True
+    for k, tol in (("confidence", 0.02), ("heldOutError", 0.01), ("relativeError", 0.02)):
+        a, b = old.get(k), new.get(k)
+        if (a is None) != (b is None) or (a is not None and abs(float(a) - float(b)) > tol):  # type: ignore[arg-type]
+            return True
+    fo, fn = old.get("form") or {}, new.get("form") or {}
+    if (fo.get("need"), fo.get("selectivity")) != (fn.get("need"), fn.get("selectivity")):
+        return True
+    co, cn = (old.get("conditions") or [{}])[0], (new.get("conditions") or [{}])[0]
+    return bool((co.get("status"), co.get("reason")) != (cn.get("status"), cn.get("reason")))
+
+
 def model_from_profile(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The learner's model dict (:meth:`Learner.add_model`) from a ResourceProfile object; ValueError when it holds none."""
+    """The learner's model dict (:meth:`Learner.add_model`) from a ResourceProfile object; ValueError when it holds none.
+
+    The fit comes back from ``status.model`` (no samples: they were in memory; the restored fit
+    stands until new samples give one at least as confident). A status of an operator before issue
+    38 carries its window (a list of samples) instead: those are loaded and refitted."""
     md, st, sp = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
     name = md.get("name")
     if not st.get("path") or not st.get("kind") or not st.get("level"):
         raise ValueError(f"ResourceProfile {name}: no status.path/kind/level (not written by the operator yet)")
     if st.get("key", name) != name:
         raise ValueError(f"ResourceProfile {name}: status.key is {st.get('key')}")
+    win = st.get("window")
     samples = [{"r_i": s["ri"], "m": s["m"], "r_o": s["ro"], **({"m_used": s["mUsed"]} if s.get("mUsed") is not None else {}),
                 **({"t": s["t"]} if s.get("t") is not None else {}), **({"r_p": s["rp"]} if s.get("rp") is not None else {}),
-                **({"censored": True} if s.get("censored") else {})} for s in st.get("window") or []]
+                **({"censored": True} if s.get("censored") else {})} for s in (win if isinstance(win, list) else [])]
+    observed = int(st.get("samples", len(samples)))
     out = {"key": name, "path": list(st["path"]), "level": st["level"], "kind": st["kind"], "samples": samples,
-           "observed": int(st.get("samples", len(samples))), "updated_at": st.get("updatedAt"), "stale": bool(samples),
+           "observed": observed, "updated_at": st.get("updatedAt"), "stale": bool(samples),
            "pinned": bool(sp.get("pinned", False))}
+    held = st.get("model") if isinstance(st.get("model"), Mapping) else {}
+    if held and not samples:
+        try:  # the learner's own schema: a fit stored by another version of it is dropped, not fatal
+            fit = Fit.model_validate(held.get("fit"))
+            fam = FamilyFit.model_validate(held["family"]) if held.get("family") else None
+            out.update(fit=fit, family=fam, fitted_n=observed)
+        except ValidationError as e:
+            log.info("ResourceProfile %s: stored fit not usable by this learner (%s); learned again", name, e.errors()[0].get("msg"))
     for k in ("a", "b"):
         v = _num(sp.get(k)) if sp.get("pinned") and sp.get(k) is not None else _num(st.get(k))
         if v is not None:
@@ -270,16 +357,22 @@ def model_from_profile(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Learning:
-    """The operator's learner: observations in, ResourceProfiles out, functions for planning."""
+    """The operator's learner: observations in, ResourceProfiles out, functions for planning.
+
+    With an API (``custom``) the storage and the refits run as one cycle per macro epoch
+    (:meth:`sync`) on a thread of its own (``background``; :meth:`sync` may be called directly, as
+    the tests and the benchmark do); the learner is shared under :attr:`lock`, held only for short
+    steps (an observation, a node copied or its fit installed, one template's functions chosen)."""
 
     def __init__(self, custom: client.CustomObjectsApi | None, config: LearnConfig | None = None,
-                 clock: Callable[[], float] = time.time, fence: Callable[[], bool] | None = None):
+                 clock: Callable[[], float] = time.time, fence: Callable[[], bool] | None = None, *,
+                 fit_budget_s: float = FIT_BUDGET_S, background: bool = True):
         self.custom = custom
         self.learner = Learner(config)
         self.clock = clock
         self.fence = fence or (lambda: False)
         self.loaded = False
-        self.dirty: set[str] = set()  # nodes updated since the last write
+        self.dirty: set[str] = set()  # nodes whose status may have moved since written (a fit, a pin, a new node)
         self.functions: dict[str, Choice] = {}  # template PE id -> the function chosen (the best estimate)
         self.probes: dict[str, Probe] = {}  # template PE id -> this macro epoch's exploration probe
         self.macro_epochs = 0
@@ -287,28 +380,107 @@ class Learning:
         self.held: dict[str, tuple[float, float]] = {}  # PE id -> (allocated mips, since when)
         self.spec_pins: dict[str, tuple[bool, float | None, float | None]] = {}
         self.summary = ""  # the last "planning with" counts logged
+        # issue 38 item 4: the cycle's state
+        self.lock = threading.RLock()  # the learner and what is derived from it
+        self.scheduled = custom is not None  # refits by the cycle (else the learner's own lazy refit)
+        self.fit_budget_s = fit_budget_s
+        self.background = background
+        self.written: dict[str, tuple[dict[str, Any], float]] = {}  # key -> (status last written, when)
+        self.exists: set[str] = set()  # profiles the API holds (listed or created)
+        self.restored: set[str] = set()  # nodes holding a fit restored from their status, not yet bettered
+        self.published: dict[str, tuple[str, dict[str, Choice]]] = {}  # template -> (version, its PEs' functions)
+        self.pending: tuple[set[str], list[Mapping[str, Any]]] | None = None  # what the cycle chooses for
+        self.stats: dict[str, Any] = {}  # the last cycle's figures
+        self.changed: set[str] = set()  # nodes whose fit or pin changed since the functions were last chosen
+        self._lineages: dict[str, tuple[str, set[str]]] = {}  # template -> (version, its PEs' signature nodes)
+        self._rolls = 0
+        self._kick = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    # ---------------------------------------------------------------- observing (the learner's side)
+    def take(self, sig: Signature, samples: list[Sample], now: float) -> list[str]:
+        """Give ``samples`` of ``sig`` to the learner; returns the nodes updated. Under the cycle the
+        nodes are not left for the learner's lazy refit (:meth:`refit` decides)."""
+        with self.lock:
+            keys = self.learner.observe(sig, samples, now)
+            for k in keys:
+                if self.scheduled:
+                    self.learner.models[k].stale = False
+                if k not in self.written:
+                    self.dirty.add(k)
+            return keys
 
     # ---------------------------------------------------------------- storage
     def sync(self) -> None:
-        """Read the profiles (load them the first time, apply pins every time), then write the changed ones."""
+        """One cycle: read the profiles (load them the first time, apply pins every time), refit
+        within the budget, choose the functions pending, write the profiles whose fit moved."""
         if self.custom is None:
             return
+        t0 = time.perf_counter()
+        stats: dict[str, Any] = {}
+        if not self.loaded:
+            self._load()
+        else:
+            self._pins()
+        stats["list_s"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        stats.update(self.refit())
+        stats["refit_s"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        self._publish()
+        stats["choose_s"] = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        stats["written"] = self.write()
+        stats["write_s"] = time.perf_counter() - t3
+        stats["cycle_s"] = time.perf_counter() - t0
+        self.stats = stats
+        CYCLE.set(stats["cycle_s"])
+        PROFILES.set(len(self.learner.models))
+
+    def _list(self, selector: str | None = None) -> list[Any] | None:
+        assert self.custom is not None
         try:
-            resp = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, PLURAL, _request_timeout=10)
-            items = list((cast(dict[str, Any], resp) or {}).get("items") or [])[:MAX_PROFILES_LOADED]
+            kw: dict[str, Any] = {"field_selector": selector} if selector else {}
+            resp = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, PLURAL, _request_timeout=60, **kw)
+            return list((cast(dict[str, Any], resp) or {}).get("items") or [])
         except Exception as e:  # noqa: BLE001  (404: the CRD is not installed; anything else: next epoch)
+            if selector and isinstance(e, client.ApiException) and e.status == 400:
+                raise
             ERRORS.labels("list").inc()
             log.warning("ResourceProfiles could not be listed: %s", getattr(e, "reason", e))
-            items = None
+            return None
+
+    def _load(self) -> None:
+        """Every profile, once (a restarted operator plans with them from its first macro epoch)."""
+        items = self._list()
         if items is not None:
-            self._read(items)
-        self.write()
-        PROFILES.set(len(self.learner.models))
+            with self.lock:
+                self._read(items)
+                self.exists = {str((o.get("metadata") or {}).get("name", "")) for o in items}
+
+    def _pins(self) -> None:
+        """The pinned profiles only (``fieldSelector spec.pinned=true``: the CRD's selectable field);
+        a profile pinned before and missing from them was unpinned. An API server that cannot select
+        on the field: every profile, as before."""
+        try:
+            items = self._list("spec.pinned=true")
+        except client.ApiException:
+            items = self._list()
+        if items is None:
+            return
+        names = {str((o.get("metadata") or {}).get("name", "")) for o in items}
+        gone = [{"metadata": {"name": n}, "spec": {"pinned": False}} for n, pin in self.spec_pins.items() if pin[0] and n not in names]
+        with self.lock:
+            self._read(items + gone)
 
     def read_profiles(self, items: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
         """Load ResourceProfile objects (``kubesoda plan`` reads them from files) and apply their
         pins, as a macro epoch does; returns (name, why) for each profile skipped."""
-        return self._read(list(items))
+        with self.lock:
+            return self._read(list(items))
 
     def _read(self, items: list[Any]) -> list[tuple[str, str]]:
         skipped: list[tuple[str, str]] = []
@@ -317,7 +489,11 @@ class Learning:
             sp = obj.get("spec") or {}
             try:
                 if not self.loaded and name not in self.learner.models:
-                    self.learner.add_model(model_from_profile(obj))
+                    added = self.learner.add_model(model_from_profile(obj))
+                    if added.fit is not None and not added.samples:
+                        self.restored.add(name)
+                    if obj.get("status"):  # as written: nothing to write until the fit moves
+                        self.written[name] = (dict(obj["status"]), time.monotonic())
                 pinned = bool(sp.get("pinned", False))
                 pin = (pinned, _num(sp.get("a")), _num(sp.get("b")))
                 m = self.learner.models.get(name)
@@ -326,11 +502,14 @@ class Learning:
                 if pinned and (not m.pinned or self.spec_pins.get(name) != pin):
                     self.learner.pin(name, a=pin[1], b=pin[2])
                     self.dirty.add(name)
+                    self.changed.add(name)
                     log.info("ResourceProfile %s pinned (a=%s, b=%s)", name, m.a, m.b)
                 elif not pinned and m.pinned:
                     self.learner.unpin(name)
                     m.stale = bool(m.samples)
+                    m.fitted_n = 0 if m.samples else m.fitted_n  # refitted by the next cycle
                     self.dirty.add(name)
+                    self.changed.add(name)
                     log.info("ResourceProfile %s unpinned: learned again", name)
                 self.spec_pins[name] = pin
             except (ValueError, TypeError, KeyError, ValidationError) as e:
@@ -342,36 +521,136 @@ class Learning:
         self.loaded = True
         return skipped
 
+    # ---------------------------------------------------------------- refits
+    def refit(self, budget_s: float | None = None) -> dict[str, Any]:
+        """Refit the nodes that need it most, each on a copy outside the lock, until ``budget_s``
+        (default :attr:`fit_budget_s`) has passed; returns counts (candidates, refitted, deferred)."""
+        budget = self.fit_budget_s if budget_s is None else budget_s
+        t0 = time.perf_counter()
+        with self.lock:
+            views = [(k, m.kind, m.fit, m.family, m.samples[-max(1, m.observed - m.fitted_n):], len(m.samples),
+                      m.observed - m.fitted_n, m.fitted_n) for k, m in self.learner.models.items()
+                     if not m.pinned and m.samples and m.observed > m.fitted_n]
+        queue: list[tuple[float, str]] = []
+        for key, kind, fit, fam, new, n, fresh, fitted in views:
+            score = _need_score(kind, fit, fam, new, n, fresh, fitted)
+            if score > 0:
+                queue.append((score, key))
+        # highest need first; the levels of one PE (the same window) next to each other, fitted once
+        queue.sort(key=lambda x: (-x[0], x[1]))
+        memo: dict[tuple[Any, ...], Any] = {}
+        done = 0
+        for i, (_, key) in enumerate(queue):
+            if i > 0 and time.perf_counter() - t0 > budget:  # at least one per cycle: progress
+                DEFERRED.set(len(queue) - i)
+                return {"candidates": len(queue), "refitted": done, "deferred": len(queue) - i}
+            with self.lock:
+                m = self.learner.models.get(key)
+                if m is None or m.pinned:
+                    continue
+                copy = m.model_copy(update={"samples": list(m.samples), "stale": True})
+            self.learner._refit(copy, memo)  # the learner's refit, on the copy: nothing shared is touched
+            with self.lock:
+                m = self.learner.models.get(key)
+                if m is None or m.pinned:
+                    continue
+                if key in self.restored and (copy.fit is None or copy.fit.confidence < m.confidence):
+                    m.fitted_n = copy.observed  # the restored fit stands; tried again once more samples came
+                    continue
+                self.restored.discard(key)
+                m.fit, m.family, m.a, m.b, m.fitted_n = copy.fit, copy.family, copy.a, copy.b, copy.observed
+                m.stale = False
+                self.dirty.add(key)
+                self.changed.add(key)
+            done += 1
+        REFITS.inc(done)
+        DEFERRED.set(0)
+        return {"candidates": len(queue), "refitted": done, "deferred": 0}
+
+    # ---------------------------------------------------------------- writes
     def write(self) -> int:
-        """Create (if absent) and write the status of every node updated since the last write; returns how many."""
+        """Create (if absent) and write the status of the nodes whose fit moved (:func:`status_moved`)
+        since written, a few at a time; returns how many were written."""
         if self.custom is None or not self.dirty:
             return 0
         now = self.clock()
-        done = 0
-        for key in sorted(self.dirty):
-            if self.fence():
-                return done
-            model = self.learner.get(key)
-            if model is None:
-                self.dirty.discard(key)
-                continue
-            try:
+        t = time.monotonic()
+        todo: list[tuple[str, dict[str, Any], str, str]] = []
+        with self.lock:
+            for key in sorted(self.dirty):
+                model = self.learner.models.get(key)
+                if model is None:
+                    self.dirty.discard(key)
+                    continue
                 st = profile_status(model, now)
+                old = self.written.get(key)
+                if old is not None and not status_moved(old[0], st, t - old[1]):
+                    self.dirty.discard(key)
+                    continue
+                todo.append((key, st, model.kind.value, model.level.value))
+        if not todo:
+            return 0
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="kubesoda-profiles")
+        done = sum(self._pool.map(lambda x: self._write_one(x[0], x[1], x[2], x[3], t), todo))
+        return done
+
+    def _write_one(self, key: str, st: dict[str, Any], kind: str, level: str, at: float) -> bool:
+        assert self.custom is not None
+        if self.fence():
+            return False
+        try:
+            if key not in self.exists:
                 body = {"apiVersion": crd.API_VERSION, "kind": KIND,
-                        "metadata": {"name": key, "labels": {"kubesoda.io/pe-kind": model.kind.value, "kubesoda.io/signature-level": model.level.value}},
+                        "metadata": {"name": key, "labels": {"kubesoda.io/pe-kind": kind, "kubesoda.io/signature-level": level}},
                         "spec": {"pinned": False}}
                 try:
                     self.custom.create_cluster_custom_object(crd.GROUP, crd.VERSION, PLURAL, body, _request_timeout=10)
                 except client.ApiException as e:
                     if e.status != 409:
                         raise
-                self.custom.patch_cluster_custom_object_status(crd.GROUP, crd.VERSION, PLURAL, key, {"status": st}, _request_timeout=10)
+                self.exists.add(key)
+            self.custom.patch_cluster_custom_object_status(crd.GROUP, crd.VERSION, PLURAL, key, {"status": st}, _request_timeout=10)
+            with self.lock:
+                self.written[key] = (st, at)
                 self.dirty.discard(key)
-                done += 1
-            except Exception as e:  # noqa: BLE001  (a failed write waits for the next macro epoch)
-                ERRORS.labels("write").inc()
-                log.warning("ResourceProfile %s not written: %s", key, getattr(e, "reason", None) or e)
-        return done
+            return True
+        except Exception as e:  # noqa: BLE001  (a failed write waits for the next macro epoch)
+            if isinstance(e, client.ApiException) and e.status == 404:
+                self.exists.discard(key)  # deleted by someone: created again next time
+            ERRORS.labels("write").inc()
+            log.warning("ResourceProfile %s not written: %s", key, getattr(e, "reason", None) or e)
+            return False
+
+    # ---------------------------------------------------------------- the cycle's thread
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="kubesoda-learning", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._kick.wait()
+            self._kick.clear()
+            self._idle.clear()
+            try:
+                self.sync()
+            except Exception:  # noqa: BLE001  (the next macro epoch tries again)
+                ERRORS.labels("cycle").inc()
+                log.exception("resource function learner: cycle failed")
+            finally:
+                self._idle.set()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no cycle runs or is asked for (tests, benchmarks)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._idle.wait(left):
+                return False
+            if not self._kick.is_set():
+                return True
+            time.sleep(0.01)
 
     # ---------------------------------------------------------------- planning
     def choose_all(self, scen: Scenario, templates: Iterable[Mapping[str, Any]], policy: Mapping[str, Any] | None) -> dict[str, Choice]:
@@ -380,21 +659,73 @@ class Learning:
         names = {t.name for t in scen.templates}
         out: dict[str, Choice] = {}
         for obj in templates:
-            tname = f"{(obj.get('metadata') or {}).get('namespace') or 'default'}/{(obj.get('metadata') or {}).get('name')}"
-            if tname not in names:
-                continue
-            try:
+            tname = _template_name(obj)
+            if tname in names:
+                out.update(self._choose_template(tname, obj))
+        self._set_functions(out)
+        return out
+
+    def _choose_template(self, tname: str, obj: Mapping[str, Any]) -> dict[str, Choice]:
+        out: dict[str, Choice] = {}
+        try:
+            with self.lock:
                 sigs = template_signatures(obj)
                 for p in (obj.get("spec") or {}).get("pes") or []:
                     sig = sigs.get(str(p.get("name")))
                     if sig is None:
                         continue
-                    declared = declared_function(p)
-                    out[pe_id(tname, str(p.get("name")))] = choose(sig.kind, declared, sig, self.learner, self.settings,
+                    out[pe_id(tname, str(p.get("name")))] = choose(sig.kind, declared_function(p), sig, self.learner, self.settings,
                                                             combine=(p.get("resourceFunction") or {}).get("combine"))
-            except Exception as e:  # noqa: BLE001  (the template keeps what the translation gave it)
-                ERRORS.labels("choose").inc()
-                log.warning("resource functions of StreamTemplate %s: %s", tname, e)
+        except Exception as e:  # noqa: BLE001  (the template keeps what the translation gave it)
+            ERRORS.labels("choose").inc()
+            log.warning("resource functions of StreamTemplate %s: %s", tname, e)
+            return {}
+        return out
+
+    def _version(self, obj: Mapping[str, Any]) -> str:
+        """What the functions chosen for a template depend on besides the learner: its spec and the settings."""
+        h = hashlib.sha1(json.dumps(obj.get("spec") or {}, sort_keys=True, default=str).encode())
+        h.update(self.settings.model_dump_json().encode())
+        return h.hexdigest()
+
+    def _publish(self) -> None:
+        """The cycle's choice of functions for the templates of the last macro epoch (after its refits)."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        names, templates = pending
+        with self.lock:
+            changed, self.changed = self.changed, set()
+        out: dict[str, tuple[str, dict[str, Choice]]] = {}
+        self._rolls += 1
+        for i, obj in enumerate(templates):
+            tname = _template_name(obj)
+            if tname not in names:
+                continue
+            version = self._version(obj)
+            prev = self.published.get(tname)
+            # chosen again when a node of its PEs changed, and every ROLL cycles in turn (the pooled
+            # root, refitted every cycle, rarely wins and is not worth every template every cycle)
+            if prev is not None and prev[0] == version and (i + self._rolls) % ROLL and not (self._nodes(tname, version, obj) & changed):
+                out[tname] = prev
+            else:
+                out[tname] = (version, self._choose_template(tname, obj))
+        self.published = out
+
+    def _nodes(self, tname: str, version: str, obj: Mapping[str, Any]) -> set[str]:
+        """The signature nodes below the root of a template's PEs (and of their aliased digests)."""
+        got = self._lineages.get(tname)
+        if got is not None and got[0] == version:
+            return got[1]
+        keys: set[str] = set()
+        with self.lock:
+            for sig in template_signatures(obj).values():
+                for s in (sig, self.learner.resolve(sig)):
+                    keys.update(n.key for n in s.lineage() if n.level is not Level.kind)
+        self._lineages[tname] = (version, keys)
+        return keys
+
+    def _set_functions(self, out: dict[str, Choice]) -> None:
         self.functions = out
         counts: dict[str, int] = {}
         for c in out.values():
@@ -404,15 +735,36 @@ class Learning:
         if summary != self.summary:
             log.info("planning with resource functions: %s", summary)
             self.summary = summary
-        return out
 
     def macro(self, scen: Scenario, templates: Iterable[Mapping[str, Any]], policy: Mapping[str, Any] | None) -> dict[str, Choice]:
-        """The macro epoch's part: profiles synced, functions chosen, exploration probes picked; the
-        functions to plan with (``pipeline.run(scen, functions=...)``, the pipeline's first step)."""
+        """The macro epoch's part: the functions to plan with (``pipeline.run(scen, functions=...)``,
+        the pipeline's first step), exploration probes picked. With an API and ``background``: the
+        functions the last cycle published (a template it has not seen chosen here), every profile
+        loaded first the first time, and the next cycle started (off the epoch lock); else
+        everything here, as one step."""
         try:
-            self.sync()
-            self.choose_all(scen, templates, policy)
-            self.probes = self.explore()
+            tlist = list(templates)
+            if self.custom is None or not self.background:
+                self.sync()
+                self.choose_all(scen, tlist, policy)
+            else:
+                self.settings = settings_from(policy)
+                if not self.loaded:  # the first macro epoch plans with what was learned before
+                    self._load()
+                names = {t.name for t in scen.templates}
+                out: dict[str, Choice] = {}
+                for obj in tlist:
+                    tname = _template_name(obj)
+                    if tname not in names:
+                        continue
+                    pub = self.published.get(tname)
+                    out.update(pub[1] if pub is not None and pub[0] == self._version(obj) else self._choose_template(tname, obj))
+                self._set_functions(out)
+                self.pending = (names, tlist)
+                self._start()
+                self._kick.set()
+            with self.lock:
+                self.probes = self.explore()
             return self.planned()
         except Exception:  # noqa: BLE001  (planning goes on with the declared functions)
             ERRORS.labels("macro").inc()
@@ -495,7 +847,65 @@ class Learning:
                 s = sample_from_observation(ob, sig.kind, held[0], now, selectivity=sel, combine=comb)
                 if s is None:
                     continue
-                self.dirty.update(self.learner.observe(sig, [s], now))
+                self.take(sig, [s], now)
                 taken += 1
         SAMPLES.inc(taken)
         return taken
+
+
+def _template_name(obj: Mapping[str, Any]) -> str:
+    md = obj.get("metadata") or {}
+    return f"{md.get('namespace') or 'default'}/{md.get('name')}"
+
+
+def _need_score(kind: PEKind, fit: Fit | None, family: FamilyFit | None, new: list[Sample], n: int, fresh: int, fitted: int) -> float:
+    """How much a node with ``fresh`` samples since its fit (of ``n`` in its window) needs a refit: 0
+    not at all (its fit predicts them); higher first. Never fitted > surprised by the new samples >
+    an untrusted fit grown by a quarter > a window replaced as a whole."""
+    if fit is None:
+        return 1000.0 + fresh if n >= 3 or fresh >= n else 0.0
+    err = _error(kind, fit, family, new)
+    limit = max(SURPRISE, 2.0 * (fit.held_out_error if fit.held_out_error is not None else fit.rel_residual))
+    if err > limit:
+        return 100.0 + min(err, 10.0)
+    if (fit.trusted is False or fit.confidence < CONFIDENT) and fresh >= max(1.0, GROWTH * max(fitted, 1)) and fresh >= 1:
+        return 10.0 + fresh / max(n, 1)
+    if fresh >= n >= FULL_WINDOW:  # a whole window since the fit (not merely the few samples since a restart)
+        return 1.0 + fresh / max(n, 1)
+    return 0.0
+
+
+def _error(kind: PEKind, fit: Fit, family: FamilyFit | None, samples: list[Sample]) -> float:
+    """The median |predicted / observed - 1| of output rate and (measured) mips used of a fit on ``samples``."""
+    ok = [s for s in samples if s.r_o > 0 and s.m > 0 and s.r_i > 0]
+    if not ok:
+        return 0.0
+    r_i = np.array([np.inf if s.censored else s.r_i for s in ok])
+    m = np.array([s.m for s in ok])
+    r_o = np.array([s.r_o for s in ok])
+    mu = np.array([np.nan if s.m_used is None else s.m_used for s in ok])
+    if family is not None:
+        pr, pu = family.predict(r_i, m)
+    else:
+        ri = np.array([s.r_i for s in ok])
+        if kind is PEKind.source:
+            pr, pu = np.minimum(fit.a * m, ri), np.minimum(m, ri / fit.a)
+        else:
+            pr, pu = np.minimum(fit.a * ri * m, fit.b * ri), np.minimum(m, np.full_like(m, fit.b / fit.a))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eo = np.abs(pr / r_o - 1.0)
+        eu = np.where(np.isfinite(mu) & (mu > 0), np.abs(pu / np.where(mu > 0, mu, 1.0) - 1.0), eo)
+    e = 0.5 * (eo + eu)
+    e = e[np.isfinite(e)]
+    return float(np.median(e)) if e.size else float("inf")
+
+
+def _compact(x: Any) -> Any:
+    """Floats to 6 significant digits (a status, not a checkpoint of every bit)."""
+    if isinstance(x, float):
+        return _sig(x) if math.isfinite(x) else x
+    if isinstance(x, dict):
+        return {k: _compact(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_compact(v) for v in x]
+    return x

@@ -1,13 +1,17 @@
 """Observation: what the PE instances really do, read from Prometheus every micro epoch.
 
 The operator asks a Prometheus server (``kubesoda run --prometheus-url``) three aggregated queries
-per micro epoch, whatever the cluster's size (docs/pe-metrics.md is the contract the series follow,
+per micro epoch (five with the learner's two), whatever the cluster's size (docs/pe-metrics.md is the contract the series follow,
 from the PE SDK on real pods or from ``kubesoda simulate`` on KWOK):
 
 - tuples/s received and emitted per (namespace, streamjob, pe, stream), ``rate()`` over the
   SchedulingPolicy's ``observation.windowSeconds`` (default 30);
 - CPU cores used per pod (cAdvisor's ``container_cpu_usage_seconds_total``, container ``pe``),
-  turned into mips with the pod's node's mips-per-core.
+  turned into mips with the pod's node's mips-per-core;
+- for the learner (issue 38), per input stream: tuples/s that arrived in the PEs' input queues
+  (the rate offered, which exceeds the received rate by the queue's growth) and the share of the
+  window the input waited on a full queue (the offered rate then a lower bound). A PE without
+  these series (an SDK before them, a simulator) reports none: the learner then falls back.
 
 :func:`soda_optimizer.observed.evaluate` then scores them with the plan's own objective, job by
 job. Each job's status gets an ``observed`` block (ingest rate, observed next to projected
@@ -47,6 +51,8 @@ NO_SOURCE = {"source": "none", "message": "no observation source: the operator r
 
 Q_RECEIVED = "sum by (namespace, streamjob, pe, stream) (rate(kubesoda_pe_tuples_received_total[{w}s]))"
 Q_EMITTED = "sum by (namespace, streamjob, pe, stream) (rate(kubesoda_pe_tuples_emitted_total[{w}s]))"
+Q_ARRIVED = "sum by (namespace, streamjob, pe, stream) (rate(kubesoda_pe_tuples_arrived_total[{w}s]))"
+Q_BLOCKED = "sum by (namespace, streamjob, pe, stream) (rate(kubesoda_pe_input_blocked_seconds_total[{w}s]))"
 Q_CPU = 'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{{container="pe"}}[{w}s]))'
 
 
@@ -98,11 +104,16 @@ def settings(policy: Mapping[str, Any] | None) -> tuple[int, float]:
 
 def pe_observations(received: list[tuple[dict[str, str], float]], emitted: list[tuple[dict[str, str], float]],
                     cpu: list[tuple[dict[str, str], float]], pods: list[dict[str, Any]],
-                    mips_per_core: Mapping[str, float]) -> dict[str, PEObservation]:
-    """Per global PE id (``namespace/job:pe``): rates per stream and the mips its pods used."""
+                    mips_per_core: Mapping[str, float], arrived: list[tuple[dict[str, str], float]] | None = None,
+                    blocked: list[tuple[dict[str, str], float]] | None = None) -> dict[str, PEObservation]:
+    """Per global PE id (``namespace/job:pe``): rates per stream and the mips its pods used; with
+    ``arrived`` and ``blocked`` (the input queue series) the offered rate per input stream and the
+    share of the window it waited on a full queue."""
     rec: dict[str, dict[str, float]] = {}
     emi: dict[str, dict[str, float]] = {}
-    for rows, into in ((received, rec), (emitted, emi)):
+    arr: dict[str, dict[str, float]] = {}
+    blk: dict[str, dict[str, float]] = {}
+    for rows, into in ((received, rec), (emitted, emi), (arrived or [], arr), (blocked or [], blk)):
         for lab, v in rows:
             if not (lab.get("namespace") and lab.get("streamjob") and lab.get("pe") and lab.get("stream")):
                 continue
@@ -121,7 +132,8 @@ def pe_observations(received: list[tuple[dict[str, str], float]], emitted: list[
         if w is None:
             continue
         used[w[0]] = used.get(w[0], 0.0) + cores * mips_per_core.get(w[1], 1000.0)
-    return {p: PEObservation(received=rec.get(p, {}), emitted=emi.get(p, {}), mips=used.get(p))
+    return {p: PEObservation(received=rec.get(p, {}), emitted=emi.get(p, {}), mips=used.get(p), offered=arr.get(p, {}),
+                             blocked=blk.get(p, {}))
             for p in set(rec) | set(emi) | set(used)}
 
 
@@ -178,7 +190,7 @@ class Observer:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         admitted = {d.job: d.template for d in plan.jobs if d.admitted and d.template}
         try:
-            rows = [self.prom.query(q.format(w=window)) for q in (Q_RECEIVED, Q_EMITTED, Q_CPU)]
+            rows = [self.prom.query(q.format(w=window)) for q in (Q_RECEIVED, Q_EMITTED, Q_CPU, Q_ARRIVED, Q_BLOCKED)]
         except ObservationError as e:
             metrics.OBSERVATION_ERRORS.inc()
             log.warning("observation failed: %s", e)
@@ -188,8 +200,8 @@ class Observer:
                 self.blocks[job] = {**old, "error": str(e)}
             return
         mpc = {n.name: n.mips_per_core for n in scen.nodes}
-        received, emitted, cpu = rows
-        pes = pe_observations(received, emitted, cpu, pods, mpc)
+        received, emitted, cpu, arrived, blocked = rows
+        pes = pe_observations(received, emitted, cpu, pods, mpc, arrived, blocked)
         self.last = pes
         choice = {j: t for j, t in admitted.items() if any(x.name == j for x in scen.jobs)}
         glued = glue(scen, choice)

@@ -12,8 +12,12 @@ agree on a healthy PE; the median resists one odd series). ``m`` is the mips the
 saturated PE *receives* only what it processes, so the received rate is not the rate offered to
 it. The rule:
 
-- the observation reports an offered rate for an input (``offered``): ``r_i`` combines the offered
-  rates and ``r_p`` the received ones (what the PE took in);
+- the observation reports an offered rate for an input (``offered``, the SDK's
+  ``kubesoda_pe_tuples_arrived_total``: what arrived in the PE's input queue, the received rate plus
+  the queue's growth): ``r_i`` combines the offered rates and ``r_p`` the received ones (what the PE
+  took in). When an input also waited on a full queue (``blocked`` above ``blocked_min`` of the
+  window) its upstream was held back, the arrival rate is a lower bound of what it would have sent,
+  and the sample is ``censored`` (``r_i`` a lower bound, ``r_p`` still what was processed);
 - else, with CPU to spare (``m_used < (1 - idle_margin) m``), what it received is what it was offered;
 - else (saturated, no offered rate): ``r_i`` is the received rate and the sample is ``censored``:
   ``r_i`` is only a lower bound of the offered rate. :mod:`.family` then takes the processed rate
@@ -37,7 +41,8 @@ from .model import Sample
 
 def sample_from_observation(obs: PEObservation, kind: PEKind, m: float, t: float | None = None, *,
                             selectivity: Mapping[str, float] | None = None,
-                            combine: Literal["sum", "min", "max"] = "sum", idle_margin: float = 0.05) -> Sample | None:
+                            combine: Literal["sum", "min", "max"] = "sum", idle_margin: float = 0.05,
+                            blocked_min: float = 0.02) -> Sample | None:
     """The sample of one PE over one window, or None when the observation lacks an input or an
     output rate (nothing to learn from). ``selectivity`` maps an emitted stream label to its
     selectivity (1 when absent)."""
@@ -48,8 +53,10 @@ def sample_from_observation(obs: PEObservation, kind: PEKind, m: float, t: float
         return None
     r_o = float(np.median(outs))
     if obs.offered:
-        offered = _combined({k: max(obs.offered.get(k, v), v) for k, v in obs.received.items()}, kind, combine)
-        return Sample(r_i=float(offered), m=float(m), r_o=r_o, m_used=obs.mips, t=t, r_p=float(r_p))
+        offered = _combined({k: max(obs.offered.get(k, 0.0), obs.received.get(k, 0.0)) for k in {**obs.received, **obs.offered}},
+                            kind, combine)
+        held_back = any(v > blocked_min for k, v in obs.blocked.items() if k in obs.received or k in obs.offered)
+        return Sample(r_i=float(offered), m=float(m), r_o=r_o, m_used=obs.mips, t=t, r_p=float(r_p), censored=held_back)
     saturated = obs.mips is not None and obs.mips >= (1.0 - idle_margin) * m
     return Sample(r_i=float(r_p), m=float(m), r_o=r_o, m_used=obs.mips, t=t, censored=saturated)
 

@@ -1,0 +1,329 @@
+"""The live learner at scale (issue 38 item 4): 7,000 distinct PEs (21,002 ResourceProfiles) against
+a real API server, main's code and this branch's side by side on the same samples.
+
+    KUBESODA_PORT_BASE=28700 KUBESODA_STATE=$PWD/.local/cluster-i38-scale KUBESODA_TOPOLOGY=hack/topologies/tiny.yaml \\
+      hack/with-cluster.sh .venv/bin/python benchmarks/bench_learning_scale.py [--pes 7000] [--base main]
+
+(the control plane only: the CRDs are applied here, no node is used). Each arm runs in a process of
+its own with the ``optimizer`` and ``operator`` packages of its tree (``before``: ``git archive`` of
+``--base``; ``after``: this worktree), on the same workload:
+
+- 1,000 templates of 7 PEs (a source and a chain of 6 transforms), every PE its own image: 7,000
+  distinct PEs, 3 signature nodes each plus a root per kind: 21,002 nodes;
+- a true behaviour per PE (a cost per tuple of 0.005-0.05 mips x s, output = processed rate), the
+  offered rate 0.5-2 x its nominal rate, the allocation 30-150% of the need, 5% noise on the
+  output and the CPU reading; the offered rate known (the SDK's input queue series);
+- 30 samples per PE first (a warm operator: 5 macro epochs' worth), then a first macro epoch (the
+  profiles created; this branch's first cycle without a fit budget, to catch up), then
+  ``--steady`` macro epochs of 6 micro epochs (60 s at 10 s) each in which ``--drift`` (1%) of the
+  PEs change behaviour (the cost per tuple halved or doubled: their fits must follow), then a
+  restarted operator's first macro epoch (main's restart, which refits every window on the epoch
+  lock, only with ``--restart-before``: at 7,000 PEs it takes longer than the rest together).
+
+Per macro epoch: the seconds the epoch thread spends in ``Learning.macro`` (the epoch lock: main
+does everything there), the seconds of this branch's cycle on its own thread (``Learning.sync``:
+list, refits, choice, writes), the API calls (counted on the client's REST layer), the bytes of
+status written, the bytes listed, the process's RSS. Writes JSON and a markdown table to
+docs/benchmarks/learning-scale.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "benchmarks"
+PES_PER_TEMPLATE = 7
+MICRO_S = 10.0
+MICRO_PER_MACRO = 6
+POLICY = {"spec": {"learning": {"enabled": True}, "observation": {"windowSeconds": 30}}}
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+class Counted:
+    """Counts the API calls of an ApiClient at its REST layer (the real calls, to the real server)."""
+
+    def __init__(self, api: Any):
+        self.calls = 0
+        self.by_method: dict[str, int] = {}
+        self.sent = 0  # request body bytes
+        self.status_sent = 0  # of which status patches
+        self.received = 0  # response bytes
+        self._lock = threading.Lock()
+        orig = api.rest_client.request
+
+        def request(method: str, url: str, *a: Any, **kw: Any) -> Any:
+            body = kw.get("body")
+            n = len(json.dumps(body)) if body is not None else 0
+            got = 0
+            try:
+                r = orig(method, url, *a, **kw)
+                got = len(r.read() or b"") if hasattr(r, "read") else 0
+                return r
+            finally:  # failed calls (409, 422) count too
+                with self._lock:
+                    self.calls += 1
+                    self.by_method[method] = self.by_method.get(method, 0) + 1
+                    self.sent += n
+                    if url.endswith("/status"):
+                        self.status_sent += n
+                    self.received += got
+
+        api.rest_client.request = request
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"calls": self.calls, "by_method": dict(self.by_method), "sent": self.sent, "status_sent": self.status_sent,
+                    "received": self.received}
+
+
+def delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    return {"calls": b["calls"] - a["calls"], "status_bytes": b["status_sent"] - a["status_sent"], "sent_bytes": b["sent"] - a["sent"],
+            "received_bytes": b["received"] - a["received"],
+            "by_method": {k: v - a["by_method"].get(k, 0) for k, v in b["by_method"].items() if v - a["by_method"].get(k, 0)}}
+
+
+# ------------------------------------------------------------------------------------ one arm
+
+
+def templates(n_pes: int) -> list[dict[str, Any]]:
+    out = []
+    for j in range(n_pes // PES_PER_TEMPLATE):
+        names = [f"s{j}"] + [f"t{j}-{k}" for k in range(PES_PER_TEMPLATE - 1)]
+        pes = [{"name": names[0], "kind": "source", "image": f"bench.example/src{j}:1"}] + \
+              [{"name": nm, "image": f"bench.example/op{j}-{k}:1"} for k, nm in enumerate(names[1:])]
+        streams = [{"from": a, "to": b} for a, b in zip(names, names[1:])]
+        out.append({"metadata": {"namespace": "bench", "name": f"tpl{j}"},
+                    "spec": {"pes": pes, "streams": streams, "primalInputs": [{"pe": names[0], "rate": 100}]}})
+    return out
+
+
+def run_arm(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+    from kubernetes import client, config
+
+    from soda_operator.soda import crd, learning
+    from soda_optimizer.learn import Sample
+
+    config.load_kube_config()
+    api = client.ApiClient()
+    counter = Counted(api)
+    custom = client.CustomObjectsApi(api)
+    t_deleted = time.monotonic()
+    while custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, learning.PLURAL, limit=1)["items"]:
+        try:  # 21,000 profiles take longer than the server's request timeout (504): it goes on, we ask again
+            custom.delete_collection_cluster_custom_object(crd.GROUP, crd.VERSION, learning.PLURAL, _request_timeout=300)
+        except client.ApiException as e:
+            if e.status != 504:
+                raise
+        if time.monotonic() - t_deleted > 900:
+            raise SystemExit("the old profiles are not going away")
+        time.sleep(1)
+    tpls = templates(args.pes)
+    sigs = []  # (signature, cost per tuple, nominal rate)
+    rng = np.random.default_rng(args.seed)
+    for t in tpls:
+        for name, sig in learning.template_signatures(t).items():
+            sigs.append((sig, float(np.exp(rng.uniform(np.log(0.005), np.log(0.05)))), float(np.exp(rng.uniform(np.log(50), np.log(500))))))
+    now = [1.0e6]
+    scen = SimpleNamespace(templates=[SimpleNamespace(name=f"bench/{t['metadata']['name']}") for t in tpls])
+    after = hasattr(learning.Learning, "take")
+
+    def make() -> Any:
+        kw: dict[str, Any] = {"clock": lambda: now[0]}
+        return learning.Learning(custom, **kw)
+
+    lrn = make()
+
+    def micro_epoch() -> float:
+        t0 = time.perf_counter()
+        now[0] += MICRO_S
+        for sig, cost, r0 in sigs:
+            r = r0 * float(np.exp(rng.uniform(np.log(0.5), np.log(2.0))))
+            m = cost * r * float(rng.uniform(0.3, 1.5))
+            p = min(r, m / cost)
+            s = Sample(r_i=r, m=m, r_o=p * float(np.exp(rng.normal(0, 0.05))), m_used=cost * p * float(np.exp(rng.normal(0, 0.05))),
+                       t=now[0], r_p=p)
+            if after:
+                lrn.take(sig, [s], now[0])
+            else:
+                lrn.dirty.update(lrn.learner.observe(sig, [s], now[0]))
+        return time.perf_counter() - t0
+
+    def macro_epoch(label: str) -> dict[str, Any]:
+        c0 = counter.snapshot()
+        t0 = time.perf_counter()
+        fns = lrn.macro(scen, tpls, POLICY)
+        on_lock = time.perf_counter() - t0
+        cycle = None
+        stats: dict[str, Any] = {}
+        if after:
+            lrn.wait_idle()
+            stats = dict(lrn.stats)
+            cycle = stats.get("cycle_s")
+        c1 = counter.snapshot()
+        learned = sum(1 for c in fns.values() if c.source.startswith("learned"))
+        row = {"epoch": label, "on_lock_s": round(on_lock, 3), "cycle_s": None if cycle is None else round(cycle, 3),
+               "learning_s": round(on_lock + (cycle or 0.0), 3), **delta(c0, c1), "rss_mb": round(rss_mb(), 1),
+               "learned_pes": learned, "pes": len(fns), "profiles": len(lrn.learner.models),
+               **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in stats.items()}}
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        return row
+
+    rss0 = rss_mb()
+    observe_s = [micro_epoch() for _ in range(30)]  # a warm operator: 30 samples per PE
+    rows = []
+    if after:  # the first cycle catches up with every PE's first fit (a budget per cycle after it)
+        lrn.fit_budget_s = float("inf")
+    rows.append(macro_epoch("first"))
+    if after:
+        lrn.fit_budget_s = learning.FIT_BUDGET_S
+    for i in range(args.steady):
+        # a share of the PEs changes behaviour (the cost per tuple x 0.5 or x 2) each macro epoch
+        for k in rng.choice(len(sigs), size=int(round(args.drift * len(sigs))), replace=False):
+            sig, cost, r0 = sigs[k]
+            sigs[k] = (sig, cost * float(rng.choice([0.5, 2.0])), r0)
+        observe_s += [micro_epoch() for _ in range(MICRO_PER_MACRO)]
+        rows.append(macro_epoch(f"steady {i + 1}"))
+    if args.no_restart:
+        return {"arm": "after" if after else "before", "pes": len(sigs), "rss_start_mb": round(rss0, 1),
+                "rss_before_restart_mb": round(rss_mb(), 1), "observe_s_median": round(statistics.median(observe_s), 3), "rows": rows}
+    # a restarted operator: its first macro epoch loads every profile before it plans
+    del lrn
+    lrn = make()
+    rss_before_restart = rss_mb()
+    rows.append(macro_epoch("restart"))
+    return {"arm": "after" if after else "before", "pes": len(sigs), "rss_start_mb": round(rss0, 1),
+            "rss_before_restart_mb": round(rss_before_restart, 1), "observe_s_median": round(statistics.median(observe_s), 3),
+            "rows": rows}
+
+
+# ------------------------------------------------------------------------------------ both, side by side
+
+
+def export(rev: str, into: Path) -> None:
+    p = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "optimizer", "operator", "pe", "crds"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=p.stdout, check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pes", type=int, default=7000)
+    ap.add_argument("--steady", type=int, default=3, help="macro epochs measured after the first")
+    ap.add_argument("--steady-before", type=int, default=None, help="the same for the before arm (default --steady)")
+    ap.add_argument("--base", default="main", help="the git revision of the 'before' arm")
+    ap.add_argument("--arms", default="before,after")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--drift", type=float, default=0.01, help="share of the PEs whose behaviour changes each steady macro epoch")
+    ap.add_argument("--no-restart", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--restart-before", action="store_true", help="also time main's restart (its first macro epoch refits every window)")
+    ap.add_argument("--arm", help=argparse.SUPPRESS)
+    ap.add_argument("--json", default=str(OUT / "learning-scale.json"))
+    ap.add_argument("--md", default=str(OUT / "learning-scale.md"))
+    ap.add_argument("--render", action="store_true", help="only write --md again from --json")
+    args = ap.parse_args()
+    if args.render:
+        write_md(json.loads(Path(args.json).read_text()), Path(args.md))
+        return
+    if args.arm:
+        print(json.dumps(run_arm(args)))
+        return
+    base_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.base], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
+        trees = {"before": Path(tmp), "after": ROOT}
+        if "before" in args.arms:
+            export(args.base, Path(tmp))
+        for arm in args.arms.split(","):
+            tree = trees[arm]
+            env = {**os.environ, "PYTHONPATH": f"{tree}/optimizer:{tree}/operator:{tree}/pe"}
+            steady = args.steady if arm == "after" or args.steady_before is None else args.steady_before
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--arm", arm, "--pes", str(args.pes), "--steady", str(steady),
+                   "--seed", str(args.seed), "--drift", str(args.drift)]
+            if arm == "before" and not args.restart_before:
+                cmd.append("--no-restart")
+            # each arm with its own tree's CRD (main's status carries the window as a list)
+            subprocess.run(["kubectl", "apply", "--server-side", "--force-conflicts", "-f", str(tree / "crds" / "resourceprofiles.yaml")],
+                           check=True, capture_output=True)
+            print(f"arm {arm} ({tree})", file=sys.stderr, flush=True)
+            t0 = time.monotonic()
+            p = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
+            results[arm] = json.loads(p.stdout.strip().splitlines()[-1])
+            results[arm]["wall_s"] = round(time.monotonic() - t0, 1)
+    out = {"pes": args.pes, "base": f"{args.base} ({base_rev})", "macro_epoch_s": MICRO_S * MICRO_PER_MACRO, "argv": sys.argv[1:],
+           "host": {"cpus": os.cpu_count(), "load": os.getloadavg()}, "arms": results}
+    Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    write_md(out, Path(args.md))
+    print(Path(args.md).read_text())
+
+
+def _fmt_bytes(n: float) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def write_md(out: dict[str, Any], path: Path) -> None:
+    arms = out["arms"]
+    lines = [
+        "# The live learner at scale (issue 38 item 4)",
+        "",
+        f"{out['pes']:,} distinct PEs (one image each: 3 signature nodes per PE, a root per kind), a real API server "
+        f"(local control plane), `Learning` of `{out['base']}` (before) and of this branch (after), the same samples; "
+        f"a macro epoch of {out['macro_epoch_s']:.0f} s (6 micro epochs of 10 s, one sample per PE each). "
+        f"Machine: {out['host']['cpus']} cores shared with other jobs (load {out['host']['load'][0]:.1f} at the end): "
+        "absolute seconds are loaded figures; the side by side ran in one session.",
+        "",
+        "Regenerate:",
+        "",
+        "```",
+        "KUBESODA_PORT_BASE=28700 KUBESODA_STATE=$PWD/.local/cluster-i38-scale KUBESODA_TOPOLOGY=hack/topologies/tiny.yaml \\",
+        "  PYTHONPATH=$PWD/optimizer:$PWD/operator:$PWD/pe hack/with-cluster.sh .venv/bin/python benchmarks/bench_learning_scale.py "
+        + " ".join(a for a in out.get("argv", []) if not a.startswith(("docs/", "--json", "--md"))),
+        "```",
+        "",
+        "| arm | macro epoch | on the epoch lock (s) | cycle off the lock (s) | learning per macro epoch (s) | API calls | status written | listed | refitted | profiles written | PEs planned learned | RSS (MB) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, res in arms.items():
+        for r in res["rows"]:
+            cyc = "" if r["cycle_s"] is None else f"{r['cycle_s']:.2f}"
+            lines.append(f"| {name} | {r['epoch']} | {r['on_lock_s']:.2f} | {cyc} | "
+                         f"{r['learning_s']:.2f} | {r['calls']:,} | {_fmt_bytes(r['status_bytes'])} | {_fmt_bytes(r['received_bytes'])} | "
+                         f"{r.get('refitted', '')} | {r.get('written', '')} | {r['learned_pes']:,} / {r['pes']:,} | {r['rss_mb']:.0f} |")
+    if "before" in arms and "after" in arms:
+        lines += ["", "Medians over the steady macro epochs (before: the first macro epoch stands in when no steady one ran; "
+                  "main writes and refits every node every macro epoch, so they cost the same), before and after:", ""]
+        lines += ["| figure | before | after | ratio |", "| --- | --- | --- | --- |"]
+        def med(arm: str, k: str) -> float:
+            v = [r[k] or 0.0 for r in arms[arm]["rows"] if r["epoch"].startswith("steady")] or \
+                [r[k] or 0.0 for r in arms[arm]["rows"] if r["epoch"] == "first"]
+            return float(statistics.median(v)) if v else float("nan")
+        for k, label in (("learning_s", "learning seconds per macro epoch"), ("on_lock_s", "seconds on the epoch lock"),
+                         ("calls", "API calls per macro epoch"), ("status_bytes", "status bytes written per macro epoch")):
+            b, a = med("before", k), med("after", k)
+            lines.append(f"| {label} | {b:,.2f} | {a:,.2f} | {a / b if b else float('nan'):.3g} |")
+        for arm in ("before", "after"):
+            res = arms[arm]
+            lines.append(f"| RSS growth, {arm} (MB, start -> before the restart) | | | {res['rss_before_restart_mb'] - res['rss_start_mb']:.0f} |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
