@@ -41,12 +41,16 @@ median cost per tuple, then rounds of Huber weights on log residuals, no weight 
   ``r_i``; with fewer than 2 such samples, ``p = r_i`` (the PE SDK's sockets block: what was
   received is what was processed).
 
-**What the optimizer plans with** (:meth:`FamilyFit.at`): the planner evaluates only the paper's
-form, so a family fit is handed over as the paper's ``(A, B)`` that agree with it at an operating
-input rate ``r`` (the weighted median of the offered rates seen): ``B = s(r)`` and ``A = s(r) / n(r)``
-(``A = s(r) r / n(r)`` for a source), i.e. the same output at saturation and the same CPU to reach
-it. Away from ``r`` the paper's form is the tangent's approximation; the learner refits each macro
-epoch, so the operating point follows the input. Departure: the paper has no such family.
+**What the optimizer plans with** (:meth:`FamilyFit.function`): the fit itself, as the curves of
+:class:`soda_optimizer.model.ResourceFunction` (``need`` and ``output``, piecewise linear: exact for
+the linear, affine and hinge needs and a constant selectivity; a geometric grid of ratio
+``2^(1/4)`` from 1/256 to 4x the largest rate seen for a quadratic need or a power selectivity,
+within about 1% of the fit), so the planner's output rates and saturation follow the input rate.
+Its ``a`` and ``b`` are the paper's form matched at an operating input rate ``r`` (the weighted
+median of the offered rates seen, :meth:`FamilyFit.at`): ``B = s(r)`` and ``A = s(r) / n(r)``
+(``A = s(r) r / n(r)`` for a source), the same output at saturation and the same CPU to reach it,
+for what reads only the paper's form. The ``paper`` need is handed over as that form alone.
+Departure: the paper has no such family.
 
 Needs ``m_used`` (the CPU series): a sample without it cannot say which regime it was in, and
 :func:`fit_family` returns None when fewer than 3 samples carry it (the learner then fits the
@@ -62,7 +66,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
-from ..model import PEKind
+from ..model import PEKind, ResourceFunction
 
 if TYPE_CHECKING:
     from .model import Sample
@@ -124,6 +128,36 @@ class FamilyFit(BaseModel):
         if kind is PEKind.source:
             return max(s * r / n, 1e-12), 1.0
         return max(s / n, 1e-12), max(s, 1e-12)
+
+
+    def function(self, kind: PEKind, combine: str = "sum") -> ResourceFunction:
+        """The :class:`ResourceFunction` the optimizer plans with (the module docstring)."""
+        a, b = self.at(kind)
+        base = ResourceFunction(a=min(a, 1e9), b=min(b, 1e9), combine=combine)  # type: ignore[arg-type]
+        if self.need == "paper":
+            return base
+        top = 4.0 * max(self.p_max, self.rate, self.p0)
+        smooth = self.need == "quadratic" and self.c[2] > 0
+        grid = top * 2.0 ** (np.arange(-32, 1) / 4.0)  # 1/256 .. 1 of top, ratio 2^(1/4)
+        if smooth:
+            xs = np.concatenate([[0.0], grid])
+        else:
+            xs = np.array([0.0, top] if self.need != "hinge" or not 0 < self.knot < top else [0.0, self.knot, top])
+        ys = self.need_at(xs)
+        ys = ys + 1e-9 * (1.0 + float(np.max(ys))) * xs / top  # a flat stretch (no cost per tuple) made invertible
+        if not (np.all(np.isfinite(ys)) and np.all(np.diff(ys) > 0)):
+            return base  # a need that does not grow with the rate: the paper's form (nothing to invert)
+        need = tuple(zip(xs.tolist(), ys.tolist()))
+        if self.selectivity == "const" or self.beta == 0:
+            out: tuple[tuple[float, float], ...] = ((0.0, 0.0), (top, float(self.s * top)))
+        else:
+            xo = np.concatenate([[0.0], grid])
+            out = tuple(zip(xo.tolist(), (self.sel_at(xo) * xo).tolist()))
+            out = ((0.0, 0.0),) + out[1:]
+        try:
+            return ResourceFunction(a=base.a, b=base.b, combine=base.combine, need=need, output=out)
+        except ValueError:  # out of the model's bounds: the paper's form
+            return base
 
 
 # --------------------------------------------------------------------------- the functions

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import PEKind
+from ..model import PEKind, ResourceFunction
 from .family import FamilyFit
 from .signature import Level
 
@@ -133,6 +133,13 @@ class LearnedModel(BaseModel):
     def trusted(self) -> bool:
         """Pinned, or fitted and not judged untrustworthy (:attr:`Fit.trusted`)."""
         return self.pinned or (self.fit is not None and self.fit.trusted is not False)
+
+    def function(self, combine: str = "sum") -> ResourceFunction:
+        """The :class:`ResourceFunction` the optimizer plans with: the family fit's curves (issue 38,
+        :meth:`.family.FamilyFit.function`), else (pinned, or fitted in the paper's form) ``a``, ``b``."""
+        if self.family is not None and not self.pinned:
+            return self.family.function(self.kind, combine)
+        return ResourceFunction(a=self.a, b=self.b, combine=combine)  # type: ignore[arg-type]
 
     def predict(self, r_i: float, m: float) -> float:
         """Predicted output rate at input rate ``r_i`` (a source's primal rate) and ``m`` mips."""
