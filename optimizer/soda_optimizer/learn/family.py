@@ -95,6 +95,7 @@ class FamilyFit(BaseModel):
     rate: float = Field(gt=0)  # the operating input rate for the paper's form (weighted median offered rate)
     p_max: float = Field(gt=0)  # the largest processed rate seen
     cv_error: float = Field(ge=0)  # held-out median |predicted / observed - 1| of output rate and mips used
+    cv_mean: float = Field(default=0.0, ge=0)  # the same, the weighted mean (each sample's at most 1)
     in_error: float = Field(ge=0)  # the same, in sample
     outlier_fraction: float = Field(ge=0, le=1)
     n: int = Field(ge=0)  # samples used
@@ -290,6 +291,9 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
         return None
     r_i, m, r_o, mu, rp, cens, w = r_i[ok], m[ok], r_o[ok], mu[ok], rp[ok], cens[ok], w[ok]
     sat = mu >= (1.0 - idle_margin) * m
+    # the mips the processed rate needed: a saturated PE used all it had (its CPU limit, exact), an
+    # idle one what its CPU series says (noisy)
+    y_need = np.where(sat, m, mu)
     measured = np.isfinite(rp) & (rp > 0)
     p_seen = np.where(measured, rp, r_i)
     known = measured | ~sat  # with CPU to spare, it processed all it was offered
@@ -321,7 +325,7 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
               rounds: int = 2) -> np.ndarray:
         if form == "paper":
             return np.array([float(np.exp(_wmedian(np.log(k_est[idx]), weights))), 0.0, 0.0])
-        return _nnls_fit(form, q[idx], mu[idx], weights, knot, rounds, 2.0 * f_scale)
+        return _nnls_fit(form, q[idx], y_need[idx], weights, knot, rounds, 2.0 * f_scale)
 
     def make(sel: Selectivity, form: Need, knot: float, ps: float, c: np.ndarray, lsel_: float, beta_: float,
              p_max: float) -> FamilyFit:
@@ -375,7 +379,9 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
     lo = np.abs(np.log(np.maximum(pr, 1e-12) / r_o))
     lu = np.abs(np.log(np.maximum(pu, 1e-12) / mu))
     out_frac = float(np.sum(w[(lo > outlier_threshold) | (lu > outlier_threshold)]) / np.sum(w))
-    return out.model_copy(update={"cv_error": _wmedian(held_by[(sel_form, need_form, knot_q)], w),
+    held_best = held_by[(sel_form, need_form, knot_q)]
+    return out.model_copy(update={"cv_error": _wmedian(held_best, w),
+                                  "cv_mean": float(np.sum(w * np.minimum(held_best, 1.0)) / np.sum(w)),
                                   "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu), w), "outlier_fraction": out_frac})
 
 

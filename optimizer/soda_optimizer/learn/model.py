@@ -71,7 +71,7 @@ class LearnConfig(BaseModel):
     # the learner before issue 38); a fit is trusted (may be Confident) only with a held-out error
     # and an outlier share at most these
     family: bool = True
-    max_confident_error: float = Field(default=0.1, gt=0)
+    max_confident_error: float = Field(default=0.15, gt=0)
     max_outlier_fraction: float = Field(default=0.3, ge=0, le=1)
     # drift: this many consecutive new samples each further than drift_threshold (log units, and
     # 3x the fit's held-out error) from a trusted fit drop the window before them
