@@ -50,3 +50,12 @@ def test_the_paper_need_is_handed_over_as_the_paper_form():
     assert not rf.curved
     r, m = np.array([50.0, 100.0, 200.0]), np.array([100.0, 400.0, 800.0])
     assert rf.rate_out(r, m) == pytest.approx(f.predict(r, m)[0], rel=1e-9)
+
+
+def test_an_unknown_offered_rate_without_a_cost_per_tuple_predicts_a_finite_rate():
+    """A censored sample (offered rate unknown: inf) of a fit with no cost per tuple and a falling
+    selectivity: the largest rate seen, not inf x 0 = nan (nan held-out errors would pick forms)."""
+    f = FamilyFit(need="affine", c=(300.0, 0.0, 0.0), selectivity="power", s=0.5, beta=0.5, p0=100.0, rate=100.0, p_max=250.0,
+                  cv_error=0.0, in_error=0.0, outlier_fraction=0.0, n=20, n_known=20)
+    out, used = f.predict(np.array([np.inf, 100.0]), np.array([400.0, 400.0]))
+    assert np.all(np.isfinite(out)) and out[0] == pytest.approx(float(f.sel_at(250.0)) * 250.0)

@@ -214,7 +214,10 @@ def _invert(f: FamilyFit, r_i: np.ndarray, m: np.ndarray) -> np.ndarray:
             above = (x + c2 * k) / (c1 + c2)
             p = np.where(x <= c1 * k, below, above)
     p = np.where(x < 0, 0.0, p)
-    return np.asarray(np.minimum(np.maximum(p, 0.0), r_i), dtype=float)
+    p = np.minimum(np.maximum(p, 0.0), r_i)
+    # no cost per tuple (c1 = c2 = 0) and an unknown offered rate (a censored sample): the largest
+    # rate seen, not an infinite one (whose output would be inf x a falling selectivity = nan)
+    return np.asarray(np.where(np.isinf(p), f.p_max, p), dtype=float)
 
 
 def _nnls_fit(need: Need, p: np.ndarray, y: np.ndarray, w: np.ndarray, knot: float, rounds: int = 1,
