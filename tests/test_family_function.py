@@ -59,3 +59,15 @@ def test_an_unknown_offered_rate_without_a_cost_per_tuple_predicts_a_finite_rate
                   cv_error=0.0, in_error=0.0, outlier_fraction=0.0, n=20, n_known=20)
     out, used = f.predict(np.array([np.inf, 100.0]), np.array([400.0, 400.0]))
     assert np.all(np.isfinite(out)) and out[0] == pytest.approx(float(f.sel_at(250.0)) * 250.0)
+
+
+def test_the_paper_need_with_a_falling_selectivity_keeps_its_output_curve():
+    """At the operating rate (all the samples of a constant input say), what the fit predicts."""
+    f = FamilyFit(need="paper", c=(400.0, 0.0, 0.0), selectivity="power", s=0.5, beta=0.5, p0=100.0, rate=100.0, p_max=200.0,
+                  cv_error=0.0, in_error=0.0, outlier_fraction=0.0, n=20, n_known=20)
+    rf = f.function(PEKind.transform)
+    assert rf.curved
+    m = np.array([80.0, 200.0, 399.0, 800.0])
+    r = np.full(m.shape, 100.0)
+    assert rf.rate_out(r, m) == pytest.approx(f.predict(r, m)[0], rel=0.01)
+    assert rf.mips_used(r, m) == pytest.approx(f.predict(r, m)[1], rel=1e-6)

@@ -25,7 +25,10 @@ With ``m`` mips and an offered input rate ``r_i`` the PE processes ``p = min(r_i
 ``s(p) p`` and uses ``min(m, n(r_i))`` mips. Every (selectivity, need) pair is judged by K-fold
 cross-validation (leave-one-out below 12 samples) on the PE's own window, by the mean held-out log
 error (capped at 0.5) of the *combined* prediction, output rate and mips used; the simplest pair
-within 5% of the best wins. The fit's ``cv_error`` is the held-out weighted median of
+within 5% of the best wins (``paper`` before ``linear``: where the samples do not tell a CPU need
+fixed per PE from one growing with the rate, e.g. an input rate that hardly varied, the paper's
+form; handed to the optimizer as curves, the linear need would move the PE's saturation with an
+input rate it was never seen at). The fit's ``cv_error`` is the held-out weighted median of
 ``|predicted / observed - 1|`` under the chosen pair, which is what the learner's confidence is
 built from (:mod:`.learner`). Every fit is robust (a start without samples a factor 4.5 off the
 median cost per tuple, then rounds of Huber weights on log residuals, no weight beyond 0.5);
@@ -49,7 +52,8 @@ within about 1% of the fit), so the planner's output rates and saturation follow
 Its ``a`` and ``b`` are the paper's form matched at an operating input rate ``r`` (the weighted
 median of the offered rates seen, :meth:`FamilyFit.at`): ``B = s(r)`` and ``A = s(r) / n(r)``
 (``A = s(r) r / n(r)`` for a source), the same output at saturation and the same CPU to reach it,
-for what reads only the paper's form. The ``paper`` need is handed over as that form alone.
+for what reads only the paper's form. The ``paper`` need is handed over as that form alone (with a
+selectivity that varies, as a cost per tuple matched at the operating rate and the output curve).
 Departure: the paper has no such family.
 
 Needs ``m_used`` (the CPU series): a sample without it cannot say which regime it was in, and
@@ -135,16 +139,20 @@ class FamilyFit(BaseModel):
         """The :class:`ResourceFunction` the optimizer plans with (the module docstring)."""
         a, b = self.at(kind)
         base = ResourceFunction(a=min(a, 1e9), b=min(b, 1e9), combine=combine)  # type: ignore[arg-type]
-        if self.need == "paper":
+        if self.need == "paper" and (self.selectivity == "const" or self.beta == 0):
             return base
         top = 4.0 * max(self.p_max, self.rate, self.p0)
         smooth = self.need == "quadratic" and self.c[2] > 0
         grid = top * 2.0 ** (np.arange(-32, 1) / 4.0)  # 1/256 .. 1 of top, ratio 2^(1/4)
-        if smooth:
+        if self.need == "paper":  # with a selectivity that varies: its need at the operating rate, per tuple
+            xs = np.array([0.0, top])
+            ys = xs * float(self.c[0]) / max(self.rate, 1e-12)
+        elif smooth:
             xs = np.concatenate([[0.0], grid])
         else:
             xs = np.array([0.0, top] if self.need != "hinge" or not 0 < self.knot < top else [0.0, self.knot, top])
-        ys = self.need_at(xs)
+        if self.need != "paper":
+            ys = self.need_at(xs)
         ys = ys + 1e-9 * (1.0 + float(np.max(ys))) * xs / top  # a flat stretch (no cost per tuple) made invertible
         if not (np.all(np.isfinite(ys)) and np.all(np.diff(ys) > 0)):
             return base  # a need that does not grow with the rate: the paper's form (nothing to invert)
@@ -348,7 +356,7 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
         ls_all, beta_all = train_sel(sel, np.arange(n))
         p_all = processed(ls_all, beta_all)
         ps = float(np.median(p_all))
-        forms: list[tuple[Need, float]] = [("linear", 0.0), ("paper", 0.0)]
+        forms: list[tuple[Need, float]] = [("paper", 0.0), ("linear", 0.0)]  # a tie: the paper form
         if n >= 4:
             forms.append(("affine", 0.0))
         if n >= 6 and np.ptp(p_all / ps) > 0.1:
