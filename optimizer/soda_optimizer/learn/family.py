@@ -372,8 +372,8 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
                 qf = pf / ps
                 c = solve(form, knot, qf, np.where(sat, m * r_i / pf, mu), tr, w[tr])
                 ff = make(sel, form, knot, ps, c, lsf, bf, float(pf.max()))
-                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold])
-                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold])
+                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold])
+                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold])
             held_by[(sel, form, knot)] = held
             cands.append((float(np.sum(w * score) / np.sum(w)), rank, sel, form, knot))
             rank += 1
@@ -386,26 +386,41 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
     q, k_est, idx = p / ps, np.where(sat, m * r_i / p, mu), np.arange(n)
     c = solve(need_form, knot_q, q, k_est, idx, w, 3)
     out = make(sel_form, need_form, knot_q, ps, c, ls, beta, float(p.max()))
-    pr, pu = out.predict(r_eval, m)
+    pr, pu = _predict(out, r_eval, m, r_i)
     lo = np.abs(np.log(np.maximum(pr, 1e-12) / r_o))
     lu = np.abs(np.log(np.maximum(pu, 1e-12) / mu))
     out_frac = float(np.sum(w[(lo > outlier_threshold) | (lu > outlier_threshold)]) / np.sum(w))
     held_best = held_by[(sel_form, need_form, knot_q)]
     return out.model_copy(update={"cv_error": _wmedian(held_best, w),
                                   "cv_mean": float(np.sum(w * np.minimum(held_best, 1.0)) / np.sum(w)),
-                                  "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu), w), "outlier_fraction": out_frac})
+                                  "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu, r_i), w), "outlier_fraction": out_frac})
 
 
-def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """Per sample, the mean of |predicted / observed - 1| of the output rate and the mips used."""
+def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Output rate and mips used of samples at offered ``r_i`` (inf: censored, the offered rate
+    unknown) and ``m`` mips. A censored sample processed what it received (``seen``): its output is
+    ``s(p) p`` and, with a need per tuple, the need of ``p`` is all it had (the paper's need says
+    nothing without the offered rate: all of ``m``). Judged at an offered rate it was never seen at
+    (the operating rate), a new operating point would count as a misfit."""
     pr, pu = f.predict(r_i, m)
+    cens = np.isinf(r_i)
+    if not cens.any():
+        return pr, pu
+    pr = np.where(cens, f.sel_at(seen) * seen, pr)
+    pu = np.where(cens, m if f.need == "paper" else f.need_at(seen), pu)
+    return pr, pu
+
+
+def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Per sample, the mean of |predicted / observed - 1| of the output rate and the mips used."""
+    pr, pu = _predict(f, r_i, m, seen)
     return np.asarray(0.5 * (np.abs(pr / r_o - 1.0) + np.abs(pu / mu - 1.0)), dtype=float)
 
 
-def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray) -> np.ndarray:
+def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
     """Per sample, the mean of |log(predicted / observed)| of the output rate and the mips used, each
     at most ``_CAP``: what the forms are chosen by (a stall or a bad scrape costs a bounded amount)."""
-    pr, pu = f.predict(r_i, m)
+    pr, pu = _predict(f, r_i, m, seen)
     lo = np.minimum(np.abs(np.log(np.maximum(pr, 1e-12) / r_o)), _CAP)
     lu = np.minimum(np.abs(np.log(np.maximum(pu, 1e-12) / mu)), _CAP)
     return np.asarray(0.5 * (lo + lu), dtype=float)
