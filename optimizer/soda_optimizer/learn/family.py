@@ -25,10 +25,9 @@ With ``m`` mips and an offered input rate ``r_i`` the PE processes ``p = min(r_i
 ``s(p) p`` and uses ``min(m, n(r_i))`` mips. Every (selectivity, need) pair is judged by K-fold
 cross-validation (leave-one-out below 12 samples) on the PE's own window, by the mean held-out log
 error (capped at 0.5) of the *combined* prediction, output rate and mips used; the simplest pair
-within 5% of the best wins (``paper`` before ``linear``: where the samples do not tell a CPU need
-fixed per PE from one growing with the rate, e.g. an input rate that hardly varied, the paper's
-form; handed to the optimizer as curves, the linear need would move the PE's saturation with an
-input rate it was never seen at). The fit's ``cv_error`` is the held-out weighted median of
+within 5% of the best wins (``linear`` before ``paper``: a PE seen saturated only, without its
+offered rate, bounds the paper's fixed need from below by the allocations it had, while a cost
+per tuple extrapolates; exploration, :mod:`.explore`, relies on it). The fit's ``cv_error`` is the held-out weighted median of
 ``|predicted / observed - 1|`` under the chosen pair, which is what the learner's confidence is
 built from (:mod:`.learner`). Every fit is robust (a start without samples a factor 4.5 off the
 median cost per tuple, then rounds of Huber weights on log residuals, no weight beyond 0.5);
@@ -356,7 +355,7 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
         ls_all, beta_all = train_sel(sel, np.arange(n))
         p_all = processed(ls_all, beta_all)
         ps = float(np.median(p_all))
-        forms: list[tuple[Need, float]] = [("paper", 0.0), ("linear", 0.0)]  # a tie: the paper form
+        forms: list[tuple[Need, float]] = [("linear", 0.0), ("paper", 0.0)]
         if n >= 4:
             forms.append(("affine", 0.0))
         if n >= 6 and np.ptp(p_all / ps) > 0.1:
@@ -398,17 +397,9 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
 
 def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Output rate and mips used of samples at offered ``r_i`` (inf: censored, the offered rate
-    unknown) and ``m`` mips. A censored sample processed what it received (``seen``): its output is
-    ``s(p) p`` and, with a need per tuple, the need of ``p`` is all it had (the paper's need says
-    nothing without the offered rate: all of ``m``). Judged at an offered rate it was never seen at
-    (the operating rate), a new operating point would count as a misfit."""
-    pr, pu = f.predict(r_i, m)
-    cens = np.isinf(r_i)
-    if not cens.any():
-        return pr, pu
-    pr = np.where(cens, f.sel_at(seen) * seen, pr)
-    pu = np.where(cens, m if f.need == "paper" else f.need_at(seen), pu)
-    return pr, pu
+    unknown) and ``m`` mips (``seen``: the rate they received, unused: judged at what they
+    received, a censored sample would make the paper's fixed need look exact, as it only bounds it)."""
+    return f.predict(r_i, m)
 
 
 def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
