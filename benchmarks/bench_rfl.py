@@ -223,8 +223,9 @@ def step(arm: Arm, s: Setup, epoch: int, macro: bool, rng: np.random.Generator, 
         rf, kind = arm.choices[tmpl_of[g]].rf, s.kinds[tmpl_of[g]]
         mine = by_source.setdefault(arm.choices[tmpl_of[g]].source.split(":", 1)[0], [])
         src = kind is PEKind.source
-        pred_out = min(rf.a * smp.m, smp.r_i) if src else min(rf.a * smp.r_i * smp.m, rf.b * smp.r_i)
-        pred_used = min(smp.m, (smp.r_i if src else rf.b) / rf.a)
+        # what the optimizer computes from the function (the paper's form, or the learned curves)
+        pred_out = float(rf.rate_out(smp.r_i, smp.m, src))
+        pred_used = float(rf.mips_used(smp.r_i, smp.m, src))
         if smp.r_o > 1e-9:
             n_out = max(1, glued_true.graph.out_degree(g))  # one error per stream it feeds (a sink's output counts once)
             err_streams += [abs(pred_out - smp.r_o) / smp.r_o] * n_out

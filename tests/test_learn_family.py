@@ -77,5 +77,5 @@ def test_drift_drops_the_old_window_and_a_poor_fit_is_never_confident() -> None:
         junk.observe(sig, [Sample(r_i=float(rng.uniform(10, 1000)), m=float(rng.uniform(10, 1000)), r_o=float(rng.uniform(1, 100)),
                                   m_used=float(rng.uniform(1, 9)), t=float(i))], float(i))
     j = junk.get(sig.key)
-    assert j is not None and j.fit is not None and j.fit.trusted is False and j.confidence < 0.5
+    assert j is not None and j.fit is not None and j.fit.trusted is False and j.confidence < 0.5 and j.fit.no_fit
     assert junk.lookup(sig) is None

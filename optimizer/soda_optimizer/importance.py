@@ -8,10 +8,20 @@ Rates propagate in topological order ("ready list scheduling", paper Fig. 7):
 - a PE's input rate r_i combines its input streams' rates (``ResourceFunction.combine``: sum by
   default, or min/max) plus its primal inputs;
 - a source PE (no input streams) produces ``r_o = min(a m, primal)``; any other PE produces
-  ``r_o = min(a r_i m, b r_i)``;
+  ``r_o = min(a r_i m, b r_i)``; a PE whose function has curves (issue 38, a departure: the
+  learner's family, :class:`.model.ResourceFunction`) produces ``output(min(r_i, need^-1(m)))``
+  (a source with its primal rate as r_i). Paper-form PEs are evaluated by the very same numpy
+  expressions as before curves existed, so a Scenario without curves gets the same numbers;
 - a stream carries ``r_o x selectivity``; a sink (terminal output) carries r_o.
 Cycles (templates with ``allow_cycles``) are resolved by fixed-point iteration from zero rates;
-the iteration is monotone for these RFs, so it converges to the least fixed point.
+the iteration is monotone for these RFs (curves are non-decreasing), so it converges to the least
+fixed point.
+
+A PE's saturation (:meth:`Evaluator.saturation`, the mips past which its output cannot grow; the
+stages cap goals with it) is ``b/a`` (``primal/a`` for a source) in the paper's form, whatever the
+input; with curves it grows with the input, and it is ``need`` at the largest input rate the PE can
+receive (every producer unbounded: :meth:`Evaluator.max_inputs`), so the cap never cuts mips a PE
+could use.
 
 Sub-results are cached (paper 5.1.3: "a cache of previous results is also employed"): an
 :class:`Evaluator` caches the importance of allocations it has seen, keyed by the allocation row.
@@ -42,6 +52,9 @@ def value(vf: ValueFunction, rate: np.ndarray) -> np.ndarray:
     return np.interp(rate, xs, ys, right=ys[-1])
 
 
+SATURATION_CAP = 1e12  # mips: a curved PE's saturation when its input is unbounded
+
+
 class Evaluator:
     """Vectorised importance and rate evaluation over one glued graph (or a sub-graph)."""
 
@@ -65,9 +78,12 @@ class Evaluator:
         self._a = np.array([d["spec"].rf.a for d in nd])
         self._b = np.array([d["spec"].rf.b for d in nd])
         self._combine = [d["spec"].rf.combine for d in nd]
+        self._rf = [d["spec"].rf for d in nd]
+        self._curved = [rf.curved for rf in self._rf]
         self._primal = np.array([d["primal_rate"] for d in nd])
         self._sinks = [(i, w, vf) for i, d in enumerate(nd) for (w, vf) in d["sinks"]]
         self._cache: dict[bytes, float] = {}
+        self._max_in: np.ndarray | None = None
 
     # ------------------------------------------------------------------ rates
     def outputs(self, alloc: np.ndarray) -> np.ndarray:
@@ -80,7 +96,10 @@ class Evaluator:
                 ins = self._in[i]
                 m = alloc[:, i]
                 if not ins:
-                    out[:, i] = np.minimum(self._a[i] * m, self._primal[i])
+                    if self._curved[i]:
+                        out[:, i] = self._rf[i].rate_out(self._primal[i], m, source=True)
+                    else:
+                        out[:, i] = np.minimum(self._a[i] * m, self._primal[i])
                     continue
                 if len(ins) == 1:
                     r_i = out[:, ins[0][0]] * ins[0][1]
@@ -89,7 +108,10 @@ class Evaluator:
                     c = self._combine[i]
                     r_i = rates.sum(axis=1) if c == "sum" else rates.min(axis=1) if c == "min" else rates.max(axis=1)
                 r_i = r_i + self._primal[i]
-                out[:, i] = np.minimum(self._a[i] * r_i * m, self._b[i] * r_i)
+                if self._curved[i]:
+                    out[:, i] = self._rf[i].rate_out(r_i, m)
+                else:
+                    out[:, i] = np.minimum(self._a[i] * r_i * m, self._b[i] * r_i)
             if not self.cyclic or np.max(np.abs(out - prev), initial=0.0) <= self.tol:
                 break
         return out
@@ -131,7 +153,40 @@ class Evaluator:
                 self._cache[keys[k]] = float(v)
         return np.array([self._cache[key] for key in keys])
 
+    def max_inputs(self) -> np.ndarray:
+        """The largest input rate (a source's: its primal rate) each PE can receive, with every PE
+        unbounded: the bounds of :mod:`.screen`, propagated through this graph."""
+        if self._max_in is not None:
+            return self._max_in
+        r_in = np.zeros(len(self.pes))
+        out = np.zeros(len(self.pes))
+        with np.errstate(over="ignore", invalid="ignore"):
+            for _ in range(self.max_iter if self.cyclic else 1):
+                prev = out.copy()
+                for i in self.order:
+                    ins = self._in[i]
+                    if ins:
+                        rates = [out[s] * sel for s, sel in ins]
+                        c = self._combine[i]
+                        r = sum(rates) if c == "sum" else min(rates) if c == "min" else max(rates)
+                    else:
+                        r = 0.0
+                    r_in[i] = r + self._primal[i]
+                    out[i] = float(self._rf[i].max_output(r_in[i], source=not ins))
+                if not self.cyclic or np.max(np.abs(out - prev), initial=0.0) <= self.tol:
+                    break
+        self._max_in = np.where(np.isfinite(r_in), r_in, np.inf)
+        return self._max_in
+
     def saturation(self) -> np.ndarray:
-        """Mips beyond which a PE's output cannot grow: b/a for transforms, primal/a for sources."""
+        """Mips beyond which a PE's output cannot grow: b/a for transforms, primal/a for sources;
+        with curves, its need at the largest input it can receive (:meth:`max_inputs`), at most
+        :data:`SATURATION_CAP` (the stages take whole units of it)."""
         src = np.array([not ins for ins in self._in])
-        return np.where(src, self._primal / self._a, self._b / self._a)
+        sat = np.where(src, self._primal / self._a, self._b / self._a)
+        if any(self._curved):
+            r_max = self.max_inputs()
+            for i, curved in enumerate(self._curved):
+                if curved:
+                    sat[i] = min(float(self._rf[i].saturation(r_max[i])), SATURATION_CAP)
+        return sat

@@ -31,6 +31,7 @@ glued graph per choice, the cached job graph); split, each part would import the
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -112,6 +113,10 @@ class ValueFunction(_Frozen):
         return self
 
 
+Point = tuple[Annotated[float, Field(ge=0, le=bounds.MAX_RATE, allow_inf_nan=False)],
+              Annotated[float, Field(ge=0, le=bounds.MAX_RATE, allow_inf_nan=False)]]
+
+
 class ResourceFunction(_Frozen):
     """A PE's resource function (paper section 3, 6.1): output rate from input rate and mips.
 
@@ -120,11 +125,122 @@ class ResourceFunction(_Frozen):
     ``r_o = min(a * m, r_i)`` (the paper's ``min(A m, primal rate)``), i.e. ``a`` is output per mips.
     For transforms, ``a`` is output tuples per (input tuple x mips) and ``b`` the output per input
     tuple at saturation.
+
+    **Curves** (issue 38; a departure: the paper has only the form above). With ``need`` given the
+    function is the one the learner's family describes (:mod:`.learn.family`): ``need`` is the mips
+    needed to process ``p`` tuples/s, points ``(p, mips)`` from ``p = 0`` (a background CPU term when
+    its mips are positive), strictly increasing and convex (a cost per tuple that may grow with the
+    rate); ``output`` the output rate when ``p`` tuples/s are processed, points ``(p, r_o)`` from
+    ``p = 0``, non-decreasing (a selectivity that depends on the rate); without ``output``,
+    ``r_o = b p``. Both are piecewise linear, extended past their last point by their last segment.
+    With ``m`` mips and input (or primal) rate ``r_i`` the PE processes ``p = min(r_i, need^-1(m))``
+    (nothing below ``need(0)``), emits ``output(p)`` and uses ``min(m, need(r_i))`` mips: its output
+    is a concave, piecewise-linear function of its mips for each input rate, and the mips that
+    saturate it grow with its input rate. ``a`` and ``b`` then hold the paper's form matched at a
+    typical input rate, for whatever reads only them (the fluid data plane, the CRD's rendering).
+    Without ``need`` the function is exactly the paper's form (every scenario and CRD before).
     """
 
     a: RF = 1.0
     b: RF = 1.0
     combine: Literal["sum", "min", "max"] = "sum"
+    need: tuple[Point, ...] = ()
+    output: tuple[Point, ...] = ()
+
+    @model_validator(mode="after")
+    def _check_curves(self) -> ResourceFunction:
+        if self.output and not self.need:
+            raise ValueError("resource function: 'output' needs 'need'")
+        for name, pts, strict in (("need", self.need, True), ("output", self.output, False)):
+            if not pts:
+                continue
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            if len(pts) < 2 or xs[0] != 0 or any(b <= a for a, b in zip(xs, xs[1:])):
+                raise ValueError(f"resource function '{name}': at least 2 points, from rate 0, rates strictly increasing")
+            if any((b <= a) if strict else (b < a) for a, b in zip(ys, ys[1:])):
+                raise ValueError(f"resource function '{name}': values must {'strictly ' if strict else ''}increase with the rate")
+        if self.need:
+            sl = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(self.need, self.need[1:])]
+            if any(t < s * (1 - 1e-9) for s, t in zip(sl, sl[1:])):
+                raise ValueError("resource function 'need': must be convex (the mips per tuple/s never fall as the rate grows)")
+        return self
+
+    @property
+    def curved(self) -> bool:
+        """True when the function is given by curves (``need``), False for the paper's form."""
+        return bool(self.need)
+
+    # vectorised evaluation (numpy arrays or floats, broadcast); ``source``: r_i is the primal rate
+    def rate_out(self, r_i: Any, m: Any, source: bool = False) -> Any:
+        """The output rate at input (a source's primal) rate ``r_i`` and ``m`` mips."""
+        import numpy as np
+
+        if not self.need:
+            return np.minimum(self.a * m, r_i) if source else np.minimum(self.a * r_i * m, self.b * r_i)
+        return self._out(np.minimum(r_i, _pwl(self.need, m, inverse=True)))
+
+    def mips_used(self, r_i: Any, m: Any, source: bool = False) -> Any:
+        """The mips a PE uses of the ``m`` it has at input rate ``r_i``."""
+        import numpy as np
+
+        return np.minimum(m, self.saturation(r_i, source))
+
+    def saturation(self, r_i: Any, source: bool = False) -> Any:
+        """The mips beyond which the output at input rate ``r_i`` no longer grows (``b/a`` for the
+        paper's transforms, whatever the rate; ``r_i/a`` for its sources; ``need(r_i)`` with curves)."""
+        import numpy as np
+
+        if not self.need:
+            return np.asarray(r_i, dtype=float) / self.a if source else np.full(np.shape(r_i), self.b / self.a)
+        return _pwl(self.need, r_i)
+
+    def max_output(self, r_i: Any, source: bool = False) -> Any:
+        """The output at input rate ``r_i`` with unbounded mips (an upper bound over allocations)."""
+        import numpy as np
+
+        if not self.need:
+            return np.asarray(r_i, dtype=float) * (1.0 if source else self.b)
+        return self._out(np.asarray(r_i, dtype=float))
+
+    def scaled(self, parameter: Literal["a", "b"], factor: float) -> ResourceFunction:
+        """The function with the paper's ``parameter`` times ``factor`` and the curves moved alike:
+        ``a`` (output per mips) x f divides the need by f; ``b`` (output at saturation) x f
+        multiplies both the output and the mips that reach it by f (the same cost per tuple)."""
+        upd: dict[str, Any] = {parameter: getattr(self, parameter) * factor}
+        if self.need:
+            k = 1.0 / factor if parameter == "a" else factor
+            upd["need"] = tuple((p, y * k) for p, y in self.need)
+            if parameter == "b":
+                out = self.output or ((0.0, 0.0), (1.0, self.b))
+                upd["output"] = tuple((p, y * factor) for p, y in out)
+        return self.model_copy(update=upd)
+
+    def _out(self, p: Any) -> Any:
+        return _pwl(self.output, p) if self.output else self.b * p
+
+
+def _pwl(points: tuple[tuple[float, float], ...], x: Any, inverse: bool = False) -> Any:
+    """The piecewise-linear function through ``points`` at ``x`` (its inverse with ``inverse``),
+    extended past the last point by the last segment; the inverse is 0 below the first value."""
+    import numpy as np
+
+    xp, fp = _arrays(points)
+    if inverse:
+        xp, fp = fp, xp
+    x = np.asarray(x, dtype=float)
+    slope = (fp[-1] - fp[-2]) / (xp[-1] - xp[-2])
+    with np.errstate(invalid="ignore", over="ignore"):
+        past = fp[-1] + (x - xp[-1]) * slope if slope > 0 else np.full(x.shape, fp[-1])
+    y = np.interp(x, xp, fp, left=0.0 if inverse else fp[0])
+    return np.where(x > xp[-1], past, y)
+
+
+@functools.lru_cache(maxsize=4096)
+def _arrays(points: tuple[tuple[float, float], ...]) -> tuple[Any, Any]:
+    import numpy as np
+
+    a = np.array(points, dtype=float)
+    return a[:, 0].copy(), a[:, 1].copy()
 
 
 # --------------------------------------------------------------------------- templates

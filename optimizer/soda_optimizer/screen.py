@@ -6,7 +6,8 @@ Each number is bounded where it enters (:mod:`.bounds`, the model's validation);
 cannot see is a product: a chain of selectivities, a large ``b`` times a large primal rate, a
 weight times a slope times a rate. The screen bounds every rate for *every* allocation at once,
 from the resource functions of section 3: a source emits ``min(a m, primal) <= primal``, any other
-PE ``min(a r_i m, b r_i) <= b r_i``, whatever its mips ``m``; value functions are non-decreasing, so
+PE ``min(a r_i m, b r_i) <= b r_i``, whatever its mips ``m`` (a function with curves, issue 38: at
+most its ``output`` at ``r_i``, :meth:`.model.ResourceFunction.max_output`); value functions are non-decreasing, so
 ``weight x value(bound)`` bounds each term of the importance. Rates propagate in topological order
 through each template a job may run (imports included: an importer receives at most its
 exporter's bound x the export's selectivity; templates with cycles by the same 200 rounds of fixed
@@ -66,12 +67,13 @@ def _rates(t: Template, imported: dict[str, float]) -> dict[str, float]:
             feeds = [out[src] * sel for src, sel in ins[p]]
             if p in imported:
                 feeds.append(imported[p])
-            if not feeds:  # a source: min(a m, primal)
-                out[p] = primal.get(p, 0.0)
+            rf = spec[p].rf
+            if not feeds:  # a source: min(a m, primal) (with curves, its output at its primal rate)
+                out[p] = float(rf.max_output(primal.get(p, 0.0), source=True))
                 continue
-            c = spec[p].rf.combine
+            c = rf.combine
             r_i = (sum(feeds) if c == "sum" else min(feeds) if c == "min" else max(feeds)) + primal.get(p, 0.0)
-            out[p] = spec[p].rf.b * r_i
+            out[p] = float(rf.max_output(r_i))  # b r_i (with curves, output(r_i))
         if rounds > 1 and all(abs(out[p] - before[p]) <= 1e-9 for p in out):
             break
     return out

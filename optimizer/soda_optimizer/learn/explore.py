@@ -103,7 +103,7 @@ def select(choices: Mapping[str, Choice], learner: Learner, settings: Exploratio
         if param is None or not _turn(c.key, epoch, settings.period):
             continue
         factor = 1.0 + settings.step
-        rf = c.rf.model_copy(update={param: getattr(c.rf, param) * factor})
+        rf = c.rf.scaled(param, factor)  # the curves, when it has them, move with the parameter
         due.append(Probe(pe=pe, key=c.key, parameter=param, factor=factor,
                          choice=Choice(rf=rf, source=f"{c.source}+probe", key=c.key)))
     cap = max(1, math.floor(settings.max_share * len(learned)))

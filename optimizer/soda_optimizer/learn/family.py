@@ -25,7 +25,9 @@ With ``m`` mips and an offered input rate ``r_i`` the PE processes ``p = min(r_i
 ``s(p) p`` and uses ``min(m, n(r_i))`` mips. Every (selectivity, need) pair is judged by K-fold
 cross-validation (leave-one-out below 12 samples) on the PE's own window, by the mean held-out log
 error (capped at 0.5) of the *combined* prediction, output rate and mips used; the simplest pair
-within 5% of the best wins. The fit's ``cv_error`` is the held-out weighted median of
+within 5% of the best wins (``linear`` before ``paper``: a PE seen saturated only, without its
+offered rate, bounds the paper's fixed need from below by the allocations it had, while a cost
+per tuple extrapolates; exploration, :mod:`.explore`, relies on it). The fit's ``cv_error`` is the held-out weighted median of
 ``|predicted / observed - 1|`` under the chosen pair, which is what the learner's confidence is
 built from (:mod:`.learner`). Every fit is robust (a start without samples a factor 4.5 off the
 median cost per tuple, then rounds of Huber weights on log residuals, no weight beyond 0.5);
@@ -41,12 +43,17 @@ median cost per tuple, then rounds of Huber weights on log residuals, no weight 
   ``r_i``; with fewer than 2 such samples, ``p = r_i`` (the PE SDK's sockets block: what was
   received is what was processed).
 
-**What the optimizer plans with** (:meth:`FamilyFit.at`): the planner evaluates only the paper's
-form, so a family fit is handed over as the paper's ``(A, B)`` that agree with it at an operating
-input rate ``r`` (the weighted median of the offered rates seen): ``B = s(r)`` and ``A = s(r) / n(r)``
-(``A = s(r) r / n(r)`` for a source), i.e. the same output at saturation and the same CPU to reach
-it. Away from ``r`` the paper's form is the tangent's approximation; the learner refits each macro
-epoch, so the operating point follows the input. Departure: the paper has no such family.
+**What the optimizer plans with** (:meth:`FamilyFit.function`): the fit itself, as the curves of
+:class:`soda_optimizer.model.ResourceFunction` (``need`` and ``output``, piecewise linear: exact for
+the linear, affine and hinge needs and a constant selectivity; a geometric grid of ratio
+``2^(1/4)`` from 1/256 to 4x the largest rate seen for a quadratic need or a power selectivity,
+within about 1% of the fit), so the planner's output rates and saturation follow the input rate.
+Its ``a`` and ``b`` are the paper's form matched at an operating input rate ``r`` (the weighted
+median of the offered rates seen, :meth:`FamilyFit.at`): ``B = s(r)`` and ``A = s(r) / n(r)``
+(``A = s(r) r / n(r)`` for a source), the same output at saturation and the same CPU to reach it,
+for what reads only the paper's form. The ``paper`` need is handed over as that form alone (with a
+selectivity that varies, as a cost per tuple matched at the operating rate and the output curve).
+Departure: the paper has no such family.
 
 Needs ``m_used`` (the CPU series): a sample without it cannot say which regime it was in, and
 :func:`fit_family` returns None when fewer than 3 samples carry it (the learner then fits the
@@ -62,7 +69,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
-from ..model import PEKind
+from ..model import PEKind, ResourceFunction
 
 if TYPE_CHECKING:
     from .model import Sample
@@ -91,6 +98,7 @@ class FamilyFit(BaseModel):
     rate: float = Field(gt=0)  # the operating input rate for the paper's form (weighted median offered rate)
     p_max: float = Field(gt=0)  # the largest processed rate seen
     cv_error: float = Field(ge=0)  # held-out median |predicted / observed - 1| of output rate and mips used
+    cv_mean: float = Field(default=0.0, ge=0)  # the same, the weighted mean (each sample's at most 1)
     in_error: float = Field(ge=0)  # the same, in sample
     outlier_fraction: float = Field(ge=0, le=1)
     n: int = Field(ge=0)  # samples used
@@ -124,6 +132,40 @@ class FamilyFit(BaseModel):
         if kind is PEKind.source:
             return max(s * r / n, 1e-12), 1.0
         return max(s / n, 1e-12), max(s, 1e-12)
+
+
+    def function(self, kind: PEKind, combine: str = "sum") -> ResourceFunction:
+        """The :class:`ResourceFunction` the optimizer plans with (the module docstring)."""
+        a, b = self.at(kind)
+        base = ResourceFunction(a=min(a, 1e9), b=min(b, 1e9), combine=combine)  # type: ignore[arg-type]
+        if self.need == "paper" and (self.selectivity == "const" or self.beta == 0):
+            return base
+        top = 4.0 * max(self.p_max, self.rate, self.p0)
+        smooth = self.need == "quadratic" and self.c[2] > 0
+        grid = top * 2.0 ** (np.arange(-32, 1) / 4.0)  # 1/256 .. 1 of top, ratio 2^(1/4)
+        if self.need == "paper":  # with a selectivity that varies: its need at the operating rate, per tuple
+            xs = np.array([0.0, top])
+            ys = xs * float(self.c[0]) / max(self.rate, 1e-12)
+        elif smooth:
+            xs = np.concatenate([[0.0], grid])
+        else:
+            xs = np.array([0.0, top] if self.need != "hinge" or not 0 < self.knot < top else [0.0, self.knot, top])
+        if self.need != "paper":
+            ys = self.need_at(xs)
+        ys = ys + 1e-9 * (1.0 + float(np.max(ys))) * xs / top  # a flat stretch (no cost per tuple) made invertible
+        if not (np.all(np.isfinite(ys)) and np.all(np.diff(ys) > 0)):
+            return base  # a need that does not grow with the rate: the paper's form (nothing to invert)
+        need = tuple(zip(xs.tolist(), ys.tolist()))
+        if self.selectivity == "const" or self.beta == 0:
+            out: tuple[tuple[float, float], ...] = ((0.0, 0.0), (top, float(self.s * top)))
+        else:
+            xo = np.concatenate([[0.0], grid])
+            out = tuple(zip(xo.tolist(), (self.sel_at(xo) * xo).tolist()))
+            out = ((0.0, 0.0),) + out[1:]
+        try:
+            return ResourceFunction(a=base.a, b=base.b, combine=base.combine, need=need, output=out)
+        except ValueError:  # out of the model's bounds: the paper's form
+            return base
 
 
 # --------------------------------------------------------------------------- the functions
@@ -179,7 +221,10 @@ def _invert(f: FamilyFit, r_i: np.ndarray, m: np.ndarray) -> np.ndarray:
             above = (x + c2 * k) / (c1 + c2)
             p = np.where(x <= c1 * k, below, above)
     p = np.where(x < 0, 0.0, p)
-    return np.asarray(np.minimum(np.maximum(p, 0.0), r_i), dtype=float)
+    p = np.minimum(np.maximum(p, 0.0), r_i)
+    # no cost per tuple (c1 = c2 = 0) and an unknown offered rate (a censored sample): the largest
+    # rate seen, not an infinite one (whose output would be inf x a falling selectivity = nan)
+    return np.asarray(np.where(np.isinf(p), f.p_max, p), dtype=float)
 
 
 def _nnls_fit(need: Need, p: np.ndarray, y: np.ndarray, w: np.ndarray, knot: float, rounds: int = 1,
@@ -256,6 +301,9 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
         return None
     r_i, m, r_o, mu, rp, cens, w = r_i[ok], m[ok], r_o[ok], mu[ok], rp[ok], cens[ok], w[ok]
     sat = mu >= (1.0 - idle_margin) * m
+    # the mips the processed rate needed: a saturated PE used all it had (its CPU limit, exact), an
+    # idle one what its CPU series says (noisy)
+    y_need = np.where(sat, m, mu)
     measured = np.isfinite(rp) & (rp > 0)
     p_seen = np.where(measured, rp, r_i)
     known = measured | ~sat  # with CPU to spare, it processed all it was offered
@@ -287,7 +335,7 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
               rounds: int = 2) -> np.ndarray:
         if form == "paper":
             return np.array([float(np.exp(_wmedian(np.log(k_est[idx]), weights))), 0.0, 0.0])
-        return _nnls_fit(form, q[idx], mu[idx], weights, knot, rounds, 2.0 * f_scale)
+        return _nnls_fit(form, q[idx], y_need[idx], weights, knot, rounds, 2.0 * f_scale)
 
     def make(sel: Selectivity, form: Need, knot: float, ps: float, c: np.ndarray, lsel_: float, beta_: float,
              p_max: float) -> FamilyFit:
@@ -323,8 +371,8 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
                 qf = pf / ps
                 c = solve(form, knot, qf, np.where(sat, m * r_i / pf, mu), tr, w[tr])
                 ff = make(sel, form, knot, ps, c, lsf, bf, float(pf.max()))
-                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold])
-                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold])
+                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold])
+                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold])
             held_by[(sel, form, knot)] = held
             cands.append((float(np.sum(w * score) / np.sum(w)), rank, sel, form, knot))
             rank += 1
@@ -337,24 +385,33 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
     q, k_est, idx = p / ps, np.where(sat, m * r_i / p, mu), np.arange(n)
     c = solve(need_form, knot_q, q, k_est, idx, w, 3)
     out = make(sel_form, need_form, knot_q, ps, c, ls, beta, float(p.max()))
-    pr, pu = out.predict(r_eval, m)
+    pr, pu = _predict(out, r_eval, m, r_i)
     lo = np.abs(np.log(np.maximum(pr, 1e-12) / r_o))
     lu = np.abs(np.log(np.maximum(pu, 1e-12) / mu))
     out_frac = float(np.sum(w[(lo > outlier_threshold) | (lu > outlier_threshold)]) / np.sum(w))
-    return out.model_copy(update={"cv_error": _wmedian(held_by[(sel_form, need_form, knot_q)], w),
-                                  "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu), w), "outlier_fraction": out_frac})
+    held_best = held_by[(sel_form, need_form, knot_q)]
+    return out.model_copy(update={"cv_error": _wmedian(held_best, w),
+                                  "cv_mean": float(np.sum(w * np.minimum(held_best, 1.0)) / np.sum(w)),
+                                  "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu, r_i), w), "outlier_fraction": out_frac})
 
 
-def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray) -> np.ndarray:
+def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Output rate and mips used of samples at offered ``r_i`` (inf: censored, the offered rate
+    unknown) and ``m`` mips (``seen``: the rate they received, unused: judged at what they
+    received, a censored sample would make the paper's fixed need look exact, as it only bounds it)."""
+    return f.predict(r_i, m)
+
+
+def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
     """Per sample, the mean of |predicted / observed - 1| of the output rate and the mips used."""
-    pr, pu = f.predict(r_i, m)
+    pr, pu = _predict(f, r_i, m, seen)
     return np.asarray(0.5 * (np.abs(pr / r_o - 1.0) + np.abs(pu / mu - 1.0)), dtype=float)
 
 
-def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray) -> np.ndarray:
+def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
     """Per sample, the mean of |log(predicted / observed)| of the output rate and the mips used, each
     at most ``_CAP``: what the forms are chosen by (a stall or a bad scrape costs a bounded amount)."""
-    pr, pu = f.predict(r_i, m)
+    pr, pu = _predict(f, r_i, m, seen)
     lo = np.minimum(np.abs(np.log(np.maximum(pr, 1e-12) / r_o)), _CAP)
     lu = np.minimum(np.abs(np.log(np.maximum(pu, 1e-12) / mu)), _CAP)
     return np.asarray(0.5 * (lo + lu), dtype=float)

@@ -15,6 +15,10 @@ Per PE, in this order (the first that applies wins):
 4. the **declared** one;
 5. the policy's **default** for the PE's kind (else ``ResourceFunction()``, a = b = 1).
 
+A learned model is planned with what it learned (issue 38): the family fit's curves
+(:meth:`.model.LearnedModel.function`), so the planner's rates follow the input rate; a pinned model
+or one fitted in the paper's form gives its ``a`` and ``b``.
+
 With learning disabled, only 4 and 5 apply. ``combine`` is never learned: it stays the declared one.
 
 The choices are keyed by *template* PE (``pe_id(template, pe)``, ``"ns/template:pe"``): the resource
@@ -96,8 +100,7 @@ def choose(kind: PEKind, declared: ResourceFunction | None, signature: Signature
             hit = learner.lookup(sig, settings.min_confidence)
             deep_enough = hit is not None and LEVELS.index(hit.level) >= LEVELS.index(settings.override_level)
             if hit is not None and (declared is None or deep_enough):
-                return Choice(rf=ResourceFunction(a=hit.model.a, b=hit.model.b, combine=comb),  # type: ignore[arg-type]
-                              source=learned(hit.level), key=hit.key)
+                return Choice(rf=hit.model.function(comb), source=learned(hit.level), key=hit.key)
     if declared is not None:
         return Choice(rf=declared, source=DECLARED)
     d = settings.defaults.get(kind, ResourceFunction())

@@ -136,11 +136,21 @@ class Learner:
         ff, cfg = model.family, self.config
         if ff is None or model.fit is None or model.fit.trusted is not True or not batch:
             return False
-        r_i = np.array([np.inf if s.censored else s.r_i for s in batch])
+        cens = np.array([s.censored for s in batch])
+        seen = np.array([s.r_i for s in batch])
+        r_i = np.where(cens, np.inf, seen)
         m = np.array([s.m for s in batch])
         r_o = np.array([s.r_o for s in batch])
         mu = np.array([np.nan if s.m_used is None else s.m_used for s in batch])
         pr, pu = ff.predict(r_i, m)
+        # a censored sample (saturated, offered rate unknown) processed what it received: its output
+        # is s(p) p, and (a need per tuple) the need of p is all it had; predicting it from an offered
+        # rate it was never seen at would call every new operating point a drift
+        pr = np.where(cens, ff.sel_at(seen) * seen, pr)
+        if ff.need != "paper":
+            pu, mu = np.where(cens, ff.need_at(seen), pu), np.where(cens, m, mu)
+        else:
+            pu, mu = np.where(cens, m, pu), np.where(cens, m, mu)
         with np.errstate(divide="ignore", invalid="ignore"):
             dev = np.fmax(np.abs(np.log(pr / r_o)), np.abs(np.log(pu / mu)))
         limit = max(cfg.drift_threshold, 3.0 * ff.cv_error)

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import PEKind
+from ..model import PEKind, ResourceFunction
 from .family import FamilyFit
 from .signature import Level
 
@@ -71,7 +71,7 @@ class LearnConfig(BaseModel):
     # the learner before issue 38); a fit is trusted (may be Confident) only with a held-out error
     # and an outlier share at most these
     family: bool = True
-    max_confident_error: float = Field(default=0.1, gt=0)
+    max_confident_error: float = Field(default=0.15, gt=0)
     max_outlier_fraction: float = Field(default=0.3, ge=0, le=1)
     # drift: this many consecutive new samples each further than drift_threshold (log units, and
     # 3x the fit's held-out error) from a trusted fit drop the window before them
@@ -133,6 +133,13 @@ class LearnedModel(BaseModel):
     def trusted(self) -> bool:
         """Pinned, or fitted and not judged untrustworthy (:attr:`Fit.trusted`)."""
         return self.pinned or (self.fit is not None and self.fit.trusted is not False)
+
+    def function(self, combine: str = "sum") -> ResourceFunction:
+        """The :class:`ResourceFunction` the optimizer plans with: the family fit's curves (issue 38,
+        :meth:`.family.FamilyFit.function`), else (pinned, or fitted in the paper's form) ``a``, ``b``."""
+        if self.family is not None and not self.pinned:
+            return self.family.function(self.kind, combine)
+        return ResourceFunction(a=self.a, b=self.b, combine=combine)  # type: ignore[arg-type]
 
     def predict(self, r_i: float, m: float) -> float:
         """Predicted output rate at input rate ``r_i`` (a source's primal rate) and ``m`` mips."""
