@@ -10,10 +10,11 @@ from unittest.mock import MagicMock
 from kubernetes.client.exceptions import ApiException
 from test_yield_decide import GI, group
 
-from soda_operator.fair_yield.apply import pinned_affinity, resize_body, write
+from soda_operator.fair_yield.apply import resize_body, write
 from soda_operator.fair_yield.decide import Decision, plan
 from soda_operator.fair_yield.tasks import GATE, LABEL, Task
 from soda_operator.kube import quantities
+from soda_operator.kube.pods import pinned_affinity
 
 
 def pod(name, requests=None, limits=None, gated=False, affinity=None, containers=1):

@@ -25,7 +25,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ..fair_yield.apply import pinned_affinity
+from ..kube.pods import evict, pinned_affinity
 from .decide import Decision
 from .objects import ANN_CLASS, ANN_NODE, GATE
 
@@ -42,10 +42,6 @@ def release(pod: Mapping[str, Any], node: str, node_class: str) -> tuple[dict[st
     return body, [{"op": "replace", "path": "/spec/schedulingGates", "value": gates}]
 
 
-def _refusal(e: ApiException) -> str:
-    return str(e.reason or e.status)
-
-
 def apply(core: client.CoreV1Api, namespace: str, decision: Decision, pods: Mapping[str, Mapping[str, Any]],
           classes: Mapping[str, str]) -> dict[str, Any]:
     """Write a decision: evict (Eviction API), release (node affinity + annotations while gated, then the gate
@@ -53,15 +49,10 @@ def apply(core: client.CoreV1Api, namespace: str, decision: Decision, pods: Mapp
     -> node) and the evictions refused (``blocked``: pod -> why)."""
     done: dict[str, Any] = {"placed": 0, "evicted": 0, "deleted": 0, "released": {}, "blocked": {}}
     for name in decision.evict:
-        try:
-            core.create_namespaced_pod_eviction(name, namespace, client.V1Eviction(
-                metadata=client.V1ObjectMeta(name=name, namespace=namespace)))
-            done["evicted"] += 1
-        except ApiException as e:
-            if e.status != 404:
-                if e.status != 429:
-                    log.error("evicting %s/%s failed: %s", namespace, name, e.reason)
-                done["blocked"][name] = _refusal(e)
+        evicted, why = evict(core, namespace, name)
+        done["evicted"] += evicted
+        if why is not None:
+            done["blocked"][name] = why
     for name, node in decision.place.items():
         merge, gates = release(pods[name], node, classes.get(node, "default"))
         try:

@@ -23,7 +23,6 @@ one retries). Events go through :mod:`..kube.events` (the handlers post them).
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -31,12 +30,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ..kube import quantities
+from ..kube.pods import evict, pinned_affinity
 from .decide import Decision
 from .tasks import ANN_ALPHA, ANN_NODE, ANN_YIELD, GATE, task_of
 
 log = logging.getLogger("kubesoda.yield")
 
-FIELD = "metadata.name"
 
 
 def _cpu(c: dict[str, Any], kind: str) -> float:
@@ -67,19 +66,6 @@ def resize_body(pod: dict[str, Any], cores: float) -> dict[str, Any] | None:
     return {"spec": {"containers": out}}
 
 
-def pinned_affinity(pod: dict[str, Any], node: str) -> dict[str, Any]:
-    """The pod's node affinity required on ``node`` by name: one term ``metadata.name In [node]``, or
-    that requirement added to each of the pod's own required terms (the only change the API server
-    allows on a gated pod that has some)."""
-    spec = pod.get("spec") or {}
-    affinity = spec.get("affinity") or {}
-    na = affinity.get("nodeAffinity") or {}
-    req = {"key": FIELD, "operator": "In", "values": [node]}
-    terms = (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
-    terms = [{**t, "matchFields": [*(t.get("matchFields") or []), req]} for t in terms] or [{"matchFields": [req]}]
-    return {**affinity, "nodeAffinity": {**na, "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
-
-
 def _resize(core: client.CoreV1Api, namespace: str, decision: Decision, pod: dict[str, Any], name: str, cores: float) -> bool:
     resize = resize_body(pod, cores)
     if resize is None:
@@ -101,16 +87,10 @@ def write(core: client.CoreV1Api, namespace: str, decision: Decision, pods: dict
     (``blocked``: pod -> the API server's reason)."""
     done: dict[str, Any] = {"placed": 0, "evicted": 0, "resized": 0, "blocked": {}}
     for name in decision.evict:
-        try:
-            core.create_namespaced_pod_eviction(name, namespace, client.V1Eviction(
-                metadata=client.V1ObjectMeta(name=name, namespace=namespace)))
-            done["evicted"] += 1
-        except ApiException as e:
-            if e.status == 429:  # a PodDisruptionBudget allows no disruption now: retried next epoch
-                done["blocked"][name] = _reason(e)
-            elif e.status != 404:
-                log.error("evicting %s/%s failed: %s", namespace, name, e.reason)
-                done["blocked"][name] = _reason(e)
+        evicted, why = evict(core, namespace, name)  # a PodDisruptionBudget may refuse: retried next epoch
+        done["evicted"] += evicted
+        if why is not None:
+            done["blocked"][name] = why
     current = {n: sum(_cpu(c, "limits") or _cpu(c, "requests") for c in (pods[n].get("spec") or {}).get("containers") or [])
                for n in decision.cpu}
     shrink = [n for n, cores in decision.cpu.items() if cores < current[n]]
@@ -142,10 +122,3 @@ def write(core: client.CoreV1Api, namespace: str, decision: Decision, pods: dict
     return done
 
 
-def _reason(e: ApiException) -> str:
-    """The API server's message of a refused eviction (its Status body), else its reason."""
-    try:
-        msg = json.loads(e.body or "{}").get("message")
-    except (ValueError, AttributeError):
-        msg = None
-    return str(msg or e.reason or e.status)

@@ -1,19 +1,26 @@
 """Pods as every system reads them: trimmed copies for Kopf's indexes, what a pod holds on its
-node, and the index of other workloads' bound pods that every system subtracts from the nodes
-(capacity is shared: DESIGN, "One mechanism for every allocation system")."""
+node, the index of other workloads' bound pods that every system subtracts from the nodes
+(capacity is shared: DESIGN, "One mechanism for every allocation system"), and the two writes the
+fair-yield and dispatch systems share: a pod pinned to a node by name, and an eviction."""
 
 from __future__ import annotations
 
 import copy
+import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from . import quantities
 
 LABEL_JOB = "kubesoda.io/job"  # on SODA's PE pods
 TERMINAL = ("Succeeded", "Failed")
+FIELD = "metadata.name"  # a plan names a Node by its name; the kubernetes.io/hostname label need not equal it
+log = logging.getLogger("kubesoda.pods")
 # metadata fields no epoch reads (managedFields alone is most of a pod's size)
 _DROP_METADATA = ("managedFields",)
 
@@ -87,3 +94,35 @@ def bound_requests(foreign: kopf.Index[Any, Any], kubesoda: kopf.Index[Any, Any]
             md = body.get("metadata") or {}
             out.append((node, f"{md.get('namespace')}/{md.get('name')}", cpu, mem))
     return out
+
+
+def pinned_affinity(pod: Mapping[str, Any], node: str) -> dict[str, Any]:
+    """The pod's node affinity required on ``node`` by name: one term ``metadata.name In [node]``, or
+    that requirement added to each of the pod's own required terms (the only change the API server
+    allows on a gated pod that has some)."""
+    spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    na = affinity.get("nodeAffinity") or {}
+    req = {"key": FIELD, "operator": "In", "values": [node]}
+    terms = (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    terms = [{**t, "matchFields": [*(t.get("matchFields") or []), req]} for t in terms] or [{"matchFields": [req]}]
+    return {**affinity, "nodeAffinity": {**na, "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def evict(core: client.CoreV1Api, namespace: str, name: str) -> tuple[bool, str | None]:
+    """Evict a pod through the Eviction API, so its PodDisruptionBudgets are respected: ``(True, None)``
+    when evicted, ``(False, None)`` when it was gone already, ``(False, why)`` when the API server
+    refused (429: a budget allows no disruption now; the caller tries again at its next decision)."""
+    try:
+        core.create_namespaced_pod_eviction(name, namespace, client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace)))
+        return True, None
+    except ApiException as e:
+        if e.status == 404:
+            return False, None
+        if e.status != 429:
+            log.error("evicting %s/%s failed: %s", namespace, name, e.reason)
+        try:
+            msg = json.loads(e.body or "{}").get("message")
+        except (ValueError, AttributeError):
+            msg = None
+        return False, str(msg or e.reason or e.status)
