@@ -79,3 +79,25 @@ def test_drift_drops_the_old_window_and_a_poor_fit_is_never_confident() -> None:
     j = junk.get(sig.key)
     assert j is not None and j.fit is not None and j.fit.trusted is False and j.confidence < 0.5 and j.fit.no_fit
     assert junk.lookup(sig) is None
+
+
+def test_the_paper_form_wins_near_ties_at_a_nearly_constant_rate() -> None:
+    """Samples of the paper's own form, r_o = min(A r m, B r), at rates within 5% of each other (what a
+    PE in a steady plan sees) with 10% noise: a need that grows with the rate fits them about as well
+    but extrapolates worse at the allocations the planner then tries (bench_rfl: 8% error against
+    3.4%), so the paper's form is chosen while it is within _PAPER_TOL of the best held-out error
+    (before: `linear` on 13 of 20 seeds)."""
+    sat, sel = 100.0, 0.5  # B / A: the mips that saturate the PE at any rate
+    chosen = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        s = []
+        for i in range(30):
+            r = 200.0 * float(rng.uniform(0.95, 1.05))
+            m = float(rng.uniform(0.2, 1.5)) * sat
+            p = r * min(m / sat, 1.0)
+            s.append(Sample(r_i=r, m=m, r_o=sel * p * float(rng.normal(1.0, 0.1)), m_used=min(m, sat) * float(rng.normal(1.0, 0.1)),
+                            r_p=p, t=float(i)))
+        ff = fit_family(PEKind.transform, s, np.ones(len(s)))
+        chosen.append(ff.need if ff is not None else None)
+    assert chosen == ["paper"] * 20, chosen
