@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -322,8 +323,8 @@ def report(out: Path, doc: dict[str, Any]) -> None:
     a = doc["args"]
     lines = ["# Resource function learner: prediction accuracy (paper section 6.1, Fig. 21)", "",
              f"`{doc['command']}`: DAC-like workload (6 jobs, 51 PEs) on {a['nodes']} nodes, {a['epochs']} micro epochs, a macro epoch "
-             f"every {a['macro_every']}, seeds {a['seeds']} (means over seeds); {doc['seconds']:.0f} s on a 2-core machine that a CI run "
-             "was also using. macroW's solver stops on a wall-clock limit, so the plans (and every figure below) vary a little from run "
+             f"every {a['macro_every']}, seeds {a['seeds']} (means over seeds); {doc['seconds']:.0f} s on a {os.cpu_count()}-core machine, load "
+             f"average {os.getloadavg()[0]:.1f} when it ended. macroW's solver stops on a wall-clock limit, so the plans (and every figure below) vary a little from run "
              "to run (see \"planner noise\" below: the arms' differences in the epochs where they plan with the same functions).", "",
              "Error (the paper's Fig. 21, one step): per stream, the producer's output rate its planned function predicts at the "
              "input rate it was seen to receive and the mips it had, and per PE the mips it uses, against the observation on the fluid "
