@@ -60,9 +60,11 @@ def test_job_admitted_and_instances_run_on_planned_nodes(operator, kube, kubectl
     assert st["chosenTemplate"] == "clickstream" and st["revisedRank"] == 1 and st["importance"] > 0
     assert {p.metadata.labels["kubesoda.io/pe"] for p in pods} == {"ingest", "parse", "enrich", "score"}
     assert all(p.spec.scheduler_name == "kubesoda" for p in pods)
-    # a headless Service per PE that receives tuples; the source (ingest) needs none
-    svcs = {s.metadata.name for s in kube.core.list_namespaced_service(namespace).items}
-    assert {"clicks-parse", "clicks-enrich", "clicks-score"} <= svcs and "clicks-ingest" not in svcs
+    # one headless Service per job (issue 39); every PE pod is <pe>.clicks.<namespace>.svc by its
+    # hostname and subdomain, and no per-PE Service is made
+    svcs = {s.metadata.name: s for s in kube.core.list_namespaced_service(namespace).items}
+    assert set(svcs) == {"clicks"} and svcs["clicks"].spec.cluster_ip == "None"
+    assert {(p.spec.hostname, p.spec.subdomain) for p in pods} == {(pe, "clicks") for pe in ("ingest", "parse", "enrich", "score")}
     events = kube.core.list_namespaced_event(namespace).items
     assert any(e.involved_object.name == "clicks" and e.reason in ("Admitted", "Running") for e in events)
 
