@@ -62,17 +62,18 @@ from ...model import Scenario
 from ...plan import StageReport
 from ..stages import MacroQResult, MacroWResult
 from .constraints import check, violations
-from .milp import _greedy_racks, _top_level_cpsat, _top_level_milp
+from .milp import _component_racks, _greedy_racks, _rack_bound, _rack_objective, _top_level_cpsat, _top_level_milp
 from .pack import pack_nodes
 from .problem import Problem, Solution, Unit
 from .search import _as_candidates, _build, _choose_nodes, _extend_previous, _from_previous, _mini_w
 
 MILP_MAX_VARS = 40_000  # unit x rack variables; beyond, building the model alone outlasts any deadline
-STALL_SHARE = 0.2  # miniW stops after this share of the deadline without a better solution
+STALL_SHARE = 0.05  # miniW stops after this share of the deadline without a better solution
 STALL_MIN_S = 0.25
 STALL_RESTARTS = 2  # restarts in a row that gain less than STALL_GAIN end the search
 STALL_GAIN = 1e-3
 TOP_SHARE = 0.3  # of the deadline, for the TopLevelMILP
+TOP_SKIP_GAP = 0.005  # a greedy start this close (relative) to the TopLevelMILP's lower bound: no MILP
 PACK_SHARE = 0.25  # of the deadline, kept for the in-node packing after miniW
 
 
@@ -109,23 +110,33 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         cands = _as_candidates(prob, best)
         return MacroWResult(cands, best.objective(), report("feasible" if time.monotonic() < deadline else "deadline", best.objective(),
                                                              f"{stage}, miniW {moves} moves"))
-    greedy = _greedy_racks(prob)
-    if method == "milp" and len(prob.units) * len(prob.topo.racks) > MILP_MAX_VARS:
-        stage = f"greedy racks ({len(prob.units)} units x {len(prob.topo.racks)} racks: too large for the TopLevelMILP)"
+    # the two greedy rack assignments (by stream traffic, unit by unit; by whole stream components)
+    # are always built; the better start of them and the MILP's (after BottomLevel) is kept
+    greedies = {"greedy racks": _greedy_racks(prob), "whole components": _component_racks(prob)}
+    if len(prob.topo.racks) > 1:
+        hint = min(greedies.values(), key=lambda g: _rack_objective(prob, g))
+        top_gap = _rack_objective(prob, hint) / max(_rack_bound(prob), 1e-12) - 1.0
+    else:
+        hint, top_gap = greedies["greedy racks"], 0.0
+    if method == "milp" and top_gap <= TOP_SKIP_GAP:
+        stage = f"greedy (racks within {100 * top_gap:.2f}% of the TopLevelMILP's bound: MILP skipped)"
+    elif method == "milp" and len(prob.units) * len(prob.topo.racks) > MILP_MAX_VARS:
+        stage = f"greedy ({len(prob.units)} units x {len(prob.topo.racks)} racks: too large for the TopLevelMILP)"
     elif method == "milp":
-        # CP-SAT starts from the greedy racks (without, it found none in time on LSD); SCIP does
-        # better without that hint (measured, docs/macrow.md), and the greedy is compared below anyway
-        racks = (_top_level_cpsat(prob, TOP_SHARE * budget, greedy) if toplevel == "cpsat"
+        # CP-SAT starts from the better greedy (without, it found none in time on LSD); SCIP does
+        # better without that hint (measured, docs/macrow.md), and the greedies are compared below anyway
+        racks = (_top_level_cpsat(prob, TOP_SHARE * budget, hint) if toplevel == "cpsat"
                  else _top_level_milp(prob, TOP_SHARE * budget))
         stage = f"toplevel-{toplevel}" if racks else f"greedy ({toplevel} gave no solution)"
     start = _build(prob, racks) if racks is not None else None
-    if racks is not None:
-        # the MILP stopped by its time limit can be worse than the greedy: keep the better start
-        alt = _build(prob, greedy)
-        if start is None or (alt is not None and alt.objective() < start.objective()):
-            start, stage = alt, stage + " (greedy racks were better)"
-    else:
-        start = _build(prob, greedy)
+    # the MILP stopped by its time limit can be worse than a greedy: keep the best start
+    better = None
+    for name, g in greedies.items():
+        alt = _build(prob, g)
+        if alt is not None and (start is None or alt.objective() < start.objective() - 1e-12):
+            start, better = alt, name
+    if better is not None:
+        stage = stage + f" ({better} were better)" if racks is not None else stage.replace("greedy", better, 1)
     if start is None:
         # name the constraint: try each unit alone
         # name the constraint and the PEs that no rack can host even alone (the pipeline rejects
