@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_macro_epoch.py [--baseline REV] [--reps 5] [--cases lsd30,lsd20,lsd50,dac30]
 
 A macro epoch from scratch (no previous candidates) with the operator's default deadlines (the
-Policy's: macroQ 5 s, macroW 10 s): macroQ -> macroW -> microQ -> microW, on the LSD-like and
+Policy's: macroQ 2 s since issue 39, 5 s before; macroW 10 s): macroQ -> macroW -> microQ -> microW, on the LSD-like and
 DAC-like workloads with the link capacities of ``bench_placement.py`` (rack uplink 2.5 MB/s, zone
 uplink 10 MB/s). The baseline is checked out into a temporary git worktree and each run is its own
 process, alternating baseline / now, so both see the same machine. Reported per case and side:

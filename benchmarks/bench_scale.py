@@ -5,7 +5,7 @@
 
 Against the cluster KUBECONFIG names (with-cluster.sh starts the local control plane with 2000 KWOK
 nodes, 4 zones x 20 racks x 25 nodes of 16 cores, when none is given). It starts `kubesoda run`
-(operator and extender, default SchedulingPolicy deadlines: macroQ 5 s, macroW 10 s; macro epoch
+(operator and extender, default SchedulingPolicy deadlines: macroQ 2 s, macroW 10 s; macro epoch
 60 s, micro epoch 10 s), applies the 10x LSD-like workload (1,040 jobs; soda_optimizer/workloads.py,
 the Scenario the optimizer benchmarks use) with kubectl, and measures:
 
