@@ -2,7 +2,16 @@
 
 Idempotent and restart-safe: pod names are deterministic (``<job>-<pe>-<hash(node)>``), every
 change is computed against what is read back from the API server, creates tolerate 409 and
-deletes 404, and transient errors (409 conflicts, 429, 5xx) are retried with backoff.
+deletes 404, and transient errors (409 conflicts on updates, 429, 5xx) are retried with backoff.
+
+Plan once what was applied (issue 39): what the epochs read back is the pod index, which trails
+the API server by the watch's lag (tens of seconds under a flood of thousands of pod events). The
+pods this operator has asked to create are kept in :class:`Inflight` from the moment the request
+leaves until the pod index shows a pod of that name (the index function tells it) or
+``inflight_s`` has passed; the epochs' snapshot counts them as existing pods (:meth:`Inflight.pending`),
+so the next epoch neither creates them again nor plans as if they were missing. A create answered
+409 (AlreadyExists) is a pod that exists: counted as such, not retried, nothing re-read. Creates are
+counted by the API server's answer in ``kubesoda_pod_creates_total{result}``.
 
 A PE instance is one pod per node where the PE has a fraction f > 0. Its CPU request = limit =
 f x the node's allocatable cores (millicores); its memory request = limit is the PE's ``memory``
@@ -33,6 +42,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -212,6 +223,58 @@ def _fraction_moved(annotated: str | None, fraction: float, cores: float) -> boo
         return True
 
 
+def inflight_body(body: dict[str, Any]) -> dict[str, Any]:
+    """What the epochs read of a pod just created (labels, annotations, the container's resources,
+    hostname and subdomain), as the pod index would show it before it is bound: a pending pod."""
+    md, sp = body["metadata"], body["spec"]
+    return {"metadata": {k: md[k] for k in ("name", "namespace", "labels", "annotations") if k in md},
+            "spec": {**{k: sp[k] for k in ("schedulerName", "hostname", "subdomain") if k in sp},
+                     "containers": [{"name": c.get("name"), "resources": c.get("resources") or {}} for c in sp.get("containers") or []]},
+            "status": {"phase": "Pending"}}
+
+
+class Inflight:
+    """The pod creates this operator issued whose pod the pod index has not shown yet:
+    (namespace, name) -> (when issued, the pod as :func:`inflight_body`).
+
+    Recorded before the request is sent (so a watch event that beats the response still clears
+    it), kept when the API server answers 201 or 409, dropped when it refuses the create, when the
+    pod index shows a pod of that name (:meth:`seen`, from the index function, or the snapshot
+    itself holding it), or after ``timeout_s``: a create that never shows up is issued again by
+    the next epoch. Thread-safe: the apply workers record, Kopf's event loop clears."""
+
+    def __init__(self, timeout_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._pods: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+
+    def issued(self, body: dict[str, Any]) -> None:
+        md = body["metadata"]
+        with self._lock:
+            self._pods[(md["namespace"], md["name"])] = (self.clock(), inflight_body(body))
+
+    def seen(self, key: tuple[str, str]) -> None:
+        """The pod index shows ``key`` (namespace, name): the index speaks for it from now on."""
+        if self._pods:
+            with self._lock:
+                self._pods.pop(key, None)
+
+    forget = seen  # the API server refused the create, or the pod is being deleted: nothing is in flight
+
+    def pending(self, indexed: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+        """The pods still in flight, as pending pods, less those ``indexed`` (namespace, name)
+        already holds (dropped: seen) and those older than the timeout (dropped: created again)."""
+        now = self.clock()
+        with self._lock:
+            for k in [k for k, (t, _) in self._pods.items() if now - t > self.timeout_s or (indexed is not None and k in indexed)]:
+                del self._pods[k]
+            return [body for _, body in self._pods.values()]
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+
 class Fenced(RuntimeError):
     """Raised before a write when this replica has lost the right to act (peering paused it)."""
 
@@ -224,11 +287,12 @@ class Applier:
     replica that lost leadership mid-epoch stops writing at once instead of finishing its epoch
     while the new leader starts its own."""
 
-    def __init__(self, api: client.ApiClient, workers: int = 16, fence: Callable[[], bool] | None = None):
+    def __init__(self, api: client.ApiClient, workers: int = 16, fence: Callable[[], bool] | None = None, inflight_s: float = 60.0):
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.workers = max(1, workers)
         self.fence = fence or (lambda: False)
+        self.inflight = Inflight(inflight_s)  # pods created, not yet in the pod index
 
     def _guard(self) -> None:
         if self.fence():
@@ -302,6 +366,7 @@ class Applier:
 
         def delete(k: tuple[str, str]) -> int:
             self._guard()
+            self.inflight.forget(k)
             try:
                 self._write("pod_delete")
                 retry(lambda: raw(self.core.delete_namespaced_pod, k[1], k[0], grace_period_seconds=0), f"delete {k[1]}")
@@ -339,17 +404,33 @@ class Applier:
                     log.error("annotate pod %s/%s: %s %s", inst.namespace, inst.name, e.status, e.reason)
             return done
 
+        def send(body: dict[str, Any]) -> int:
+            """One create request, counted by its answer (a 409 is left to the caller)."""
+            try:
+                code = raw(self.core.create_namespaced_pod, body["metadata"]["namespace"], body)
+            except ApiException as e:
+                metrics.POD_CREATES.labels("exists" if e.status == 409 else "retried" if e.status in TRANSIENT else "failed").inc()
+                raise
+            metrics.POD_CREATES.labels("created").inc()
+            return code
+
         def create(inst: Instance) -> int:
             body = pod_body(inst)
             self._guard()
+            self.inflight.issued(body)  # before the request: the watch may show the pod before the answer comes
             try:
                 self._write("pod_create")
-                retry(lambda: raw(self.core.create_namespaced_pod, inst.namespace, body), f"create pod {inst.name}")
+                retry(lambda: send(body), f"create pod {inst.name}")
                 return 1
             except ApiException as e:
-                if e.status != 409:
-                    log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
+                if e.status == 409:  # AlreadyExists: the pod is there (an earlier create, or a retry after a lost answer)
+                    return 0
+                self.inflight.forget((inst.namespace, inst.name))
+                log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
                 return 0
+            except BaseException:
+                self.inflight.forget((inst.namespace, inst.name))
+                raise
 
         def growth(k: tuple[str, str]) -> int:
             limits = (have[k]["spec"]["containers"][0].get("resources") or {}).get("limits") or {}

@@ -62,7 +62,10 @@ async def kubesoda_policies(name: str, body: kopf.Body, **_: Any) -> dict[Any, A
 
 
 @kopf.index("", "v1", "pods", labels={crd.LABEL_JOB: kopf.PRESENT})
-async def kubesoda_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_pods(namespace: str | None, name: str, body: kopf.Body, memo: Any = None, **_: Any) -> dict[Any, Any]:
+    loops = getattr(memo, "loops", None)
+    if loops is not None:  # the index holds it now: a create of it is no longer in flight (apply.Inflight)
+        loops.applier.inflight.seen((namespace or "", name))
     return {(namespace, name): _trim_pod(body)}
 
 
@@ -99,6 +102,11 @@ class Reader:
         return Snapshot(nodes=values("kubesoda_nodes"), templates=values("kubesoda_templates"), jobs=values("kubesoda_jobs"),
                         policy=policies.get("default"), pods=values("kubesoda_pods"),
                         services={k: next(iter(ix["kubesoda_services"][k])) for k in ix["kubesoda_services"]}, foreign=foreign)
+
+    def count(self) -> int:
+        """StreamJobs and StreamTemplates in the indexes (the loop's settle rule reads it every 0.1 s
+        from its own thread: the length of a dict, read without a hop to the event loop)."""
+        return len(self.indices["kubesoda_jobs"]) + len(self.indices["kubesoda_templates"])
 
     async def _take(self) -> Snapshot:
         return self._copy()
