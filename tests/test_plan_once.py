@@ -46,6 +46,9 @@ class Stream:
         self.arrived = 0
         self.stopped = False
         self.epochs: list[tuple[float, int]] = []
+        self.micro: list[float] = []
+        self.node_changes: list[float] = []  # when a handler asks for a micro epoch
+        self.micro_due = threading.Event()
         self._advance(0.0)
 
     def _advance(self, dt: float) -> None:
@@ -53,6 +56,9 @@ class Stream:
         while self.arrived < len(self.arrivals) and self.arrivals[self.arrived] <= self.clock.t + 1e-9:
             self.arrived += 1
             self.due.set()
+        while self.node_changes and self.node_changes[0] <= self.clock.t + 1e-9:
+            self.node_changes.pop(0)
+            self.micro_due.set()
         while self.next_rewrite is not None and self.next_rewrite <= self.clock.t + 1e-9:
             self.next_rewrite += self.rewrites  # type: ignore[operator]
             self.due.set()
@@ -75,7 +81,7 @@ class FakeLoops:
     def __init__(self, s: Stream):
         self.s = s
         self.macro_due = s.due
-        self.micro_due = threading.Event()
+        self.micro_due = s.micro_due
         self.reader = self
         self.objects = s.objects
 
@@ -87,7 +93,7 @@ class FakeLoops:
         self.s.stopped = True
 
     def micro_epoch(self) -> None:
-        pass
+        self.s.micro.append(self.s.clock.t)
 
 
 def first_epoch(s: Stream, monkeypatch: Any) -> tuple[float, int]:
@@ -134,6 +140,16 @@ def test_a_stream_that_never_quiets_waits_at_most_the_cap(monkeypatch):
         assert seen == known
         assert cap <= t <= cap + 0.15, (known, t)
         assert loop.settle_cap(known) == cap
+
+
+def test_a_node_change_while_changes_settle_gets_its_micro_epoch(monkeypatch):
+    """30 s of arrivals: no periodic epoch runs meanwhile (micro every 10 s by default), but the
+    micro epoch a node change asks for (at 12 s) does, at once, and the macro epoch still waits."""
+    s = Stream([i * 0.05 for i in range(600)])
+    s.node_changes = [12.0]
+    t, seen = first_epoch(s, monkeypatch)
+    assert seen == 600 and 30.9 <= t <= 31.2
+    assert len(s.micro) == 1 and 11.99 <= s.micro[0] <= 12.15
 
 
 # ------------------------------------------------------------------------- creates in flight

@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..kube import metrics
 from . import state
@@ -37,42 +37,46 @@ MAX_DEBOUNCE_S = 10.0  # the longest wait for quiet, at least
 SETTLE_PER_OBJECT_S = 0.1  # ... and this much per StreamJob and StreamTemplate known
 
 
-class Waiter(Protocol):
-    def wait(self, timeout: float | None = None) -> bool: ...
-    def is_set(self) -> bool: ...
-
-
 def settle_cap(objects: int, max_debounce_s: float = MAX_DEBOUNCE_S, per_object_s: float = SETTLE_PER_OBJECT_S) -> float:
     """The longest a flagged macro epoch waits for quiet with ``objects`` StreamJobs and
     StreamTemplates known: ``max(max_debounce_s, per_object_s x objects)``."""
     return max(max_debounce_s, per_object_s * objects)
 
 
-def settle(due: threading.Event, stop: Waiter, objects: Callable[[], int], debounce_s: float = DEBOUNCE_S,
-           max_debounce_s: float = MAX_DEBOUNCE_S, per_object_s: float = SETTLE_PER_OBJECT_S,
-           clock: Callable[[], float] | None = None, tick: float = 0.1) -> float:
-    """Wait until the changes that flag a macro epoch (``due``: new or changed StreamJobs,
-    StreamTemplates, the policy) have been quiet for ``debounce_s``, or until
-    :func:`settle_cap` of the objects known (counted afresh every tick) has passed since the first
-    flag; returns the seconds waited (``stop`` ends it early).
+@dataclass
+class Settle:
+    """The wait of a flagged macro epoch: the changes that flag one (new or changed StreamJobs,
+    StreamTemplates, the policy) must have been quiet for ``debounce_s``, or :func:`settle_cap` of
+    the objects known (counted afresh at every look) must have passed since the first of them.
 
     Why the cap grows with the objects: an apply that delivers at least one object every
     ``per_object_s`` (10 a second by default; ``kubectl apply`` managed 24-40 at 2,000 nodes) is
     never cut, since after t seconds of it at least t / per_object_s objects are known and the cap
     is past t; and a stream that never quiets (a controller rewriting specs) still gets its epoch
     within the cap, 10 s for 100 objects, 100 s for 1,000 (the default macro epoch is 60 s)."""
-    clock = clock or time.monotonic
-    first = last = clock()
-    due.clear()
-    while True:
-        now = clock()
-        if due.is_set():
-            due.clear()
-            last = now
-        left = min(last + debounce_s, first + settle_cap(objects(), max_debounce_s, per_object_s)) - now
-        if left <= 0 or stop.is_set():
-            return now - first
-        stop.wait(min(tick, left))
+
+    debounce_s: float = DEBOUNCE_S
+    max_debounce_s: float = MAX_DEBOUNCE_S
+    per_object_s: float = SETTLE_PER_OBJECT_S
+    first: float | None = None  # the first change not planned yet (None: nothing waits)
+    last: float = 0.0  # the latest change
+
+    def change(self, now: float) -> None:
+        if self.first is None:
+            self.first = now
+        self.last = now
+
+    def deadline(self, objects: int) -> float | None:
+        """When the macro epoch may start (None: no change waits)."""
+        if self.first is None:
+            return None
+        return min(self.last + self.debounce_s, self.first + settle_cap(objects, self.max_debounce_s, self.per_object_s))
+
+    def end(self, now: float) -> float:
+        """The wait is over: the seconds it took."""
+        waited = now - (self.first if self.first is not None else now)
+        self.first = None
+        return waited
 
 
 def run(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, max_debounce_s: float = MAX_DEBOUNCE_S,
@@ -107,8 +111,13 @@ def refresh(loops: Loops, stop: threading.Event, done: threading.Event, refresh_
 
 def epochs(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, max_debounce_s: float = MAX_DEBOUNCE_S,
            per_object_s: float = SETTLE_PER_OBJECT_S) -> None:
+    """The macro and micro epochs, one at a time. A flagged macro epoch waits for the changes to
+    settle (:class:`Settle`); meanwhile neither a periodic macro nor a periodic micro epoch runs (the
+    macro epoch that plans the settled changes comes within the cap), but a micro epoch a handler
+    asks for (a node change) does."""
     next_macro = 0.0
     next_micro = 0.0
+    settle = Settle(debounce_s, max_debounce_s, per_object_s)
     while not stop.is_set():
         try:
             macro_s, micro_s = state.epochs(loops.reader.policy() if loops.reader is not None else state.get_policy(loops.custom))
@@ -117,16 +126,20 @@ def epochs(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, 
         try:
             now = time.monotonic()
             if loops.macro_due.is_set():
-                waited = settle(loops.macro_due, stop, loops.objects, debounce_s, max_debounce_s, per_object_s)
+                loops.macro_due.clear()
+                settle.change(now)
+            ready = settle.deadline(loops.objects())
+            if ready is not None and now >= ready:
+                waited = settle.end(now)
                 if waited > debounce_s + 1:
                     log.info("macro epoch after %.1fs of changes (%d StreamJobs and StreamTemplates)", waited, loops.objects())
                 next_macro = 0.0
-            if now >= next_macro:
+            if settle.first is None and now >= next_macro:
                 next_macro = next_micro = time.monotonic() + micro_s  # if it raises: a micro epoch later
                 loops.macro_epoch()
                 next_macro = time.monotonic() + macro_s
                 next_micro = time.monotonic() + micro_s
-            elif now >= next_micro or loops.micro_due.is_set():
+            elif (settle.first is None and now >= next_micro) or loops.micro_due.is_set():
                 loops.micro_due.clear()
                 next_micro = time.monotonic() + micro_s
                 loops.micro_epoch()
@@ -138,7 +151,8 @@ def epochs(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, 
             metrics.EPOCH_FAILURES.inc()
             log.exception("epoch failed")
             stop.wait(2.0)
-        wait = max(0.05, min(next_macro, next_micro) - time.monotonic())
+        ready = settle.deadline(loops.objects())
+        wait = max(0.05, (ready if ready is not None else min(next_macro, next_micro)) - time.monotonic())
         # wake early when a handler flags work
         for _ in range(int(wait / 0.1) + 1):
             if stop.is_set() or loops.macro_due.is_set() or loops.micro_due.is_set():
