@@ -189,6 +189,14 @@ class PodCore(RecordingCore):
         self.patches.append((name, body))
         return Response()
 
+    def create_namespaced_service(self, namespace: str, body: dict[str, Any], **_: Any) -> Response:
+        name = body["metadata"]["name"]
+        self.sent.append(f"service/{name}")
+        if (namespace, f"service/{name}") in self.store:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.store[(namespace, f"service/{name}")] = body
+        return Response()
+
 
 class Index:
     """The pod index as the watch fills it: only what ``show`` has delivered so far."""
@@ -200,7 +208,7 @@ class Index:
     def show(self, loops: Loops | None = None) -> None:
         """The watch catches up: the index holds what the API server holds (and tells the loops, as
         indexes.kubesoda_pods does)."""
-        self.pods = {k: {**v, "status": {"phase": "Running"}} for k, v in self.core.store.items()}
+        self.pods = {k: {**v, "status": {"phase": "Running"}} for k, v in self.core.store.items() if not k[1].startswith("service/")}
         if loops is not None:
             for k in self.pods:
                 loops.applier.inflight.seen(k)
@@ -226,6 +234,7 @@ def setup(timeout_s: float = 60.0) -> tuple[Loops, PodCore, Index, Clock]:
     loops.applier.core = core  # type: ignore[assignment]
     clock = Clock()
     loops.applier.inflight = apply.Inflight(timeout_s, clock)
+    loops.applier.inflight_services = apply.Inflight(timeout_s, clock)
     index = Index(core)
     loops.reader = index
     return loops, core, index, clock
@@ -350,3 +359,20 @@ def test_the_pod_index_function_clears_a_create_in_flight():
     body = core.store[("team", wanted[0].name)]
     out = asyncio.run(indexes.kubesoda_pods(namespace="team", name=wanted[0].name, body=body, memo=memo))
     assert ("team", wanted[0].name) in out and len(loops.applier.inflight) == 0
+
+
+def test_a_service_create_in_flight_is_not_issued_twice():
+    """The job's headless Service, created by one epoch and not yet in the Service index: the next
+    epoch does not create it again (before: once more per epoch until the index showed it, a 409
+    each time); after the timeout it does."""
+    loops, core, index, clock = setup()
+    wanted = [("team", "clicks", OWNER)]
+    for _ in range(3):
+        snap = loops.snapshot()
+        loops.applier.sync_services(wanted, snap.services, MANAGED)  # type: ignore[arg-type]
+        clock.t += 5
+    assert core.sent == ["service/clicks"]
+    clock.t += 60
+    snap = loops.snapshot()
+    assert loops.applier.sync_services(wanted, snap.services, MANAGED)["service"] == 0  # type: ignore[arg-type]
+    assert core.sent == ["service/clicks"] * 2  # issued again: answered 409, the Service is there

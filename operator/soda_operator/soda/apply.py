@@ -9,7 +9,8 @@ the API server by the watch's lag (tens of seconds under a flood of thousands of
 pods this operator has asked to create are kept in :class:`Inflight` from the moment the request
 leaves until the pod index shows a pod of that name (the index function tells it) or
 ``inflight_s`` has passed; the epochs' snapshot counts them as existing pods (:meth:`Inflight.pending`),
-so the next epoch neither creates them again nor plans as if they were missing. A create answered
+so the next epoch neither creates them again nor plans as if they were missing; the same for the
+jobs' Services. A create answered
 409 (AlreadyExists) is a pod that exists: counted as such, not retried, nothing re-read. Creates are
 counted by the API server's answer in ``kubesoda_pod_creates_total{result}``.
 
@@ -234,12 +235,13 @@ def inflight_body(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class Inflight:
-    """The pod creates this operator issued whose pod the pod index has not shown yet:
-    (namespace, name) -> (when issued, the pod as :func:`inflight_body`).
+    """The creates this operator issued whose object the index has not shown yet:
+    (namespace, name) -> (when issued, what the epochs read of it: a pod as :func:`inflight_body`,
+    a Service as its job's name).
 
     Recorded before the request is sent (so a watch event that beats the response still clears
     it), kept when the API server answers 201 or 409, dropped when it refuses the create, when the
-    pod index shows a pod of that name (:meth:`seen`, from the index function, or the snapshot
+    index shows an object of that name (:meth:`seen`, from the index function, or the snapshot
     itself holding it), or after ``timeout_s``: a create that never shows up is issued again by
     the next epoch. Thread-safe: the apply workers record, Kopf's event loop clears."""
 
@@ -247,32 +249,31 @@ class Inflight:
         self.timeout_s = timeout_s
         self.clock = clock
         self._lock = threading.Lock()
-        self._pods: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._items: dict[tuple[str, str], tuple[float, Any]] = {}
 
-    def issued(self, body: dict[str, Any]) -> None:
-        md = body["metadata"]
+    def issued(self, key: tuple[str, str], value: Any) -> None:
         with self._lock:
-            self._pods[(md["namespace"], md["name"])] = (self.clock(), inflight_body(body))
+            self._items[key] = (self.clock(), value)
 
     def seen(self, key: tuple[str, str]) -> None:
-        """The pod index shows ``key`` (namespace, name): the index speaks for it from now on."""
-        if self._pods:
+        """The index shows ``key`` (namespace, name): the index speaks for it from now on."""
+        if self._items:
             with self._lock:
-                self._pods.pop(key, None)
+                self._items.pop(key, None)
 
-    forget = seen  # the API server refused the create, or the pod is being deleted: nothing is in flight
+    forget = seen  # the API server refused the create, or the object is being deleted: nothing is in flight
 
-    def pending(self, indexed: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-        """The pods still in flight, as pending pods, less those ``indexed`` (namespace, name)
+    def pending(self, indexed: Any = None) -> dict[tuple[str, str], Any]:
+        """The creates still in flight, key -> value, less those ``indexed`` (a container of keys)
         already holds (dropped: seen) and those older than the timeout (dropped: created again)."""
         now = self.clock()
         with self._lock:
-            for k in [k for k, (t, _) in self._pods.items() if now - t > self.timeout_s or (indexed is not None and k in indexed)]:
-                del self._pods[k]
-            return [body for _, body in self._pods.values()]
+            for k in [k for k, (t, _) in self._items.items() if now - t > self.timeout_s or (indexed is not None and k in indexed)]:
+                del self._items[k]
+            return {k: v for k, (_, v) in self._items.items()}
 
     def __len__(self) -> int:
-        return len(self._pods)
+        return len(self._items)
 
 
 class Fenced(RuntimeError):
@@ -293,6 +294,7 @@ class Applier:
         self.workers = max(1, workers)
         self.fence = fence or (lambda: False)
         self.inflight = Inflight(inflight_s)  # pods created, not yet in the pod index
+        self.inflight_services = Inflight(inflight_s)  # Services created, not yet in the Service index
 
     def _guard(self) -> None:
         if self.fence():
@@ -315,18 +317,25 @@ class Applier:
         def create(item: tuple[str, str, dict[str, Any]]) -> int:
             namespace, job, owner = item
             body = service_body(namespace, job, owner)
+            key = (namespace, body["metadata"]["name"])
             self._guard()
+            self.inflight_services.issued(key, job)
             try:
                 self._write("service_create")
                 retry(lambda: raw(self.core.create_namespaced_service, namespace, body), f"create service {body['metadata']['name']}")
                 return 1
             except ApiException as e:
                 if e.status != 409:  # one job's failure (e.g. its namespace is terminating) never stops the others
+                    self.inflight_services.forget(key)
                     log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
                 return 0
+            except BaseException:
+                self.inflight_services.forget(key)
+                raise
 
         def delete(k: tuple[str, str]) -> int:
             self._guard()
+            self.inflight_services.forget(k)
             try:
                 self._write("service_delete")
                 retry(lambda: raw(self.core.delete_namespaced_service, k[1], k[0]), f"delete service {k[1]}")
@@ -417,7 +426,7 @@ class Applier:
         def create(inst: Instance) -> int:
             body = pod_body(inst)
             self._guard()
-            self.inflight.issued(body)  # before the request: the watch may show the pod before the answer comes
+            self.inflight.issued((inst.namespace, inst.name), inflight_body(body))  # before the request: the watch may show the pod first
             try:
                 self._write("pod_create")
                 retry(lambda: send(body), f"create pod {inst.name}")

@@ -94,7 +94,7 @@ class Loops:
 
     def snapshot(self) -> Snapshot:
         """The cluster as the watches (or lists) show it, plus what this replica wrote that they
-        may not show yet: the pods it created (:class:`.apply.Inflight`, as pending pods) and the
+        may not show yet: the pods and Services it created (:class:`.apply.Inflight`; pods as pending pods) and the
         statuses it wrote (``written``, merged onto the jobs'), so an epoch plans from what the
         last one applied, not from a view that trails it (issue 39: plan once what was applied)."""
         if self.reader is not None:
@@ -104,7 +104,7 @@ class Loops:
             metrics.SNAPSHOTS.labels("list").inc()
             snap = state.take(self.core, self.custom)
         self.known = len(snap.jobs) + len(snap.templates)
-        return state.with_own_writes(snap, self.applier.inflight, self.written)
+        return state.with_own_writes(snap, self.applier.inflight, self.applier.inflight_services, self.written)
 
     def objects(self) -> int:
         """StreamJobs and StreamTemplates known (the macro epoch's settle rule, :func:`.loop.settle`):

@@ -70,8 +70,11 @@ async def kubesoda_pods(namespace: str | None, name: str, body: kopf.Body, memo:
 
 
 @kopf.index("", "v1", "services", labels={crd.LABEL_JOB: kopf.PRESENT})
-async def kubesoda_services(namespace: str | None, name: str, meta: kopf.Meta, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
+async def kubesoda_services(namespace: str | None, name: str, meta: kopf.Meta, labels: kopf.Labels, memo: Any = None, **_: Any) -> dict[Any, Any]:
     # only those a StreamJob owns (kubesoda's own): the epochs delete the ones no longer desired
+    loops = getattr(memo, "loops", None)
+    if loops is not None:  # a create of it is no longer in flight (apply.Inflight)
+        loops.applier.inflight_services.seen((namespace or "", name))
     return {(namespace, name): labels.get(crd.LABEL_JOB, "")} if owned_by_job(meta.get("ownerReferences")) else {}
 
 

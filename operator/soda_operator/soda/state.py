@@ -56,17 +56,18 @@ def merge_patch(old: Any, patch: Any) -> Any:
 
 
 class Pending(Protocol):
-    def pending(self, indexed: set[tuple[str, str]] | None = None) -> list[dict[str, Any]]: ...
+    def pending(self, indexed: Any = None) -> dict[tuple[str, str], Any]: ...
 
 
-def with_own_writes(snap: Snapshot, inflight: Pending, written: Mapping[tuple[str, str, str], dict[str, Any]]) -> Snapshot:
+def with_own_writes(snap: Snapshot, pods: Pending, services: Pending, written: Mapping[tuple[str, str, str], dict[str, Any]]) -> Snapshot:
     """``snap`` with what this replica wrote and the watches may not show yet: each pod whose create
-    is in flight (``inflight.pending``, those not in ``snap.pods``) as a pending pod, and each job's
-    status as this replica last wrote it (``written``, keyed by namespace, name and UID) merged onto
-    the one the snapshot holds. The snapshot's objects are the indexes' own: new ones are made, none
-    is changed."""
+    is in flight (``pods.pending``: those not in ``snap.pods``) as a pending pod, each Service
+    likewise (``services``), and each job's status as this replica last wrote it (``written``, keyed
+    by namespace, name and UID) merged onto the one the snapshot holds. The snapshot's objects are
+    the indexes' own: new ones are made, none is changed."""
     indexed = {((p.get("metadata") or {}).get("namespace", ""), (p.get("metadata") or {}).get("name", "")) for p in snap.pods}
-    extra = inflight.pending(indexed)
+    extra = list(pods.pending(indexed).values())
+    more_services = services.pending(snap.services)
     jobs = snap.jobs
     if written:
         jobs = []
@@ -74,9 +75,10 @@ def with_own_writes(snap: Snapshot, inflight: Pending, written: Mapping[tuple[st
             md = j.get("metadata") or {}
             mine = written.get((md.get("namespace", ""), md.get("name", ""), md.get("uid", "")))
             jobs.append(j if mine is None else {**j, "status": merge_patch(j.get("status"), mine)})
-    if not extra and jobs is snap.jobs:
+    if not extra and not more_services and jobs is snap.jobs:
         return snap
-    return replace(snap, pods=snap.pods + extra if extra else snap.pods, jobs=jobs)
+    return replace(snap, pods=snap.pods + extra if extra else snap.pods, jobs=jobs,
+                   services={**snap.services, **more_services} if more_services else snap.services)
 
 
 def owned_by_job(owner_references: Any) -> bool:
