@@ -11,10 +11,10 @@ import asyncio
 import threading
 from typing import Any
 
+from fake_core import RecordingCore, Response
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from fake_core import RecordingCore, Response
 from soda_operator.kube import metrics
 from soda_operator.soda import apply, indexes, loop
 from soda_operator.soda.epochs import Loops

@@ -107,7 +107,7 @@ class Loops:
         return state.with_own_writes(snap, self.applier.inflight, self.applier.inflight_services, self.written)
 
     def objects(self) -> int:
-        """StreamJobs and StreamTemplates known (the macro epoch's settle rule, :func:`.loop.settle`):
+        """StreamJobs and StreamTemplates known (the macro epoch's settle rule, :class:`.loop.Settle`):
         counted in the indexes, else as of the last snapshot."""
         if self.reader is not None:
             return self.reader.count()  # type: ignore[no-any-return]

@@ -1,7 +1,7 @@
 """When the epochs run: the macro loop and the micro loop on one thread, the Running refresh on another.
 
 - a macro epoch every ``macroEpochSeconds``, and soon after a handler flags a relevant change,
-  once the changes have settled (:func:`settle`): a ``kubectl apply`` of many jobs arrives over
+  once the changes have settled (:class:`Settle`): a ``kubectl apply`` of many jobs arrives over
   many seconds (2,219 objects in 54-91 s at 2,000 nodes), and planning on part of them places the
   rest around them and re-plans a minute later;
 - a micro epoch every ``microEpochSeconds`` or when a handler flags a node change;
