@@ -25,6 +25,8 @@ FLOWS_GAP = Gauge("kubesoda_flows_gap", "(score - LP bound) / score of the last 
 JOBS = Gauge("kubesoda_jobs", "StreamJobs by decision", ["decision"])
 WRITES = Counter("kubesoda_writes_total", "Write requests the SODA loops made to the API server, by kind (pod_create, pod_delete, pod_resize, "
                  "pod_annotate, service_create, service_delete, job_status, template_status, policy_status, event)", ["kind"])
+POD_CREATES = Counter("kubesoda_pod_creates_total", "Pod create requests the SODA loops sent, by the API server's answer: created, "
+                      "exists (409 AlreadyExists: the pod is there, not retried), retried (429/5xx, sent again), failed", ["result"])
 PATCHES = Counter("kubesoda_pod_changes_total", "Pod changes applied", ["kind"])  # create, resize, delete
 LEADER = Gauge("kubesoda_leader", "1 while this replica runs the SODA loops (it won the peering election, or runs standalone)")
 EPOCH_INFEASIBLE = Counter("kubesoda_epoch_infeasible_total", "Macro epochs whose plan was infeasible (the last feasible plan was kept)")

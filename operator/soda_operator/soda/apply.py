@@ -2,7 +2,17 @@
 
 Idempotent and restart-safe: pod names are deterministic (``<job>-<pe>-<hash(node)>``), every
 change is computed against what is read back from the API server, creates tolerate 409 and
-deletes 404, and transient errors (409 conflicts, 429, 5xx) are retried with backoff.
+deletes 404, and transient errors (409 conflicts on updates, 429, 5xx) are retried with backoff.
+
+Plan once what was applied (issue 39): what the epochs read back is the pod index, which trails
+the API server by the watch's lag (tens of seconds under a flood of thousands of pod events). The
+pods this operator has asked to create are kept in :class:`Inflight` from the moment the request
+leaves until the pod index shows a pod of that name (the index function tells it) or
+``inflight_s`` has passed; the epochs' snapshot counts them as existing pods (:meth:`Inflight.pending`),
+so the next epoch neither creates them again nor plans as if they were missing; the same for the
+jobs' Services. A create answered
+409 (AlreadyExists) is a pod that exists: counted as such, not retried, nothing re-read. Creates are
+counted by the API server's answer in ``kubesoda_pod_creates_total{result}``.
 
 A PE instance is one pod per node where the PE has a fraction f > 0. Its CPU request = limit =
 f x the node's allocatable cores (millicores); its memory request = limit is the PE's ``memory``
@@ -33,6 +43,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -212,6 +224,58 @@ def _fraction_moved(annotated: str | None, fraction: float, cores: float) -> boo
         return True
 
 
+def inflight_body(body: dict[str, Any]) -> dict[str, Any]:
+    """What the epochs read of a pod just created (labels, annotations, the container's resources,
+    hostname and subdomain), as the pod index would show it before it is bound: a pending pod."""
+    md, sp = body["metadata"], body["spec"]
+    return {"metadata": {k: md[k] for k in ("name", "namespace", "labels", "annotations") if k in md},
+            "spec": {**{k: sp[k] for k in ("schedulerName", "hostname", "subdomain") if k in sp},
+                     "containers": [{"name": c.get("name"), "resources": c.get("resources") or {}} for c in sp.get("containers") or []]},
+            "status": {"phase": "Pending"}}
+
+
+class Inflight:
+    """The creates this operator issued whose object the index has not shown yet:
+    (namespace, name) -> (when issued, what the epochs read of it: a pod as :func:`inflight_body`,
+    a Service as its job's name).
+
+    Recorded before the request is sent (so a watch event that beats the response still clears
+    it), kept when the API server answers 201 or 409, dropped when it refuses the create, when the
+    index shows an object of that name (:meth:`seen`, from the index function, or the snapshot
+    itself holding it), or after ``timeout_s``: a create that never shows up is issued again by
+    the next epoch. Thread-safe: the apply workers record, Kopf's event loop clears."""
+
+    def __init__(self, timeout_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._items: dict[tuple[str, str], tuple[float, Any]] = {}
+
+    def issued(self, key: tuple[str, str], value: Any) -> None:
+        with self._lock:
+            self._items[key] = (self.clock(), value)
+
+    def seen(self, key: tuple[str, str]) -> None:
+        """The index shows ``key`` (namespace, name): the index speaks for it from now on."""
+        if self._items:
+            with self._lock:
+                self._items.pop(key, None)
+
+    forget = seen  # the API server refused the create, or the object is being deleted: nothing is in flight
+
+    def pending(self, indexed: Any = None) -> dict[tuple[str, str], Any]:
+        """The creates still in flight, key -> value, less those ``indexed`` (a container of keys)
+        already holds (dropped: seen) and those older than the timeout (dropped: created again)."""
+        now = self.clock()
+        with self._lock:
+            for k in [k for k, (t, _) in self._items.items() if now - t > self.timeout_s or (indexed is not None and k in indexed)]:
+                del self._items[k]
+            return {k: v for k, (_, v) in self._items.items()}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class Fenced(RuntimeError):
     """Raised before a write when this replica has lost the right to act (peering paused it)."""
 
@@ -224,11 +288,13 @@ class Applier:
     replica that lost leadership mid-epoch stops writing at once instead of finishing its epoch
     while the new leader starts its own."""
 
-    def __init__(self, api: client.ApiClient, workers: int = 16, fence: Callable[[], bool] | None = None):
+    def __init__(self, api: client.ApiClient, workers: int = 16, fence: Callable[[], bool] | None = None, inflight_s: float = 60.0):
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.workers = max(1, workers)
         self.fence = fence or (lambda: False)
+        self.inflight = Inflight(inflight_s)  # pods created, not yet in the pod index
+        self.inflight_services = Inflight(inflight_s)  # Services created, not yet in the Service index
 
     def _guard(self) -> None:
         if self.fence():
@@ -251,18 +317,25 @@ class Applier:
         def create(item: tuple[str, str, dict[str, Any]]) -> int:
             namespace, job, owner = item
             body = service_body(namespace, job, owner)
+            key = (namespace, body["metadata"]["name"])
             self._guard()
+            self.inflight_services.issued(key, job)
             try:
                 self._write("service_create")
                 retry(lambda: raw(self.core.create_namespaced_service, namespace, body), f"create service {body['metadata']['name']}")
                 return 1
             except ApiException as e:
                 if e.status != 409:  # one job's failure (e.g. its namespace is terminating) never stops the others
+                    self.inflight_services.forget(key)
                     log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
                 return 0
+            except BaseException:
+                self.inflight_services.forget(key)
+                raise
 
         def delete(k: tuple[str, str]) -> int:
             self._guard()
+            self.inflight_services.forget(k)
             try:
                 self._write("service_delete")
                 retry(lambda: raw(self.core.delete_namespaced_service, k[1], k[0]), f"delete service {k[1]}")
@@ -302,6 +375,7 @@ class Applier:
 
         def delete(k: tuple[str, str]) -> int:
             self._guard()
+            self.inflight.forget(k)
             try:
                 self._write("pod_delete")
                 retry(lambda: raw(self.core.delete_namespaced_pod, k[1], k[0], grace_period_seconds=0), f"delete {k[1]}")
@@ -339,17 +413,33 @@ class Applier:
                     log.error("annotate pod %s/%s: %s %s", inst.namespace, inst.name, e.status, e.reason)
             return done
 
+        def send(body: dict[str, Any]) -> int:
+            """One create request, counted by its answer (a 409 is left to the caller)."""
+            try:
+                code = raw(self.core.create_namespaced_pod, body["metadata"]["namespace"], body)
+            except ApiException as e:
+                metrics.POD_CREATES.labels("exists" if e.status == 409 else "retried" if e.status in TRANSIENT else "failed").inc()
+                raise
+            metrics.POD_CREATES.labels("created").inc()
+            return code
+
         def create(inst: Instance) -> int:
             body = pod_body(inst)
             self._guard()
+            self.inflight.issued((inst.namespace, inst.name), inflight_body(body))  # before the request: the watch may show the pod first
             try:
                 self._write("pod_create")
-                retry(lambda: raw(self.core.create_namespaced_pod, inst.namespace, body), f"create pod {inst.name}")
+                retry(lambda: send(body), f"create pod {inst.name}")
                 return 1
             except ApiException as e:
-                if e.status != 409:
-                    log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
+                if e.status == 409:  # AlreadyExists: the pod is there (an earlier create, or a retry after a lost answer)
+                    return 0
+                self.inflight.forget((inst.namespace, inst.name))
+                log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
                 return 0
+            except BaseException:
+                self.inflight.forget((inst.namespace, inst.name))
+                raise
 
         def growth(k: tuple[str, str]) -> int:
             limits = (have[k]["spec"]["containers"][0].get("resources") or {}).get("limits") or {}

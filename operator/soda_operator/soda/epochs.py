@@ -78,6 +78,7 @@ class Loops:
         self.quarantine: dict[str, tuple[str, str]] = {}
         self.failpoint = os.environ.get(FAILPOINT_ENV) or None
         self.reported: set[tuple[str, str, str]] = set()  # invalid Nodes/templates/policies already given an Event
+        self.known = 0  # StreamJobs and StreamTemplates in the last snapshot (without the indexes' count)
         self.macro_due = threading.Event()
         self.micro_due = threading.Event()
         self.lock = threading.Lock()  # one epoch at a time
@@ -92,11 +93,25 @@ class Loops:
         self.on_apply: Callable[[Scenario, Plan, dict[str, int]], None] | None = None
 
     def snapshot(self) -> Snapshot:
+        """The cluster as the watches (or lists) show it, plus what this replica wrote that they
+        may not show yet: the pods and Services it created (:class:`.apply.Inflight`; pods as pending pods) and the
+        statuses it wrote (``written``, merged onto the jobs'), so an epoch plans from what the
+        last one applied, not from a view that trails it (issue 39: plan once what was applied)."""
         if self.reader is not None:
             metrics.SNAPSHOTS.labels("index").inc()
-            return self.reader.snapshot()  # type: ignore[no-any-return]
-        metrics.SNAPSHOTS.labels("list").inc()
-        return state.take(self.core, self.custom)
+            snap: Snapshot = self.reader.snapshot()
+        else:
+            metrics.SNAPSHOTS.labels("list").inc()
+            snap = state.take(self.core, self.custom)
+        self.known = len(snap.jobs) + len(snap.templates)
+        return state.with_own_writes(snap, self.applier.inflight, self.applier.inflight_services, self.written)
+
+    def objects(self) -> int:
+        """StreamJobs and StreamTemplates known (the macro epoch's settle rule, :class:`.loop.Settle`):
+        counted in the indexes, else as of the last snapshot."""
+        if self.reader is not None:
+            return self.reader.count()  # type: ignore[no-any-return]
+        return self.known
 
     def _old_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         md = obj.get("metadata") or {}

@@ -62,13 +62,19 @@ async def kubesoda_policies(name: str, body: kopf.Body, **_: Any) -> dict[Any, A
 
 
 @kopf.index("", "v1", "pods", labels={crd.LABEL_JOB: kopf.PRESENT})
-async def kubesoda_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def kubesoda_pods(namespace: str | None, name: str, body: kopf.Body, memo: Any = None, **_: Any) -> dict[Any, Any]:
+    loops = getattr(memo, "loops", None)
+    if loops is not None:  # the index holds it now: a create of it is no longer in flight (apply.Inflight)
+        loops.applier.inflight.seen((namespace or "", name))
     return {(namespace, name): _trim_pod(body)}
 
 
 @kopf.index("", "v1", "services", labels={crd.LABEL_JOB: kopf.PRESENT})
-async def kubesoda_services(namespace: str | None, name: str, meta: kopf.Meta, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
+async def kubesoda_services(namespace: str | None, name: str, meta: kopf.Meta, labels: kopf.Labels, memo: Any = None, **_: Any) -> dict[Any, Any]:
     # only those a StreamJob owns (kubesoda's own): the epochs delete the ones no longer desired
+    loops = getattr(memo, "loops", None)
+    if loops is not None:  # a create of it is no longer in flight (apply.Inflight)
+        loops.applier.inflight_services.seen((namespace or "", name))
     return {(namespace, name): labels.get(crd.LABEL_JOB, "")} if owned_by_job(meta.get("ownerReferences")) else {}
 
 
@@ -99,6 +105,11 @@ class Reader:
         return Snapshot(nodes=values("kubesoda_nodes"), templates=values("kubesoda_templates"), jobs=values("kubesoda_jobs"),
                         policy=policies.get("default"), pods=values("kubesoda_pods"),
                         services={k: next(iter(ix["kubesoda_services"][k])) for k in ix["kubesoda_services"]}, foreign=foreign)
+
+    def count(self) -> int:
+        """StreamJobs and StreamTemplates in the indexes (the loop's settle rule reads it every 0.1 s
+        from its own thread: the length of a dict, read without a hop to the event loop)."""
+        return len(self.indices["kubesoda_jobs"]) + len(self.indices["kubesoda_templates"])
 
     async def _take(self) -> Snapshot:
         return self._copy()

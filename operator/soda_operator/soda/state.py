@@ -8,9 +8,9 @@ the policy's epochs through :func:`epochs`, which never fails (a bad policy: the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from kubernetes import client
 
@@ -39,6 +39,46 @@ class Snapshot:
         pipeline guard set aside (``quarantined``: job -> why)."""
         return crd.scenario_from_objects(self.nodes, self.templates, self.jobs, self.policy, self.pods, source, self.foreign,
                                          now=datetime.now(UTC), quarantined=quarantined)
+
+
+def merge_patch(old: Any, patch: Any) -> Any:
+    """``patch`` applied to ``old`` as a JSON merge patch (RFC 7386) applies it: what the API server
+    makes of a status written with one."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out = dict(old) if isinstance(old, Mapping) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+class Pending(Protocol):
+    def pending(self, indexed: Any = None) -> dict[tuple[str, str], Any]: ...
+
+
+def with_own_writes(snap: Snapshot, pods: Pending, services: Pending, written: Mapping[tuple[str, str, str], dict[str, Any]]) -> Snapshot:
+    """``snap`` with what this replica wrote and the watches may not show yet: each pod whose create
+    is in flight (``pods.pending``: those not in ``snap.pods``) as a pending pod, each Service
+    likewise (``services``), and each job's status as this replica last wrote it (``written``, keyed
+    by namespace, name and UID) merged onto the one the snapshot holds. The snapshot's objects are
+    the indexes' own: new ones are made, none is changed."""
+    indexed = {((p.get("metadata") or {}).get("namespace", ""), (p.get("metadata") or {}).get("name", "")) for p in snap.pods}
+    extra = list(pods.pending(indexed).values())
+    more_services = services.pending(snap.services)
+    jobs = snap.jobs
+    if written:
+        jobs = []
+        for j in snap.jobs:
+            md = j.get("metadata") or {}
+            mine = written.get((md.get("namespace", ""), md.get("name", ""), md.get("uid", "")))
+            jobs.append(j if mine is None else {**j, "status": merge_patch(j.get("status"), mine)})
+    if not extra and not more_services and jobs is snap.jobs:
+        return snap
+    return replace(snap, pods=snap.pods + extra if extra else snap.pods, jobs=jobs,
+                   services={**snap.services, **more_services} if more_services else snap.services)
 
 
 def owned_by_job(owner_references: Any) -> bool:
