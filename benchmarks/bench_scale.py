@@ -331,7 +331,10 @@ def operator_writes(port: str) -> dict[str, float]:
     ctx = ssl.create_default_context(cafile=os.path.join(os.path.dirname(os.environ[ENV_CERT]), "ca.crt")) \
         if os.environ.get(ENV_CERT) else None
     text = urllib.request.urlopen(f"{'https' if ctx else 'http'}://127.0.0.1:{port}/metrics", timeout=10, context=ctx).read().decode()
-    return {k: float(v) for k, v in re.findall(r'kubesoda_writes_total\{kind="(\w+)"\} ([\d.e+]+)', text)}
+    out = {k: float(v) for k, v in re.findall(r'kubesoda_writes_total\{kind="(\w+)"\} ([\d.e+]+)', text)}
+    # pod create requests by answer (created, exists = 409, retried, failed): issue 39's "creates == pods"
+    out.update({f"pod_creates_{k}": float(v) for k, v in re.findall(r'kubesoda_pod_creates_total\{result="(\w+)"\} ([\d.e+]+)', text)})
+    return out
 
 
 def rack_loss(row: dict, nodes: list[dict], pods: list[dict]) -> None:
@@ -537,6 +540,10 @@ def table(row: dict, cmp: dict, kube_rows: list[dict], plain_rows: list[dict]) -
         f"| Running jobs with no pod | {row.get('running_jobs_without_pods')} | 0 |",
         f"| pods Running | {row.get('pods_running')} | |",
         f"| first macro epoch: total, macroQ, macroW, apply | {fm.get('total_s')}, {fm.get('macroq_s')}, {fm.get('macrow_s')}, {fm.get('apply_s')} s | |",
+        f"| jobs the first macro epoch saw, of all | {fm.get('jobs')} of {row.get('jobs')} | all |",
+        f"| pod creates until all Running: created / 409 (exists) / pods Running | "
+        f"{(row.get('operator_writes_until_running') or {}).get('pod_creates_created')} / "
+        f"{(row.get('operator_writes_until_running') or {}).get('pod_creates_exists', 0.0)} / {row.get('pods_running')} | creates = pods, no 409 |",
         f"| micro epochs: count, mean | {(row.get('micro_epoch_s') or {}).get('count')}, {(row.get('micro_epoch_s') or {}).get('mean')} s | |",
         f"| API requests until all Running | {row.get('requests_until_running')} | |",
         f"| the most until all Running, by resource | {row.get('requests_until_running_by_resource')} | |",
