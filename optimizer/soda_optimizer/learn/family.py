@@ -87,6 +87,7 @@ _TOL = 1.05  # the simplest form within 5% of the best held-out error wins
 # the allocations the planner then tries, than the form the paper measured (bench_rfl: 8% error
 # with curves from near-ties against 3.4% with the paper's form)
 _PAPER_TOL = 1.25
+_BOUND_CV = True
 
 
 class FamilyFit(BaseModel):
@@ -376,8 +377,8 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
                 qf = pf / ps
                 c = solve(form, knot, qf, np.where(sat, m * r_i / pf, mu), tr, w[tr])
                 ff = make(sel, form, knot, ps, c, lsf, bf, float(pf.max()))
-                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold])
-                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold])
+                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold], _BOUND_CV)
+                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold], _BOUND_CV)
             held_by[(sel, form, knot)] = held
             cands.append((float(np.sum(w * score) / np.sum(w)), rank, sel, form, knot))
             rank += 1
@@ -392,7 +393,7 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
     q, k_est, idx = p / ps, np.where(sat, m * r_i / p, mu), np.arange(n)
     c = solve(need_form, knot_q, q, k_est, idx, w, 3)
     out = make(sel_form, need_form, knot_q, ps, c, ls, beta, float(p.max()))
-    pr, pu = _predict(out, r_eval, m, r_i)
+    pr, pu = _predict(out, r_eval, m, r_i, r_o)
     lo = np.abs(np.log(np.maximum(pr, 1e-12) / r_o))
     lu = np.abs(np.log(np.maximum(pu, 1e-12) / mu))
     out_frac = float(np.sum(w[(lo > outlier_threshold) | (lu > outlier_threshold)]) / np.sum(w))
@@ -402,23 +403,38 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
                                   "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu, r_i), w), "outlier_fraction": out_frac})
 
 
-def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o: np.ndarray, bound: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Output rate and mips used of samples at offered ``r_i`` (inf: censored, the offered rate
-    unknown) and ``m`` mips (``seen``: the rate they received, unused: judged at what they
-    received, a censored sample would make the paper's fixed need look exact, as it only bounds it)."""
-    return f.predict(r_i, m)
+    unknown) and ``m`` mips, for judging them against their observed output ``r_o``.
+
+    A censored sample was offered *at least* what it received (``seen``), an unknown rate. With a
+    need per tuple it processed ``n^-1(m)`` whatever that rate was (it used all its mips), which is
+    what ``predict`` at an unbounded rate gives. The paper's need processes the share ``m / K`` of
+    what it is offered: its output grows without bound with the offered rate, so the sample only
+    says that the output at ``seen`` is not above ``r_o`` (the offered rate that matches exists);
+    it is judged by how far the output at ``seen`` lies above ``r_o`` (0 below: consistent), and
+    its mips used by ``min(m, K)``. Judged at a fixed operating rate instead (what ``predict``
+    does with an unbounded rate, for the planner), every sample received at another rate (an
+    upstream that changed its allocation) was a misfit: bench_rfl's PEs whose input moved x14
+    over the window had a third to a half of their samples counted as outliers and lost trust."""
+    pr, pu = f.predict(r_i, m)
+    cens = np.isinf(r_i)
+    if f.need != "paper" or not cens.any() or not bound:
+        return pr, pu
+    lo, used = f.predict(seen, m)
+    return np.where(cens, np.maximum(lo, r_o), pr), np.where(cens, used, pu)
 
 
-def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
+def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray, bound: bool = True) -> np.ndarray:
     """Per sample, the mean of |predicted / observed - 1| of the output rate and the mips used."""
-    pr, pu = _predict(f, r_i, m, seen)
+    pr, pu = _predict(f, r_i, m, seen, r_o, bound)
     return np.asarray(0.5 * (np.abs(pr / r_o - 1.0) + np.abs(pu / mu - 1.0)), dtype=float)
 
 
-def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
+def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray, bound: bool = True) -> np.ndarray:
     """Per sample, the mean of |log(predicted / observed)| of the output rate and the mips used, each
     at most ``_CAP``: what the forms are chosen by (a stall or a bad scrape costs a bounded amount)."""
-    pr, pu = _predict(f, r_i, m, seen)
+    pr, pu = _predict(f, r_i, m, seen, r_o, bound)
     lo = np.minimum(np.abs(np.log(np.maximum(pr, 1e-12) / r_o)), _CAP)
     lu = np.minimum(np.abs(np.log(np.maximum(pu, 1e-12) / mu)), _CAP)
     return np.asarray(0.5 * (lo + lu), dtype=float)
