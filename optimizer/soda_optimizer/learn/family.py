@@ -24,7 +24,9 @@ by two functions of the rate ``p`` it *processes* (tuples/s taken in):
 With ``m`` mips and an offered input rate ``r_i`` the PE processes ``p = min(r_i, n^-1(m))``, emits
 ``s(p) p`` and uses ``min(m, n(r_i))`` mips. Every (selectivity, need) pair is judged by K-fold
 cross-validation (leave-one-out below 12 samples) on the PE's own window, by the mean held-out log
-error (capped at 0.5) of the *combined* prediction, output rate and mips used; the simplest pair
+error (capped at 0.5) of the *combined* prediction, output rate and mips used (a censored sample
+under the paper's need by what it bounds: the output at the rate it received not above what it
+emitted, :func:`_predict`); the simplest pair
 within 5% of the best wins (``linear`` before ``paper``: a PE seen saturated only, without its
 offered rate, bounds the paper's fixed need from below by the allocations it had, while a cost
 per tuple extrapolates; exploration, :mod:`.explore`, relies on it). The fit's ``cv_error`` is the held-out weighted median of
@@ -87,7 +89,6 @@ _TOL = 1.05  # the simplest form within 5% of the best held-out error wins
 # the allocations the planner then tries, than the form the paper measured (bench_rfl: 8% error
 # with curves from near-ties against 3.4% with the paper's form)
 _PAPER_TOL = 1.25
-_BOUND_CV = True
 
 
 class FamilyFit(BaseModel):
@@ -377,8 +378,8 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
                 qf = pf / ps
                 c = solve(form, knot, qf, np.where(sat, m * r_i / pf, mu), tr, w[tr])
                 ff = make(sel, form, knot, ps, c, lsf, bf, float(pf.max()))
-                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold], _BOUND_CV)
-                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold], _BOUND_CV)
+                held[hold] = _pair_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold])
+                score[hold] = _pair_log_error(ff, r_eval[hold], m[hold], r_o[hold], mu[hold], r_i[hold])
             held_by[(sel, form, knot)] = held
             cands.append((float(np.sum(w * score) / np.sum(w)), rank, sel, form, knot))
             rank += 1
@@ -403,7 +404,7 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
                                   "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu, r_i), w), "outlier_fraction": out_frac})
 
 
-def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o: np.ndarray, bound: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Output rate and mips used of samples at offered ``r_i`` (inf: censored, the offered rate
     unknown) and ``m`` mips, for judging them against their observed output ``r_o``.
 
@@ -419,22 +420,22 @@ def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o
     over the window had a third to a half of their samples counted as outliers and lost trust."""
     pr, pu = f.predict(r_i, m)
     cens = np.isinf(r_i)
-    if f.need != "paper" or not cens.any() or not bound:
+    if f.need != "paper" or not cens.any():
         return pr, pu
     lo, used = f.predict(seen, m)
     return np.where(cens, np.maximum(lo, r_o), pr), np.where(cens, used, pu)
 
 
-def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray, bound: bool = True) -> np.ndarray:
+def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
     """Per sample, the mean of |predicted / observed - 1| of the output rate and the mips used."""
-    pr, pu = _predict(f, r_i, m, seen, r_o, bound)
+    pr, pu = _predict(f, r_i, m, seen, r_o)
     return np.asarray(0.5 * (np.abs(pr / r_o - 1.0) + np.abs(pu / mu - 1.0)), dtype=float)
 
 
-def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray, bound: bool = True) -> np.ndarray:
+def _pair_log_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:
     """Per sample, the mean of |log(predicted / observed)| of the output rate and the mips used, each
     at most ``_CAP``: what the forms are chosen by (a stall or a bad scrape costs a bounded amount)."""
-    pr, pu = _predict(f, r_i, m, seen, r_o, bound)
+    pr, pu = _predict(f, r_i, m, seen, r_o)
     lo = np.minimum(np.abs(np.log(np.maximum(pr, 1e-12) / r_o)), _CAP)
     lu = np.minimum(np.abs(np.log(np.maximum(pu, 1e-12) / mu)), _CAP)
     return np.asarray(0.5 * (lo + lu), dtype=float)
