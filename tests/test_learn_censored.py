@@ -21,16 +21,16 @@ from soda_optimizer.observed import PEObservation
 A, B = 5e-4, 0.5  # K = B / A = 1000 mips saturate it at any input rate
 
 
-def _truth(r: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return np.minimum(A * r * m, B * r), np.minimum(m, B / A)
+def _truth(r: np.ndarray, m: np.ndarray, a: float = A) -> tuple[np.ndarray, np.ndarray]:
+    return np.minimum(a * r * m, B * r), np.minimum(m, B / a)
 
 
-def _observe(lr: Learner, sig: Signature, rng: np.random.Generator, rates: list[float], t0: float) -> float:
+def _observe(lr: Learner, sig: Signature, rng: np.random.Generator, rates: list[float], t0: float, a: float = A) -> float:
     t = t0
     for k, r in enumerate(rates):
         # mostly CPU-bound (30-90% of K), one window in four with CPU to spare (120-150% of K)
         m = float(rng.uniform(1.2, 1.5) if k % 4 == 3 else rng.uniform(0.3, 0.9)) * B / A
-        out, used = (float(x) for x in _truth(np.array(r), np.array(m)))
+        out, used = (float(x) for x in _truth(np.array(r), np.array(m), a))
         ob = PEObservation(received={"up->pe": r}, emitted={"pe->down": out * float(np.exp(rng.normal(0, 0.05)))},
                            mips=min(m, used * float(np.exp(rng.normal(0, 0.03)))))
         s = sample_from_observation(ob, PEKind.transform, m, t)
@@ -63,3 +63,31 @@ def test_a_paper_form_pe_whose_input_moved_is_trusted_and_predicts_within_the_no
     p_out, p_used = c.rf.rate_out(r, m), c.rf.mips_used(r, m)
     err = 0.5 * (np.abs(np.asarray(p_out) / t_out - 1.0) + np.abs(np.asarray(p_used) / t_used - 1.0))
     assert float(np.median(err)) < 0.07 and float(np.max(err)) < 0.25, (float(np.median(err)), float(np.max(err)))
+
+
+def test_a_new_operating_point_is_no_drift_and_a_slower_pe_is() -> None:
+    """Drift (a residual run test) judges a censored sample as the fit does: a trusted fit of the
+    paper's form, then windows at a new input rate and allocations well below K (same truth) are
+    no drift; then the PE's CPU per tuple doubles (A halves, K doubles): a drift."""
+    rng = np.random.default_rng(7)
+    sig = Signature.build("transform", "acme/drift:1", inputs=[("up", "up->pe")])
+    lr = Learner(LearnConfig())
+    t = _observe(lr, sig, rng, [100.0 * float(rng.uniform(0.9, 1.1)) for _ in range(24)], 0.0)
+    model = lr.get(sig.key)
+    assert model is not None and model.fit is not None and model.fit.trusted and model.family is not None
+    assert model.family.need_at(100.0) == pytest.approx(B / A, rel=0.15)  # K identified by the idle windows
+    for _ in range(12):  # 3x the input, 30-60% of K: all censored
+        m = float(rng.uniform(0.3, 0.6)) * B / A
+        ob = PEObservation(received={"up->pe": 300.0}, emitted={"pe->down": A * 300.0 * m * float(np.exp(rng.normal(0, 0.05)))},
+                           mips=m * float(np.exp(-abs(rng.normal(0, 0.01)))))  # saturated: all its CPU
+        s = sample_from_observation(ob, PEKind.transform, m, t)
+        assert s is not None and s.censored
+        lr.observe(sig, [s], t)
+        lr.get(sig.key)
+        t += 10.0
+    model = lr.get(sig.key)
+    assert model is not None and model.drifts == 0 and model.fit is not None and model.fit.trusted
+    # the PE got slower: it needs twice the CPU per tuple
+    _observe(lr, sig, rng, [100.0 * float(rng.uniform(0.9, 1.1)) for _ in range(12)], t, a=A / 2)
+    model = lr.get(sig.key)
+    assert model is not None and model.drifts >= 1
