@@ -91,3 +91,36 @@ def test_a_new_operating_point_is_no_drift_and_a_slower_pe_is() -> None:
     _observe(lr, sig, rng, [100.0 * float(rng.uniform(0.9, 1.1)) for _ in range(12)], t, a=A / 2)
     model = lr.get(sig.key)
     assert model is not None and model.drifts >= 1
+
+
+def test_a_probe_past_a_saturation_learned_from_censored_samples_is_no_drift() -> None:
+    """A PE seen only CPU-bound at about one allocation (two windows whose CPU reading dipped below
+    95% pass for idle: the selectivity is learned from them, the K learned is about the allocation,
+    a lower bound). Exploration then gives it 1.5x (a probe): still CPU-bound, it emits more. That is
+    a new operating point, which the fit learns from, not a drift that drops the window."""
+    rng = np.random.default_rng(3)
+    sig = Signature.build("transform", "acme/probed:1", inputs=[("up", "up->pe")])
+    lr = Learner(LearnConfig())
+    t = 0.0
+
+    def window(m: float, reading: float) -> None:
+        nonlocal t
+        r = 50.0 * float(rng.uniform(0.95, 1.05))
+        out, _ = _truth(np.array(r), np.array(m))
+        ob = PEObservation(received={"up->pe": r}, emitted={"pe->down": float(out) * float(np.exp(rng.normal(0, 0.03)))},
+                           mips=m * reading)
+        s = sample_from_observation(ob, PEKind.transform, m, t)
+        assert s is not None
+        lr.observe(sig, [s], t)
+        lr.get(sig.key)
+        t += 10.0
+
+    for k in range(20):
+        window(float(rng.uniform(170.0, 190.0)), 0.9 if k in (5, 13) else 0.99)  # K = 1000: always CPU-bound
+    model = lr.get(sig.key)
+    assert model is not None and model.fit is not None and model.fit.trusted and model.family is not None
+    assert model.family.need == "paper" and model.family.c[0] < 250.0  # a lower bound: the allocations seen
+    for _ in range(8):
+        window(270.0, 0.99)  # the probe: 1.5x
+    model = lr.get(sig.key)
+    assert model is not None and model.drifts == 0 and len(model.samples) == 28

@@ -414,7 +414,10 @@ def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o
     what it is offered: its output grows without bound with the offered rate, so the sample only
     says that the output at ``seen`` is not above ``r_o`` (the offered rate that matches exists);
     it is judged by how far the output at ``seen`` lies above ``r_o`` (0 below: consistent), and
-    its mips used by ``min(m, K)``. Judged at a fixed operating rate instead (what ``predict``
+    its mips used as all it had (``predict`` at an unbounded rate): a ``K`` learned from
+    saturated samples only bounds the need from below, and a probe past it (:mod:`.explore`)
+    is a new operating point, not a misfit (judged by ``min(m, K)``, bench_rfl's explore arm
+    dropped the window of 10 PEs as drifted, 32 nodes in all, on one seed). Judged at a fixed operating rate instead (what ``predict``
     does with an unbounded rate, for the planner), every sample received at another rate (an
     upstream that changed its allocation) was a misfit: bench_rfl's PEs whose input moved x14
     over the window had a third to a half of their samples counted as outliers and lost trust."""
@@ -422,8 +425,8 @@ def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o
     cens = np.isinf(r_i)
     if f.need != "paper" or not cens.any():
         return pr, pu
-    lo, used = f.predict(seen, m)
-    return np.where(cens, np.maximum(lo, r_o), pr), np.where(cens, used, pu)
+    lo, _ = f.predict(seen, m)
+    return np.where(cens, np.maximum(lo, r_o), pr), pu
 
 
 def _pair_error(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, seen: np.ndarray) -> np.ndarray:

@@ -145,12 +145,13 @@ class Learner:
         mu = np.array([np.nan if s.m_used is None else s.m_used for s in batch])
         # judged as the fit judges its own samples (family._predict): a censored sample (saturated,
         # offered rate unknown) used all its mips and, with a need per tuple, processed what they
-        # process; under the paper's need its output at the rate it received is a lower bound. A new
+        # process; under the paper's need its output at the rate it received is a lower bound, and an
+        # allocation past the K learned (a probe) is a new operating point too. A new
         # operating point is no drift (judged at the received rate as the processed one, a PE that
         # takes in all it is offered and processes m / K of it, as the fluid data plane's do, looked
         # drifted after drift_run windows allocated below K / 1.3: tests/test_learn_censored.py)
         pr, pu = _judged(ff, r_i, m, seen, r_o)
-        mu = np.where(cens, m, mu) if ff.need != "paper" else mu
+        mu = np.where(cens, m, mu)  # saturated: all it had (its CPU reading is noise around it)
         with np.errstate(divide="ignore", invalid="ignore"):
             dev = np.fmax(np.abs(np.log(pr / r_o)), np.abs(np.log(pu / mu)))
         limit = max(cfg.drift_threshold, 3.0 * ff.cv_error)
