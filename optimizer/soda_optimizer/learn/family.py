@@ -29,7 +29,10 @@ under the paper's need by what it bounds: the output at the rate it received not
 emitted, :func:`_predict`); the simplest pair
 within 5% of the best wins (``linear`` before ``paper``: a PE seen saturated only, without its
 offered rate, bounds the paper's fixed need from below by the allocations it had, while a cost
-per tuple extrapolates; exploration, :mod:`.explore`, relies on it). The fit's ``cv_error`` is the held-out weighted median of
+per tuple extrapolates; exploration, :mod:`.explore`, relies on it), except that the paper's
+form with a constant selectivity wins while within 25% of the best (``_PAPER_TOL``) and its fit on
+every sample has at most 0.05 more outlier weight than that simplest pair's (``_PAPER_OUTLIERS``).
+The fit's ``cv_error`` is the held-out weighted median of
 ``|predicted / observed - 1|`` under the chosen pair, which is what the learner's confidence is
 built from (:mod:`.learner`). Every fit is robust (a start without samples a factor 4.5 off the
 median cost per tuple, then rounds of Huber weights on log residuals, no weight beyond 0.5);
