@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -268,7 +269,8 @@ def main(argv: list[str] | None = None) -> None:
     arms = ARMS
     lines = ["# The learner on shapes outside the paper's form (issue 38)", "",
              f"`{cmd}`: 7 shapes x {args.pes} PEs, {args.samples} samples each, constant and varying (x0.5-2) input, "
-             f"{secs:.0f} s on a 2-core machine shared with other work. How it is measured: the docstring of "
+             f"{secs:.0f} s on a {os.cpu_count()}-core machine shared with other work, load average {os.getloadavg()[0]:.1f} when it "
+             "ended. How it is measured: the docstring of "
              "benchmarks/bench_rfl_shapes.py. Error: mean of the output-rate and mips-used relative errors on 40 fresh "
              "operating points against the noiseless truth; median over the PEs of a shape (mean in brackets).", ""]
     summary: dict[str, Any] = {}
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     lines += ["", "Paper (section 6.1, Fig. 21): 27% error with default functions, 7% learned (on its own form, constant input)."]
     out = Path(args.out)
     (out / "rfl_shapes.md").write_text("\n".join(lines) + "\n")
-    (out / "rfl_shapes.json").write_text(json.dumps({"command": cmd, "seconds": secs, "summary": summary,
+    (out / "rfl_shapes.json").write_text(json.dumps({"command": cmd, "seconds": secs, "load": os.getloadavg(), "summary": summary,
                                                        "confident": {m: res[m]["confident"] for m in res},
                                                        "recover": {m: res[m]["recover"] for m in res},
                                                        "confident_wrong": {m: res[m]["bad"] for m in res}}, indent=1) + "\n")

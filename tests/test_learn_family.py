@@ -101,3 +101,54 @@ def test_the_paper_form_wins_near_ties_at_a_nearly_constant_rate() -> None:
         ff = fit_family(PEKind.transform, s, np.ones(len(s)))
         chosen.append(ff.need if ff is not None else None)
     assert chosen == ["paper"] * 20, chosen
+
+
+def test_a_background_cpu_term_is_never_confident_and_wrong() -> None:
+    """The issue's done criterion as a property: a fit with more than 15% error against the truth is
+    never Confident. PEs with a background CPU term (need = c0 + c p, c0 1.5-2x c r0: bench_rfl_shapes'
+    ``background`` where it dominates) at a constant input, allocations 20-150% of the need at it, 5%
+    noise, the offered rate measured; below c0 a PE emits nothing and gives no sample, so its
+    CPU-bound windows are few. From 40 samples on (at 30, 1 of these 300 PEs still is: its samples
+    do not show it, docs/learn.md). Error as bench_rfl_shapes measures it, on fresh points: the
+    output relative to at least 10% of the output with CPU to spare, and the mips used. Before
+    _PAPER_OUTLIERS: 2 PEs at 40 samples, the paper's form Confident with 30% error."""
+    def run(need, r: float, m: float) -> tuple[float, float]:
+        if need(r) <= m:
+            return r, need(r)
+        lo, hi = 0.0, r
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if need(mid) <= m else (lo, mid)
+        return lo, min(m, need(lo))
+
+    wrong = []
+    for seed in range(300):
+        rng = np.random.default_rng(100 + seed)
+        r0 = float(np.exp(rng.uniform(np.log(50), np.log(500))))
+        c = float(np.exp(rng.uniform(0.0, np.log(10))))
+        c0 = float(rng.uniform(1.5, 2.0)) * c * r0  # the background term dominant: few CPU-bound windows
+        s = float(rng.uniform(0.2, 2.0))
+        need = lambda p, c0=c0, c=c: c0 + c * p  # noqa: E731
+        sig = Signature.build("transform", f"bg/{seed}:1")
+        lr = Learner()
+        for i in range(50):
+            m = float(rng.uniform(0.2, 1.5)) * need(r0)
+            p, used = run(need, r0, m)
+            n_o, n_u = (float(np.exp(rng.normal(0, 0.05))) for _ in range(2))
+            if p <= 0:
+                continue
+            lr.observe(sig, [Sample(r_i=r0, r_p=p, m=m, r_o=s * p * n_o, m_used=min(m, used * n_u), t=10.0 * i)], 10.0 * i)
+            if i + 1 in (40, 50):
+                model = lr.get(sig.key)
+                if model is None or model.family is None or model.fit is None or not model.fit.trusted or model.confidence < 0.5:
+                    continue
+                ms = np.random.default_rng(10_000 + seed).uniform(0.2, 1.5, 40) * need(r0)  # fresh points apart
+                truth = np.array([run(need, r0, x) for x in ms])
+                ok = truth[:, 0] > 0
+                po, pu = model.family.predict(np.full(40, r0), ms)
+                t_o, t_u = s * truth[:, 0], truth[:, 1]
+                err = 0.5 * (np.abs(po - t_o) / np.maximum(t_o, 0.1 * s * r0) + np.abs(pu - t_u) / np.maximum(t_u, 1e-9))
+                e = float(np.mean(err[ok]))
+                if e > 0.15:
+                    wrong.append((seed, i + 1, model.family.need, round(e, 3)))
+    assert wrong == []

@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .family import FamilyFit, fit_family
+from .family import _predict as _judged
 from .fit import _kish, age_weights, fit
 from .model import Fit, LearnConfig, LearnedModel, Sample
 from .signature import Level, Signature, normalize_image
@@ -142,15 +143,15 @@ class Learner:
         m = np.array([s.m for s in batch])
         r_o = np.array([s.r_o for s in batch])
         mu = np.array([np.nan if s.m_used is None else s.m_used for s in batch])
-        pr, pu = ff.predict(r_i, m)
-        # a censored sample (saturated, offered rate unknown) processed what it received: its output
-        # is s(p) p, and (a need per tuple) the need of p is all it had; predicting it from an offered
-        # rate it was never seen at would call every new operating point a drift
-        pr = np.where(cens, ff.sel_at(seen) * seen, pr)
-        if ff.need != "paper":
-            pu, mu = np.where(cens, ff.need_at(seen), pu), np.where(cens, m, mu)
-        else:
-            pu, mu = np.where(cens, m, pu), np.where(cens, m, mu)
+        # judged as the fit judges its own samples (family._predict): a censored sample (saturated,
+        # offered rate unknown) used all its mips and, with a need per tuple, processed what they
+        # process; under the paper's need its output at the rate it received is a lower bound, and an
+        # allocation past the K learned (a probe) is a new operating point too. A new
+        # operating point is no drift (judged at the received rate as the processed one, a PE that
+        # takes in all it is offered and processes m / K of it, as the fluid data plane's do, looked
+        # drifted after drift_run windows allocated below K / 1.3: tests/test_learn_censored.py)
+        pr, pu = _judged(ff, r_i, m, seen, r_o)
+        mu = np.where(cens, m, mu)  # saturated: all it had (its CPU reading is noise around it)
         with np.errstate(divide="ignore", invalid="ignore"):
             dev = np.fmax(np.abs(np.log(pr / r_o)), np.abs(np.log(pu / mu)))
         limit = max(cfg.drift_threshold, 3.0 * ff.cv_error)

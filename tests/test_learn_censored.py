@@ -1,0 +1,126 @@
+"""Censored samples (saturated, the offered rate not measured) of a PE of the paper's own form whose
+input rate moves (issue 38; what bench_rfl's PEs see when an upstream PE is given more CPU).
+
+The PE is simulated here as the fluid data plane runs it, independently of the learner: it receives
+what it is offered, processes the share ``m / K`` of it when ``m < K`` and emits ``A r m`` =
+``B r m / K``; its observation names no offered rate, so every saturated window is a censored
+sample. The learner must both trust its fit (the samples are all consistent with one function) and
+predict fresh operating points within the noise: a fit judged at one fixed operating rate called
+every sample received at the other rate an outlier and was never trusted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from soda_optimizer.learn import LearnConfig, Learner, Signature, sample_from_observation
+from soda_optimizer.learn.functions import LearningSettings, choose
+from soda_optimizer.model import PEKind
+from soda_optimizer.observed import PEObservation
+
+A, B = 5e-4, 0.5  # K = B / A = 1000 mips saturate it at any input rate
+
+
+def _truth(r: np.ndarray, m: np.ndarray, a: float = A) -> tuple[np.ndarray, np.ndarray]:
+    return np.minimum(a * r * m, B * r), np.minimum(m, B / a)
+
+
+def _observe(lr: Learner, sig: Signature, rng: np.random.Generator, rates: list[float], t0: float, a: float = A) -> float:
+    t = t0
+    for k, r in enumerate(rates):
+        # mostly CPU-bound (30-90% of K), one window in four with CPU to spare (120-150% of K)
+        m = float(rng.uniform(1.2, 1.5) if k % 4 == 3 else rng.uniform(0.3, 0.9)) * B / A
+        out, used = (float(x) for x in _truth(np.array(r), np.array(m), a))
+        ob = PEObservation(received={"up->pe": r}, emitted={"pe->down": out * float(np.exp(rng.normal(0, 0.05)))},
+                           mips=min(m, used * float(np.exp(rng.normal(0, 0.03)))))
+        s = sample_from_observation(ob, PEKind.transform, m, t)
+        assert s is not None
+        lr.observe(sig, [s], t)
+        t += 10.0
+    return t
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_paper_form_pe_whose_input_moved_is_trusted_and_predicts_within_the_noise(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sig = Signature.build("transform", "acme/moved:1", inputs=[("up", "up->pe")])
+    lr = Learner(LearnConfig())
+    rates = (40.0, 120.0, 400.0)  # the upstream's output as it was given more CPU, twice
+    t = 0.0
+    for rate in rates:
+        t = _observe(lr, sig, rng, [rate * float(rng.uniform(0.9, 1.1)) for _ in range(14)], t)
+    model = lr.get(sig.key)
+    assert model is not None and model.fit is not None and model.family is not None
+    assert sum(s.censored for s in model.samples) >= 28  # what this test is about: mostly censored samples
+    # every sample is consistent with one function: the fit is trusted, and the planner gets it
+    assert model.fit.trusted, (model.family.need, model.family.cv_error, model.family.outlier_fraction)
+    c = choose(PEKind.transform, None, sig, lr, LearningSettings(enabled=True))
+    assert c.source.startswith("learned")
+    # oracle: fresh operating points at the three rates, allocations on both sides of K, against the truth
+    r = np.repeat(rates, 20) * rng.uniform(0.9, 1.1, 60)
+    m = rng.uniform(0.3, 1.5, 60) * B / A
+    t_out, t_used = _truth(r, m)
+    p_out, p_used = c.rf.rate_out(r, m), c.rf.mips_used(r, m)
+    err = 0.5 * (np.abs(np.asarray(p_out) / t_out - 1.0) + np.abs(np.asarray(p_used) / t_used - 1.0))
+    assert float(np.median(err)) < 0.07 and float(np.max(err)) < 0.25, (float(np.median(err)), float(np.max(err)))
+
+
+def test_a_new_operating_point_is_no_drift_and_a_slower_pe_is() -> None:
+    """Drift (a residual run test) judges a censored sample as the fit does: a trusted fit of the
+    paper's form, then windows at a new input rate and allocations well below K (same truth) are
+    no drift; then the PE's CPU per tuple doubles (A halves, K doubles): a drift."""
+    rng = np.random.default_rng(7)
+    sig = Signature.build("transform", "acme/drift:1", inputs=[("up", "up->pe")])
+    lr = Learner(LearnConfig())
+    t = _observe(lr, sig, rng, [100.0 * float(rng.uniform(0.9, 1.1)) for _ in range(24)], 0.0)
+    model = lr.get(sig.key)
+    assert model is not None and model.fit is not None and model.fit.trusted and model.family is not None
+    assert model.family.need_at(100.0) == pytest.approx(B / A, rel=0.15)  # K identified by the idle windows
+    for _ in range(12):  # 3x the input, 30-60% of K: all censored
+        m = float(rng.uniform(0.3, 0.6)) * B / A
+        ob = PEObservation(received={"up->pe": 300.0}, emitted={"pe->down": A * 300.0 * m * float(np.exp(rng.normal(0, 0.05)))},
+                           mips=m * float(np.exp(-abs(rng.normal(0, 0.01)))))  # saturated: all its CPU
+        s = sample_from_observation(ob, PEKind.transform, m, t)
+        assert s is not None and s.censored
+        lr.observe(sig, [s], t)
+        lr.get(sig.key)
+        t += 10.0
+    model = lr.get(sig.key)
+    assert model is not None and model.drifts == 0 and model.fit is not None and model.fit.trusted
+    # the PE got slower: it needs twice the CPU per tuple
+    _observe(lr, sig, rng, [100.0 * float(rng.uniform(0.9, 1.1)) for _ in range(12)], t, a=A / 2)
+    model = lr.get(sig.key)
+    assert model is not None and model.drifts >= 1
+
+
+def test_a_probe_past_a_saturation_learned_from_censored_samples_is_no_drift() -> None:
+    """A PE seen only CPU-bound at about one allocation (two windows whose CPU reading dipped below
+    95% pass for idle: the selectivity is learned from them, the K learned is about the allocation,
+    a lower bound). Exploration then gives it 1.5x (a probe): still CPU-bound, it emits more. That is
+    a new operating point, which the fit learns from, not a drift that drops the window."""
+    rng = np.random.default_rng(3)
+    sig = Signature.build("transform", "acme/probed:1", inputs=[("up", "up->pe")])
+    lr = Learner(LearnConfig())
+    t = 0.0
+
+    def window(m: float, reading: float) -> None:
+        nonlocal t
+        r = 50.0 * float(rng.uniform(0.95, 1.05))
+        out, _ = _truth(np.array(r), np.array(m))
+        ob = PEObservation(received={"up->pe": r}, emitted={"pe->down": float(out) * float(np.exp(rng.normal(0, 0.03)))},
+                           mips=m * reading)
+        s = sample_from_observation(ob, PEKind.transform, m, t)
+        assert s is not None
+        lr.observe(sig, [s], t)
+        lr.get(sig.key)
+        t += 10.0
+
+    for k in range(20):
+        window(float(rng.uniform(170.0, 190.0)), 0.9 if k in (5, 13) else 0.99)  # K = 1000: always CPU-bound
+    model = lr.get(sig.key)
+    assert model is not None and model.fit is not None and model.fit.trusted and model.family is not None
+    assert model.family.need == "paper" and model.family.c[0] < 250.0  # a lower bound: the allocations seen
+    for _ in range(8):
+        window(270.0, 0.99)  # the probe: 1.5x
+    model = lr.get(sig.key)
+    assert model is not None and model.drifts == 0 and len(model.samples) == 28
