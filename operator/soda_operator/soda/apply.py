@@ -483,6 +483,10 @@ class Applier:
         except ApiException as e:
             log.error("status of SchedulingPolicy default failed: %s", e.reason)
 
+    def object_statuses(self, writes: list[tuple[str, str | None, str, dict[str, Any]]]) -> None:
+        """:meth:`object_status` of each (plural, namespace, name, status), concurrently."""
+        self._each(lambda w: self.object_status(*w), writes)
+
     def object_status(self, plural: str, namespace: str | None, name: str, status: dict[str, Any]) -> None:
         """Patch the status of a StreamTemplate (namespaced) or the SchedulingPolicy (cluster-scoped)."""
         self._guard()

@@ -137,8 +137,8 @@ class Loops:
             t_snap = time.perf_counter() - t0
             scen, errors, plan = self._guarded_plan(snap)
             self._report_invalid(snap, errors)
-            self._object_statuses(snap, errors)
             if plan is None:
+                self._object_statuses(snap, errors)
                 return None
             self._observe(plan)
             # the jobs this epoch decided about: the micro loop asks for a macro epoch only when
@@ -151,9 +151,13 @@ class Loops:
                 metrics.EPOCH_INFEASIBLE.inc()
                 log.warning("macro epoch infeasible, keeping the last feasible plan%s: %s",
                             "" if self.last else " (none yet: nothing changes)", plan.message)
+                self._object_statuses(snap, errors)
                 return plan
             self.last = plan
             self._apply(snap, scen, plan)
+            # after the jobs' statuses and pods: a template's status (its PE and stream counts, Valid)
+            # decides nothing, and at 10x LSD its 1,179 writes took tens of seconds before the first pod
+            self._object_statuses(snap, errors)
             self._charge_budgets(snap, scen, plan)
             metrics.EPOCH_SECONDS.labels("macro").observe(time.perf_counter() - t0)
             secs = {s.stage: s.seconds for s in plan.stages}
@@ -377,6 +381,7 @@ class Loops:
         the object). Written only when it changed (the watch-fed snapshot holds the current one)."""
         bad = {(e.kind, e.name): (f"{e.field}: {e.message}" if e.field else e.message) for e in errors}
         at = conditions.now()
+        writes: list[tuple[str, str | None, str, dict[str, Any]]] = []
         for t in snap.templates:
             md: dict[str, Any] = t.get("metadata") or {}
             old: dict[str, Any] = t.get("status") or {}
@@ -388,14 +393,15 @@ class Loops:
                    "conditions": [conditions.condition("Valid", why is None, "InvalidSpec" if why else "Valid", why or "", md.get("generation"),
                                                        old.get("conditions"), at)]}
             if any(old.get(k) != new[k] for k in ("pes", "streams", "observedGeneration")) or not conditions.same(old.get("conditions"), new["conditions"]):
-                self.applier.object_status("streamtemplates", md.get("namespace"), md.get("name", ""), new)
+                writes.append(("streamtemplates", md.get("namespace"), md.get("name", ""), new))
         if snap.policy is not None:
             md, old = snap.policy.get("metadata") or {}, snap.policy.get("status") or {}
             why = bad.get(("SchedulingPolicy", crd.key(snap.policy)))
             conds = [conditions.condition("Valid", why is None, "InvalidSpec" if why else "Valid",
                                           f"{why} (the defaults are used meanwhile)" if why else "", md.get("generation"), old.get("conditions"), at)]
             if not conditions.same(old.get("conditions"), conds):
-                self.applier.object_status("schedulingpolicies", None, md.get("name", "default"), {"conditions": conds})
+                writes.append(("schedulingpolicies", None, md.get("name", "default"), {"conditions": conds}))
+        self.applier.object_statuses(writes)  # concurrently: one at a time, 1,179 templates took tens of seconds
 
     def _report_invalid(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
         jobs_by_key = {crd.key(j): j for j in snap.jobs}
