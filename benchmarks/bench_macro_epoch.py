@@ -18,13 +18,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import sidebyside  # noqa: E402
+
 BASELINE = "afb0ca8"  # main before issue 39's macro-epoch work
 CASES = {"lsd30": ("lsd", 30), "lsd20": ("lsd", 20), "lsd50": ("lsd", 50), "dac30": ("dac", 30)}
 
@@ -59,14 +61,7 @@ def run_case(workload: str, n_nodes: int) -> dict:
 
 
 def child(root: Path, workload: str, n_nodes: int) -> dict:
-    code = ("import json, sys; sys.path[:0] = [sys.argv[1] + '/optimizer', sys.argv[1]]; "
-            "sys.argv = sys.argv[:1]; from benchmarks.bench_macro_epoch import run_case; "
-            f"print(json.dumps(run_case({workload!r}, {n_nodes})))")
-    env = {"PYTHONPATH": f"{root}/optimizer:{root}", "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
-    p = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, env=env, cwd=root, timeout=600)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr[-2000:])
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return sidebyside.child(root, "benchmarks.bench_macro_epoch", f"run_case({workload!r}, {n_nodes})", timeout=600)
 
 
 def summary(runs: list[dict]) -> dict:
@@ -87,25 +82,19 @@ def main() -> None:
     args = ap.parse_args()
     names = [c for c in args.cases.split(",") if c]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.baseline], check=True)
-        (base / "benchmarks" / "bench_macro_epoch.py").write_text(Path(__file__).read_text())  # the baseline runs this file
-        try:
-            for name in names:
-                wl, n = CASES[name]
-                runs: dict[str, list[dict]] = {"baseline": [], "now": []}
-                for _ in range(args.reps):  # alternating, so both see the same machine
-                    runs["baseline"].append(child(base, wl, n))
-                    runs["now"].append(child(ROOT, wl, n))
-                row = {"case": name, "workload": wl, "nodes": n, **{side: summary(rs) for side, rs in runs.items()}, "runs": runs}
-                rows.append(row)
-                b, m = row["baseline"], row["now"]
-                print(f"{name}: baseline {b['seconds_median']:.2f}/{b['seconds_max']:.2f} s obj {b['objective_median']:.4f} "
-                      f"in-node {b['in_node_median']:.3f} | now {m['seconds_median']:.2f}/{m['seconds_max']:.2f} s "
-                      f"obj {m['objective_median']:.4f} in-node {m['in_node_median']:.3f}", flush=True)
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+    with sidebyside.baseline_tree(args.baseline, Path(__file__)) as base:
+        for name in names:
+            wl, n = CASES[name]
+            runs: dict[str, list[dict]] = {"baseline": [], "now": []}
+            for _ in range(args.reps):  # alternating, so both see the same machine
+                runs["baseline"].append(child(base, wl, n))
+                runs["now"].append(child(ROOT, wl, n))
+            row = {"case": name, "workload": wl, "nodes": n, **{side: summary(rs) for side, rs in runs.items()}, "runs": runs}
+            rows.append(row)
+            b, m = row["baseline"], row["now"]
+            print(f"{name}: baseline {b['seconds_median']:.2f}/{b['seconds_max']:.2f} s obj {b['objective_median']:.4f} "
+                  f"in-node {b['in_node_median']:.3f} | now {m['seconds_median']:.2f}/{m['seconds_max']:.2f} s "
+                  f"obj {m['objective_median']:.4f} in-node {m['in_node_median']:.3f}", flush=True)
     load = os.getloadavg()
     out = ROOT / "docs" / "benchmarks"
     cmd = f"benchmarks/bench_macro_epoch.py --baseline {args.baseline} --reps {args.reps} --cases {args.cases}"

@@ -28,13 +28,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import sidebyside  # noqa: E402
+
 BASELINE = "02b800f"
 
 
@@ -96,14 +98,7 @@ def run_case(case: dict) -> dict:
 
 
 def child(root: Path, case: dict) -> dict:
-    code = ("import json, sys; sys.path[:0] = [sys.argv[1] + '/optimizer', sys.argv[1]]; "
-            "sys.argv = sys.argv[:1]; from benchmarks.bench_resolution import run_case; "
-            f"print(json.dumps(run_case({case!r})))")
-    env = {"PYTHONPATH": f"{root}/optimizer:{root}", "PATH": "/usr/bin:/bin"}
-    p = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, env=env, cwd=root, timeout=900)
-    if p.returncode != 0:
-        raise RuntimeError(p.stderr[-2000:])
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return sidebyside.child(root, "benchmarks.bench_resolution", f"run_case({case!r})")
 
 
 def main() -> None:
@@ -112,29 +107,22 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.baseline], check=True)
-        # the baseline runs this file's run_case with its own optimizer
-        (base / "benchmarks" / "bench_resolution.py").write_text(Path(__file__).read_text())
-        try:
-            rows = []
-            for case in cases(args.quick):
-                runs: dict[str, list[dict]] = {"baseline": [], "now": []}
-                reps = 1 if case.get("nodes", 0) >= 300 else args.reps
-                for _ in range(reps):  # alternating, so both see the same machine
-                    runs["baseline"].append(child(base, case))
-                    runs["now"].append(child(ROOT, case))
-                row = {"case": case["name"], **case}
-                for side, rs in runs.items():
-                    row[side] = dict(rs[-1], seconds=statistics.median(r["seconds"] for r in rs), reps=len(rs))
-                rows.append(row)
-                b, n = row["baseline"], row["now"]
-                print(f"{case['name']}: baseline {b['seconds']:.2f}s {b['status']} imp {b['importance']:.0f} adm {b['admitted_by_rank']} "
-                      f"zero-PEs {b['pes_zero']} | now {n['seconds']:.2f}s {n['status']} imp {n['importance']:.0f} "
-                      f"adm {n['admitted_by_rank']} zero-PEs {n['pes_zero']}", flush=True)
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+    with sidebyside.baseline_tree(args.baseline, Path(__file__)) as base:  # the baseline runs this file's run_case
+        rows = []
+        for case in cases(args.quick):
+            runs: dict[str, list[dict]] = {"baseline": [], "now": []}
+            reps = 1 if case.get("nodes", 0) >= 300 else args.reps
+            for _ in range(reps):  # alternating, so both see the same machine
+                runs["baseline"].append(child(base, case))
+                runs["now"].append(child(ROOT, case))
+            row = {"case": case["name"], **case}
+            for side, rs in runs.items():
+                row[side] = dict(rs[-1], seconds=statistics.median(r["seconds"] for r in rs), reps=len(rs))
+            rows.append(row)
+            b, n = row["baseline"], row["now"]
+            print(f"{case['name']}: baseline {b['seconds']:.2f}s {b['status']} imp {b['importance']:.0f} adm {b['admitted_by_rank']} "
+                  f"zero-PEs {b['pes_zero']} | now {n['seconds']:.2f}s {n['status']} imp {n['importance']:.0f} "
+                  f"adm {n['admitted_by_rank']} zero-PEs {n['pes_zero']}", flush=True)
     out = ROOT / "docs" / "benchmarks"
     (out / "resolution.json").write_text(json.dumps({"command": "benchmarks/bench_resolution.py", "baseline": args.baseline,
                                                      "rows": rows}, indent=2))
@@ -277,18 +265,11 @@ def main_families() -> bool:
     args = ap.parse_args()
     sys.path[:0] = [str(ROOT / "optimizer"), str(ROOT)]
     load = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
-        base = None
-        if args.baseline:
-            base = Path(tmp) / "baseline"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.baseline], check=True)
-            for f in ("bench_resolution.py", "resolution_families.py"):  # the same cases and families
-                (base / "benchmarks" / f).write_text((ROOT / "benchmarks" / f).read_text())
-        try:
+    if args.baseline:  # the same cases and families, on the baseline's code
+        with sidebyside.baseline_tree(args.baseline, Path(__file__), ROOT / "benchmarks" / "resolution_families.py") as base:
             rows = families(args.deadline, base)
-        finally:
-            if base:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+    else:
+        rows = families(args.deadline, None)
     lsd = [] if args.no_lsd else lsd_times()
     write_families(rows, lsd, args.deadline, args.baseline, (load, os.getloadavg()))
     return True

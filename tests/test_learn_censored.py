@@ -124,3 +124,25 @@ def test_a_probe_past_a_saturation_learned_from_censored_samples_is_no_drift() -
         window(270.0, 0.99)  # the probe: 1.5x
     model = lr.get(sig.key)
     assert model is not None and model.drifts == 0 and len(model.samples) == 28
+
+
+def test_a_pooled_fit_is_judged_on_censored_samples_as_the_own_fit_is() -> None:
+    """``lookup`` compares a young own model (by its held-out error) with pooled ancestors (by their
+    error on its samples): both must judge a censored sample the same way. A pooled fit of the true
+    function, judged at its operating rate on samples received at another rate, looked 10x off."""
+    from soda_optimizer.learn.learner import _error_on
+
+    rng = np.random.default_rng(7)
+    sig = Signature.build("transform", "acme/pooled:1", inputs=[("up", "up->pe")])
+    lr = Learner(LearnConfig())
+    _observe(lr, sig, rng, [400.0 * float(rng.uniform(0.9, 1.1)) for _ in range(30)], 0.0)
+    pooled = lr.get(sig.key)
+    assert pooled is not None and pooled.family is not None and pooled.family.need == "paper"
+    # fresh samples of the same PE received at a tenth of the rate it was fitted at, mostly saturated
+    other = Learner(LearnConfig())
+    sig2 = Signature.build("transform", "acme/pooled:2", inputs=[("up", "up->pe")])
+    _observe(other, sig2, rng, [40.0 * float(rng.uniform(0.9, 1.1)) for _ in range(12)], 0.0)
+    own = other.get(sig2.key)
+    assert own is not None and sum(s.censored for s in own.samples) >= 6
+    # the pooled fit is the true function: on these samples it is within the noise
+    assert _error_on(pooled, own.samples) < 0.1

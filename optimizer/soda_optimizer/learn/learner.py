@@ -298,11 +298,15 @@ def _error_on(model: LearnedModel, samples: list[Sample]) -> float:
     if not ok:
         return float("inf")
     r_i = np.array([np.inf if s.censored else s.r_i for s in ok])
+    seen = np.array([s.r_i for s in ok])
     m = np.array([s.m for s in ok])
     r_o = np.array([s.r_o for s in ok])
     mu = np.array([np.nan if s.m_used is None else s.m_used for s in ok])
     if model.family is not None:
-        pr, pu = model.family.predict(r_i, m)
+        # judged as a fit judges its own samples (family._predict): a censored sample by what it
+        # bounds, and all its mips used; the own model's cv_error it is compared with is judged so
+        pr, pu = _judged(model.family, r_i, m, seen, r_o)
+        mu = np.where(np.isinf(r_i), m, mu)
     else:
         a, b = model.a, model.b
         if model.kind.value == "source":
