@@ -4,8 +4,10 @@
         hack/with-cluster.sh .venv/bin/python benchmarks/bench_scale.py     (make bench-scale)
 
 Against the cluster KUBECONFIG names (with-cluster.sh starts the local control plane with 2000 KWOK
-nodes, 4 zones x 20 racks x 25 nodes of 16 cores, when none is given). It starts `kubesoda run`
-(operator and extender, default SchedulingPolicy deadlines: macroQ 2 s, macroW 10 s; macro epoch
+nodes, 4 zones x 20 racks x 25 nodes of 16 cores, when none is given). It starts kubesoda as the chart
+installs it, `kubesoda run --extender-port=0` and `kubesoda extender` in processes of their own
+(``KUBESODA_BENCH_ONE_PROCESS=1``: both in one `kubesoda run`, as the runs before 2026-11-27 did;
+default SchedulingPolicy deadlines: macroQ 2 s, macroW 10 s; macro epoch
 60 s, micro epoch 10 s), applies the 10x LSD-like workload (1,040 jobs; soda_optimizer/workloads.py,
 the Scenario the optimizer benchmarks use) with kubectl, and measures:
 
@@ -73,6 +75,10 @@ SCALE = int(os.environ.get("KUBESODA_BENCH_LSD_SCALE") or 10)
 JOBS = int(os.environ.get("KUBESODA_BENCH_JOBS") or 0)
 ROUNDS = int(os.environ.get("KUBESODA_BENCH_ROUNDS") or 2)
 WORKERS = 16  # the operator's --workers default: the plain client's requests in flight too
+# the chart's layout (charts/kubesoda/templates: operator.yaml runs `kubesoda run --extender-port=0`,
+# extender.yaml `kubesoda extender`): the operator and the extender in processes of their own; "1"
+# runs both in one `kubesoda run` process, as every run before 2026-11-27 did
+ONE_PROCESS = os.environ.get("KUBESODA_BENCH_ONE_PROCESS") == "1"
 PAUSE = "registry.k8s.io/pause:3.10"  # apply.pod_body's image when a template names none
 ENV_CERT = "KUBESODA_EXTENDER_TLS_CERT"
 
@@ -132,22 +138,38 @@ def status_mib(pid: int, field: str) -> float:
     return -1.0
 
 
-def epoch_seconds(port: str) -> dict[str, float]:
-    """Mean micro epoch time and count, from the operator's own histogram (/metrics is open)."""
+def operator_metrics(port: str) -> str:
+    """The operator's /metrics: its own metrics port (plain HTTP on loopback) in the chart's layout,
+    else the extender's port it shares (TLS when the local plane's certificate is set)."""
     import ssl
     import urllib.request
 
+    if not ONE_PROCESS:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()  # type: ignore[no-any-return]
     ctx = ssl.create_default_context(cafile=os.path.join(os.path.dirname(os.environ[ENV_CERT]), "ca.crt")) \
         if os.environ.get(ENV_CERT) else None
-    scheme = "https" if ctx else "http"
-    text = urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/metrics", timeout=10, context=ctx).read().decode()
+    return urllib.request.urlopen(f"{'https' if ctx else 'http'}://127.0.0.1:{port}/metrics", timeout=10,  # type: ignore[no-any-return]
+                                  context=ctx).read().decode()
+
+
+def free_port() -> str:
+    import socket
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return str(sk.getsockname()[1])
+
+
+def epoch_seconds(port: str) -> dict[str, float]:
+    """Mean micro epoch time and count, from the operator's own histogram (/metrics is open)."""
+    text = operator_metrics(port)
     vals = {k: float(v) for k, v in re.findall(r'kubesoda_epoch_seconds_(sum|count)\{epoch="micro"\} ([\d.e+]+)', text)}
     return {"count": vals.get("count", 0.0), "mean": vals.get("sum", 0.0) / vals["count"] if vals.get("count") else -1.0}
 
 
 def not_running(jobs: list[dict], phases: list[str | None], most: int = 5) -> list[dict]:
     """Why (at most ``most``) jobs are neither Running nor Rejected: phase, conditions, and their pods' phases."""
-    out = []
+    out: list[dict] = []
     pods = json.loads(kubectl("get", "pods", "-n", NS, "-o", "json"))["items"]
     for j, p in zip(jobs, phases):
         if p in ("Running", "Rejected") or len(out) >= most:
@@ -194,7 +216,7 @@ def promotion_lag(jobs: list[dict], pods: list[dict]) -> dict[str, float | int]:
         names = [i["pod"] for pe in st.get("pes") or [] for i in pe.get("instances") or []]
         if run is None or not run.get("lastTransitionTime") or not names or any(not start.get(n) for n in names):
             continue
-        lags.append(ts(run["lastTransitionTime"]) - max(ts(start[n]) for n in names))
+        lags.append(ts(run["lastTransitionTime"]) - max(ts(str(start[n])) for n in names))
     if not lags:
         return {"jobs": 0}
     lags.sort()
@@ -217,14 +239,14 @@ def manifests() -> Path:
 TIMELINE = ("POST pods", "POST pods/binding", "PATCH pods/status")
 
 
-def wait_all_running(t0: float, timeout: float, log: dict, pid: int, r0: dict[str, float]) -> tuple[list[dict], list[str | None]]:
-    rss = log.setdefault("operator_rss_mib", [])  # (seconds since the apply, RSS) every 30 s: when the peak comes
+def wait_all_running(t0: float, timeout: float, log: dict, pids: list[int], r0: dict[str, float]) -> tuple[list[dict], list[str | None]]:
+    rss = log.setdefault("operator_rss_mib", [])  # (seconds since the apply, RSS of kubesoda's processes) every 30 s: when the peak comes
     # every 15 s: seconds since the apply, then pods created, bound and started so far (the API server's
     # counters: which stage the time goes to), then jobs Running
     timeline = log.setdefault("timeline", [])
     while True:
         if not rss or time.perf_counter() - t0 - rss[-1][0] >= 30:
-            rss.append((round(time.perf_counter() - t0), round(status_mib(pid, 'VmRSS'))))
+            rss.append((round(time.perf_counter() - t0), round(sum(status_mib(pid, 'VmRSS') for pid in pids))))
         jobs, phases = jobs_state()
         if not timeline or time.perf_counter() - t0 - timeline[-1][0] >= 15:
             d = diff(r0, requests_by_verb())
@@ -272,19 +294,28 @@ def kubesoda_round(f: Path, nodes: list[dict], port: str, extras: bool) -> tuple
     row: dict = {"mode": "kubesoda", "nodes": len(nodes), "kwok_lease_s": int(lease) if lease.isdigit() else None}
     micro: dict[str, float] = {}
     pods: list[dict] = []
+    mport = port if ONE_PROCESS else free_port()  # where the operator's /metrics are
+    row["layout"] = "one process" if ONE_PROCESS else "operator and extender apart (the chart's)"
+    ex: subprocess.Popen | None = None
     with logpath.open("w") as log:
-        op = subprocess.Popen([sys.executable, "-m", "soda_operator.cli", "run", "--extender-port", port, "--workers", str(WORKERS)],
-                              stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        cli = [sys.executable, "-m", "soda_operator.cli"]
+        if ONE_PROCESS:
+            op = subprocess.Popen([*cli, "run", "--extender-port", port, "--workers", str(WORKERS)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        else:
+            op = subprocess.Popen([*cli, "run", "--extender-port", "0", "--metrics-port", mport, "--workers", str(WORKERS)],
+                                  stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            ex = subprocess.Popen([*cli, "extender", "--port", port], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         time.sleep(5)
         r0 = requests_by_verb()
-        procs = {**control_plane_pids(), "kubesoda (operator + extender)": op.pid}
+        procs = {**control_plane_pids(), **({"kubesoda (operator + extender)": op.pid} if ex is None else
+                                           {"kubesoda (operator)": op.pid, "kubesoda (extender)": ex.pid})}
         c0, k0 = cpu_seconds(procs), children_cpu()
         t0 = time.perf_counter()
         kubectl("apply", "-f", str(f), timeout=600)
         row["apply_s"] = round(time.perf_counter() - t0, 1)
         kube_client_cpu = children_cpu() - k0
-        jobs, phases = wait_all_running(t0, 1200, row, op.pid, r0)
+        jobs, phases = wait_all_running(t0, 1200, row, [op.pid] + ([ex.pid] if ex else []), r0)
         r1 = requests_by_verb()
         c1 = cpu_seconds(procs)
         cpu = {k: round(v - c0.get(k, 0.0), 1) for k, v in c1.items()}
@@ -301,15 +332,17 @@ def kubesoda_round(f: Path, nodes: list[dict], port: str, extras: bool) -> tuple
         row["promotion_lag"] = promotion_lag(jobs, pods)
         row["running_jobs_without_pods"] = sum(1 for j, p in zip(jobs, phases) if p == "Running" and j["metadata"]["name"] not in with_pods)
         row["not_running"] = not_running(jobs, phases)
-        row["operator_writes_until_running"] = operator_writes(port)
+        row["operator_writes_until_running"] = operator_writes(mport)
         if extras:
             rack_loss(row, nodes, pods)
-        row["operator_peak_rss_mib"] = round(status_mib(op.pid, 'VmHWM'), 0)
-        micro = epoch_seconds(port)
-        row["operator_writes"] = operator_writes(port)
+        row["operator_peak_rss_mib"] = round(sum(status_mib(p.pid, 'VmHWM') for p in (op, ex) if p is not None), 0)
+        micro = epoch_seconds(mport)
+        row["operator_writes"] = operator_writes(mport)
     finally:
-        op.terminate()
-        op.wait(60)
+        for p in (op, ex):
+            if p is not None:
+                p.terminate()
+                p.wait(60)
     text = logpath.read_text()
     for m in re.finditer(r"macro epoch: (\d+)/(\d+) jobs admitted, importance ([\d.]+), ([\d.]+)s \(snapshot ([\d.]+)s, (.*?), apply ([\d.]+)s\)", text):
         if int(m.group(2)) > 0:  # the first macro epoch that saw the jobs
@@ -325,12 +358,7 @@ def kubesoda_round(f: Path, nodes: list[dict], port: str, extras: bool) -> tuple
 
 def operator_writes(port: str) -> dict[str, float]:
     """The operator's ``kubesoda_writes_total`` by kind (its /metrics)."""
-    import ssl
-    import urllib.request
-
-    ctx = ssl.create_default_context(cafile=os.path.join(os.path.dirname(os.environ[ENV_CERT]), "ca.crt")) \
-        if os.environ.get(ENV_CERT) else None
-    text = urllib.request.urlopen(f"{'https' if ctx else 'http'}://127.0.0.1:{port}/metrics", timeout=10, context=ctx).read().decode()
+    text = operator_metrics(port)
     out = {k: float(v) for k, v in re.findall(r'kubesoda_writes_total\{kind="(\w+)"\} ([\d.e+]+)', text)}
     # pod create requests by answer (created, exists = 409, retried, failed): issue 39's "creates == pods"
     out.update({f"pod_creates_{k}": float(v) for k, v in re.findall(r'kubesoda_pod_creates_total\{result="(\w+)"\} ([\d.e+]+)', text)})
