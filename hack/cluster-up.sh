@@ -120,7 +120,7 @@ start kube-apiserver "$bin/kube-apiserver" \
   --authorization-mode Node,RBAC \
   --enable-admission-plugins NamespaceLifecycle,ServiceAccount,DefaultTolerationSeconds,ResourceQuota,LimitRanger \
   --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
-  --watch-cache=true --profiling=false --v=1
+  --watch-cache=true --profiling="${KUBESODA_APISERVER_PROFILING:-false}" --v=1
 wait_for kube-apiserver 90 curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "https://127.0.0.1:$api_port/readyz"
 
 # ---------------------------------------------------------------- controller manager, scheduler, kwok

@@ -7,7 +7,6 @@ already holds, as the real one does."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from typing import Any
 
@@ -345,7 +344,8 @@ def test_a_refused_create_is_not_in_flight():
 
 
 def test_the_pod_index_function_clears_a_create_in_flight():
-    """indexes.kubesoda_pods, as Kopf calls it for a watch event: the pod is no longer in flight."""
+    """indexes.kubesoda_pods and its listener, as the operator's pod watch calls them for a watch
+    event: the pod is indexed and no longer in flight."""
     loops, core, index, clock = setup()
     wanted = instances("n1")[:1]
     epoch(loops, wanted)
@@ -357,8 +357,10 @@ def test_the_pod_index_function_clears_a_create_in_flight():
     memo = Memo()
     memo.loops = loops  # type: ignore[attr-defined]
     body = core.store[("team", wanted[0].name)]
-    out = asyncio.run(indexes.kubesoda_pods(namespace="team", name=wanted[0].name, body=body, memo=memo))
-    assert ("team", wanted[0].name) in out and len(loops.applier.inflight) == 0
+    out = indexes.kubesoda_pods(body)
+    assert ("team", wanted[0].name) in out and len(loops.applier.inflight) == 1  # indexing alone clears nothing
+    indexes.inflight_listener(memo)("ADDED", body)
+    assert len(loops.applier.inflight) == 0
 
 
 def test_a_service_create_in_flight_is_not_issued_twice():

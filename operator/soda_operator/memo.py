@@ -5,6 +5,8 @@ object, so the fields below are shared by every object of every kind: each syste
 by (namespace, name) of its own objects. Each allocation system owns one field, set here and read
 only by its own package:
 
+- every system: the operator's pod watch (``pods``, :mod:`.kube.reflector`), whose indexes the
+  systems read instead of Kopf's (Kopf's per-event cost on pods was most of the CPU at scale);
 - SODA: the loops, the grace before the first epoch (peering), where snapshots come from, Kopf's
   event loop (set at startup), the last seen state of each node and the specs last seen of
   templates and the policy (to tell a change from a resync);
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from .flows.decide import Planned
     from .flows.members import Members
     from .flows.status import Counters
+    from .kube.reflector import Reflector
     from .soda.epochs import Loops
 
 Key = tuple[str, str]  # (namespace, name) of an object
@@ -63,3 +66,5 @@ class Memo:
     fair_yield: FairYieldState = field(default_factory=FairYieldState)
     dispatch: DispatchState = field(default_factory=DispatchState)
     flows: FlowsState = field(default_factory=FlowsState)
+    # the operator's pod watch (kube.reflector.Reflector; runner sets it): the pod indexes of every system
+    pods: Reflector | None = None

@@ -13,11 +13,9 @@ import kopf
 from kubernetes import client, config
 
 from . import dispatch, fair_yield, flows, logs  # noqa: F401  (their Kopf handlers)
-from .kube import (
-    metrics,
-    pods,  # noqa: F401  (the other workloads' pod index every system reads)
-)
-from .soda import crd, extender, handlers
+from .kube import metrics, pods, reflector
+from .memo import Memo
+from .soda import crd, extender, handlers, indexes
 from .soda.epochs import Loops
 from .soda.observe import Observer
 
@@ -100,6 +98,17 @@ def limit_malloc_arenas(n: int = MALLOC_ARENAS) -> bool:
         return False
 
 
+def pod_watch(core: client.CoreV1Api, memo: Memo) -> reflector.Reflector:
+    """The operator's one watch of pods (not Kopf's, :mod:`.kube.reflector`): the pod indexes of every
+    system, and the listeners that mark what changed."""
+    return reflector.Reflector(
+        core.list_pod_for_all_namespaces,
+        {"kubesoda_pods": indexes.kubesoda_pods, "foreign_pods": pods.foreign_pods,
+         "yield_pods": fair_yield.handlers.yield_pods, "dispatch_pods": dispatch.handlers.dispatch_pods},
+        [indexes.inflight_listener(memo), dispatch.handlers.pod_listener(memo)],
+        server_timeout_s=WATCH_SERVER_TIMEOUT_S)
+
+
 def api_client(workers: int) -> client.ApiClient:
     """An ApiClient for the current kubeconfig whose connection pool fits ``workers`` requests twice
     (an epoch's applies and the Running refresh's status writes run side by side)."""
@@ -150,6 +159,7 @@ def main(args: argparse.Namespace) -> int:
                              max_body=getattr(args, "max_body_bytes", extender.MAX_BODY))
         log.info("extender on %s", srv.url)
     memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
+    memo.pods = pod_watch(loops.core, memo)
     # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
     memo.flows.members = flows.members.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
                                                allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))

@@ -186,7 +186,7 @@ def test_the_timer_decides_at_each_event_and_evicts_only_with_preemption() -> No
     # low-0 finished: its pod's event makes the namespace decide at the next tick, and high-0 takes the slot
     pods = scene_pods()
     pods[0]["status"]["phase"] = "Succeeded"
-    asyncio_run(handlers.dispatch_pod_changed(namespace="ns", body=pods[0], memo=memo))
+    handlers.pod_listener(memo)("MODIFIED", pods[0])
     patch = run_tick(core, memo, pods, intervalSeconds=60)
     assert [n for n, b in core.patches if isinstance(b, dict)] == ["high-0"] and patch.status["released"] == 1
     # the index still shows high-0 gated: the release in flight keeps its slot (nothing released twice)

@@ -3,9 +3,10 @@ glues the other modules (Lin 2014, 4.1 "System Flow": the status checker's view 
 dispatcher; 3.5.2: the decision maker runs on a job's submission or completion, a worker's report, and
 periodically; docs/dispatch.md).
 
-- :func:`dispatch_pods`: task pods (gated by kubesoda or released by it) by (namespace, Job);
+- :func:`dispatch_pods`: task pods (gated by kubesoda or released by it) by (namespace, Job), an indexer of the
+  operator's pod watch (:mod:`..kube.reflector`), not of Kopf;
 - :func:`dispatch_jobs`: Jobs whose pod template carries the gate, by (namespace, dispatch group);
-- :func:`dispatch_pod_changed`, :func:`dispatch_job_changed`, :func:`dispatch_node_changed`: an event of a task pod
+- :func:`pod_listener` (the pod watch's), :func:`dispatch_job_changed`, :func:`dispatch_node_changed`: an event of a task pod
   (created, released, running, finished, failed, deleted) or of a dispatched Job marks its namespace changed; a
   Node whose readiness, cordon, allocatable CPU or labels changed (or that went away) marks every namespace;
 - :func:`dispatch_tick`: every ``TICK_S`` on each BatchDispatch; a decision when its namespace changed since its
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -43,13 +45,13 @@ INFLIGHT_S = 10.0  # how long a release is trusted over an index that still show
 ALL = ""  # memo.dispatch.changed's key for every namespace (a Node changed)
 
 
-@kopf.index("", "v1", "pods")
-async def dispatch_pods(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """Task pods (gated by us or released by us) by (namespace, Job)."""
+def dispatch_pods(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Task pods (gated by us or released by us) by (namespace, Job); an indexer of the operator's pod
+    watch (:mod:`..kube.reflector`, ``memo.pods``)."""
     if not ours(body):
         return {}
     job = owner_job(body)
-    return {(namespace, job): trim(body)} if job else {}
+    return {((body.get("metadata") or {}).get("namespace"), job): trim(body)} if job else {}
 
 
 @kopf.index("batch", "v1", "jobs")
@@ -60,20 +62,19 @@ async def dispatch_jobs(namespace: str | None, body: kopf.Body, **_: Any) -> dic
     return {(namespace, group_of(body)): {**trim(body), "apiVersion": "batch/v1", "kind": "Job"}}
 
 
-def _task_pod(body: kopf.Body, **_: Any) -> bool:
-    return ours(body)
-
-
 def _dispatched_job(body: kopf.Body, **_: Any) -> bool:
     return dispatched(body)
 
 
-@kopf.on.event("", "v1", "pods", when=_task_pod)
-async def dispatch_pod_changed(namespace: str | None, body: kopf.Body, memo: Memo, **_: Any) -> None:
-    """A task pod's event (created, released, finished, failed, deleted): its namespace decides at the next tick.
-    Other pods' events never reach it (``when``: Kopf neither calls nor logs it for them)."""
-    if ours(body):
-        memo.dispatch.changed[namespace or ""] = time.monotonic()
+def pod_listener(memo: Memo) -> Callable[[str, Mapping[str, Any]], None]:
+    """A listener of the operator's pod watch: a task pod's event (created, released, finished, failed,
+    deleted) has its namespace decide at the next tick; other pods' events pass."""
+
+    def dispatch_pod_changed(type_: str, body: Mapping[str, Any]) -> None:
+        if ours(body):
+            memo.dispatch.changed[(body.get("metadata") or {}).get("namespace") or ""] = time.monotonic()
+
+    return dispatch_pod_changed
 
 
 @kopf.on.event("batch", "v1", "jobs", when=_dispatched_job)
@@ -109,6 +110,10 @@ async def dispatch_tick(namespace: str | None, name: str, spec: kopf.Spec, statu
     """One decision of a BatchDispatch when due (the timer ticks every TICK_S). ``indexes``: what Kopf passes by
     name, among them ``dispatch_pods``, ``dispatch_jobs``, ``foreign_pods``, ``kubesoda_pods`` and ``kubesoda_nodes``."""
     namespace = namespace or ""  # namespaced: Kopf always gives one
+    if memo.pods is not None:  # the pod indexes are the operator's pod watch's, once it has listed
+        if not memo.pods.synced.is_set():
+            return
+        indexes = {**memo.pods.indexes, **indexes}
     key = (namespace, name)
     generation = (body.get("metadata") or {}).get("generation")
     try:

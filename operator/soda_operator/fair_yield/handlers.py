@@ -1,5 +1,5 @@
 """Kopf handlers of the fair-yield groups, the only module here with Kopf decorators: the index of
-the groups' pods and the timer that runs each YieldGroup's epochs (the paper's resource allocator,
+the groups' pods (an indexer of the operator's pod watch, not Kopf's) and the timer that runs each YieldGroup's epochs (the paper's resource allocator,
 section 2.1, run periodically because pods come and go: section 6's dynamic workloads).
 
 Every :data:`TICK_S` the timer of each group reads its spec (:mod:`.spec`; a refused spec sets
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -34,10 +35,14 @@ from .tasks import LABEL, task_of
 TICK_S = 2.0
 
 
-@kopf.index("", "v1", "pods", labels={LABEL: kopf.PRESENT})
-async def yield_pods(namespace: str | None, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """The groups' pods: (namespace, group) -> trimmed pod."""
-    return {(namespace, (body.get("metadata") or {}).get("labels", {}).get(LABEL, "")): pods.trim(body)}
+def yield_pods(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """The groups' pods: (namespace, group) -> trimmed pod; an indexer of the operator's pod watch
+    (:mod:`..kube.reflector`, ``memo.pods``)."""
+    md = body.get("metadata") or {}
+    labels = md.get("labels") or {}
+    if LABEL not in labels:
+        return {}
+    return {(md.get("namespace"), labels.get(LABEL, "")): pods.trim(body)}
 
 
 @kopf.timer(api.GROUP, api.VERSION, "yieldgroups", interval=TICK_S, initial_delay=1.0)
@@ -56,6 +61,10 @@ async def yield_epoch(namespace: str | None, name: str, spec: kopf.Spec, status:
             patch.status.update(refused)
             await asyncio.to_thread(events.post, core, body, e.reason, refused["message"], "Warning")
         return
+    if memo.pods is not None:  # the pod indexes are the operator's pod watch's, once it has listed
+        if not memo.pods.synced.is_set():
+            return
+        indexes = {**memo.pods.indexes, **indexes}
     last = memo.fair_yield.last
     key = (namespace or "", name)
     if status.get("state") != "invalid" and time.monotonic() - last.get(key, -math.inf) < settings.epoch_seconds:

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -63,24 +62,27 @@ def requests(pod: Mapping[str, Any]) -> tuple[float, float]:
     return out[0], out[1]
 
 
-@kopf.index("", "v1", "pods", labels={LABEL_JOB: kopf.ABSENT})
-async def foreign_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """Other workloads' pods bound to a node and not finished: node -> (pod, cores, bytes)."""
+def foreign_pods(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Other workloads' pods bound to a node and not finished: node -> (pod, cores, bytes); an indexer of
+    the operator's pod watch (:mod:`.reflector`)."""
+    md = body.get("metadata") or {}
+    if LABEL_JOB in (md.get("labels") or {}):
+        return {}
     node = (body.get("spec") or {}).get("nodeName")
     if not node or (body.get("status") or {}).get("phase") in TERMINAL:
         return {}
     try:
-        cpu, mem = requests(dict(body))
+        cpu, mem = requests(body)
     except (ValueError, TypeError):
         return {}  # the API server validated it; nothing sensible to count otherwise
-    return {node: (f"{namespace}/{name}", cpu, mem)}
+    return {node: (f"{md.get('namespace')}/{md.get('name')}", cpu, mem)}
 
 
-def bound_requests(foreign: kopf.Index[Any, Any], kubesoda: kopf.Index[Any, Any]) -> list[tuple[str, str, float, float]]:
+def bound_requests(foreign: Mapping[Any, Any], kubesoda: Mapping[Any, Any]) -> list[tuple[str, str, float, float]]:
     """Every bound, unfinished pod's requests, (node, namespace/name, cores, bytes), from the two
     pod indexes the operator keeps anyway (other workloads' pods, :func:`foreign_pods`, and SODA's
     PE pods); the yield groups and the batch dispatcher subtract them from the nodes (call on
-    Kopf's event loop)."""
+    Kopf's event loop, where the pod watch changes them)."""
     out = [(node, *v) for node in foreign for v in foreign[node]]
     for key in kubesoda:
         for body in kubesoda[key]:

@@ -44,8 +44,17 @@ def memo(loops: Loops, startup_grace_s: float = 0.0, snapshots: str = "index") -
 
 @kopf.on.startup()
 async def _remember_event_loop(memo: Memo, **_: Any) -> None:
-    # the loops run in the daemon's thread and copy the indexes on Kopf's own event loop
+    # the loops run in the daemon's thread and copy the indexes on Kopf's own event loop, where the
+    # pod watch changes its indexes
     memo.event_loop = asyncio.get_running_loop()
+    if memo.pods is not None:
+        memo.pods.start(memo.event_loop)
+
+
+@kopf.on.cleanup()
+async def _stop_pod_watch(memo: Memo, **_: Any) -> None:
+    if memo.pods is not None:
+        memo.pods.stop()
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "streamjobs")
@@ -104,8 +113,14 @@ def scheduler_loops(stopped: kopf.DaemonStopped, memo: Memo, **kwargs: Any) -> N
     if memo.startup_grace_s and stopped.wait(memo.startup_grace_s):
         return  # peering paused this replica before it acted
     if memo.snapshots == "index" and memo.event_loop is not None:
-        # Kopf starts this daemon only once every index is filled by its first list
-        memo.loops.reader = indexes.Reader(memo.event_loop, {n: kwargs[n] for n in indexes.NAMES if n in kwargs})
+        # Kopf starts this daemon only once every index of its own is filled by its first list; the
+        # pod watch's (memo.pods) are filled when it says synced
+        while memo.pods is not None and not memo.pods.synced.wait(0.5):
+            if stopped.is_set():
+                return
+        pod_indexes = memo.pods.indexes if memo.pods is not None else {}
+        memo.loops.reader = indexes.Reader(memo.event_loop, {n: ({**kwargs, **pod_indexes})[n] for n in indexes.NAMES
+                                                             if n in kwargs or n in pod_indexes})
     log.info("this replica runs the SODA loops")
     metrics.LEADER.set(1)
     try:
