@@ -66,5 +66,11 @@ class Memo:
     fair_yield: FairYieldState = field(default_factory=FairYieldState)
     dispatch: DispatchState = field(default_factory=DispatchState)
     flows: FlowsState = field(default_factory=FlowsState)
-    # the operator's pod watch (kube.reflector.Reflector; runner sets it): the pod indexes of every system
+    # the operator's own watches (kube.reflector.Reflector; runner sets them), not Kopf's: the pod indexes
+    # of every system, SODA's StreamJobs and StreamTemplates
     pods: Reflector | None = None
+    jobs: Reflector | None = None
+    templates: Reflector | None = None
+
+    def watches(self) -> list[Reflector]:
+        return [w for w in (self.pods, self.jobs, self.templates) if w is not None]

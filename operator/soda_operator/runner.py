@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 import random
+from typing import Any
 
 import kopf
 from kubernetes import client, config
@@ -109,6 +111,18 @@ def pod_watch(core: client.CoreV1Api, memo: Memo) -> reflector.Reflector:
         server_timeout_s=WATCH_SERVER_TIMEOUT_S)
 
 
+def stream_watches(custom: client.CustomObjectsApi, memo: Memo) -> tuple[reflector.Reflector, reflector.Reflector]:
+    """The operator's own watches of StreamJobs and StreamTemplates (not Kopf's: its per-event cost on
+    the 5,500 events of a 2,000-node apply was a fifth of the operator's CPU)."""
+    def lister(plural: str) -> Any:
+        return functools.partial(custom.list_cluster_custom_object, crd.GROUP, crd.VERSION, plural)
+
+    return (reflector.Reflector(lister("streamjobs"), {"kubesoda_jobs": indexes.kubesoda_jobs}, [handlers.job_listener(memo)],
+                                server_timeout_s=WATCH_SERVER_TIMEOUT_S, name="streamjobs"),
+            reflector.Reflector(lister("streamtemplates"), {"kubesoda_templates": indexes.kubesoda_templates},
+                                [handlers.template_listener(memo)], server_timeout_s=WATCH_SERVER_TIMEOUT_S, name="streamtemplates"))
+
+
 def api_client(workers: int) -> client.ApiClient:
     """An ApiClient for the current kubeconfig whose connection pool fits ``workers`` requests twice
     (an epoch's applies and the Running refresh's status writes run side by side)."""
@@ -160,6 +174,7 @@ def main(args: argparse.Namespace) -> int:
         log.info("extender on %s", srv.url)
     memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
     memo.pods = pod_watch(loops.core, memo)
+    memo.jobs, memo.templates = stream_watches(loops.custom, memo)
     # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
     memo.flows.members = flows.members.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
                                                allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))

@@ -321,6 +321,8 @@ class Loops:
         updates = []
         events: list[tuple[dict[str, Any], str, str, str]] = []
         awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
+        index = status.PlanIndex.of(plan)  # once per plan, not per job
+        functions = self.learning.statuses_of(plan)
         for j in scen.jobs:
             obj = jobs_by_key[j.name]
             ns, name = j.name.split("/", 1)
@@ -330,7 +332,7 @@ class Loops:
             gen = (obj.get("metadata") or {}).get("generation")
             old = self._old_status(obj)
             st = status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name)) for w in by_job.get((ns, name), [])},
-                                functions=self.learning.status_of(plan, j.name))
+                                functions=functions.get(j.name, {}), index=index)
             st = status.with_transitions(old, status.with_observed(st, self.observer.block(j.name), gen), now)
             if st["phase"] == "Admitted":  # promoted by refresh_running() as soon as its pods run, not an epoch later
                 awaiting[(ns, name)] = (obj, st, [i["pod"] for v in inst.values() for i in v])

@@ -1,9 +1,10 @@
 """Kopf handlers: watches that wake the loops, and the daemon that runs them on the leader.
 
 - StreamJob: a change of spec (``metadata.generation`` ahead of ``status.observedGeneration``) or a
-  deletion asks for a macro epoch (debounced by the loop); status-only writes, including ours, do not;
+  deletion asks for a macro epoch (debounced by the loop); status-only writes, including ours, do not
+  (a listener of the operator's own StreamJob watch, :mod:`..kube.reflector`, not a Kopf handler);
 - StreamTemplate and SchedulingPolicy: a change of spec, or a deletion, asks for a macro epoch (the
-  operator's own status writes do not);
+  operator's own status writes do not; StreamTemplates through the operator's own watch too);
 - Node: a change of readiness, cordon, allocatable CPU or SODA labels, or a deletion, asks for a
   micro epoch (handled within one micro epoch, as the issue requires);
 - the daemon on SchedulingPolicy ``default`` runs the macro and micro loops, on snapshots of the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -47,37 +49,47 @@ async def _remember_event_loop(memo: Memo, **_: Any) -> None:
     # the loops run in the daemon's thread and copy the indexes on Kopf's own event loop, where the
     # pod watch changes its indexes
     memo.event_loop = asyncio.get_running_loop()
-    if memo.pods is not None:
-        memo.pods.start(memo.event_loop)
+    for watch in memo.watches():
+        watch.start(memo.event_loop)
 
 
 @kopf.on.cleanup()
-async def _stop_pod_watch(memo: Memo, **_: Any) -> None:
-    if memo.pods is not None:
-        memo.pods.stop()
+async def _stop_own_watches(memo: Memo, **_: Any) -> None:
+    for watch in memo.watches():
+        watch.stop()
 
 
-@kopf.on.event(crd.GROUP, crd.VERSION, "streamjobs")
-def on_job(event: kopf.RawEvent, body: kopf.Body, memo: Memo, **_: Any) -> None:
-    gen = body.get("metadata", {}).get("generation")
-    seen = (body.get("status") or {}).get("observedGeneration")
-    if event.get("type") == "DELETED" or gen != seen:
+def job_listener(memo: Memo) -> Callable[[str, Mapping[str, Any]], None]:
+    """The StreamJob watch's listener (:mod:`..kube.reflector`, not Kopf's): a new spec or a deletion
+    asks for a macro epoch; status-only writes, ours included, do not."""
+
+    def on_job(type_: str, body: Mapping[str, Any]) -> None:
+        gen = (body.get("metadata") or {}).get("generation")
+        seen = (body.get("status") or {}).get("observedGeneration")
+        if type_ == "DELETED" or gen != seen:
+            memo.loops.macro_due.set()
+
+    return on_job
+
+
+def template_listener(memo: Memo) -> Callable[[str, Mapping[str, Any]], None]:
+    """The StreamTemplate watch's listener: a change of the spec, or a deletion, asks for a macro
+    epoch; the operator's own status writes (counts, Valid) do not."""
+
+    def on_template(type_: str, body: Mapping[str, Any]) -> None:
+        md = body.get("metadata") or {}
+        key = (md.get("namespace") or "", md.get("name") or "")
+        spec = None if type_ == "DELETED" else dict(body.get("spec") or {})
+        seen = memo.template_specs
+        if key in seen and seen[key] == spec:
+            return
+        if spec is None:
+            seen.pop(key, None)
+        else:
+            seen[key] = spec
         memo.loops.macro_due.set()
 
-
-@kopf.on.event(crd.GROUP, crd.VERSION, "streamtemplates")
-def on_template(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: Memo, **_: Any) -> None:
-    key = (namespace or "", name)
-    # a change of the spec asks for a macro epoch; the operator's own status writes (counts, Valid) do not
-    spec = None if event.get("type") == "DELETED" else dict(body.get("spec") or {})
-    seen = memo.template_specs
-    if key in seen and seen[key] == spec:
-        return
-    if spec is None:
-        seen.pop(key, None)
-    else:
-        seen[key] = spec
-    memo.loops.macro_due.set()
+    return on_template
 
 
 @kopf.on.event(crd.GROUP, crd.VERSION, "schedulingpolicies")
@@ -114,13 +126,13 @@ def scheduler_loops(stopped: kopf.DaemonStopped, memo: Memo, **kwargs: Any) -> N
         return  # peering paused this replica before it acted
     if memo.snapshots == "index" and memo.event_loop is not None:
         # Kopf starts this daemon only once every index of its own is filled by its first list; the
-        # pod watch's (memo.pods) are filled when it says synced
-        while memo.pods is not None and not memo.pods.synced.wait(0.5):
-            if stopped.is_set():
-                return
-        pod_indexes = memo.pods.indexes if memo.pods is not None else {}
-        memo.loops.reader = indexes.Reader(memo.event_loop, {n: ({**kwargs, **pod_indexes})[n] for n in indexes.NAMES
-                                                             if n in kwargs or n in pod_indexes})
+        # operator's own watches' (pods, jobs, templates) are filled when they say synced
+        for watch in memo.watches():
+            while not watch.synced.wait(0.5):
+                if stopped.is_set():
+                    return
+        own = {n: ix for watch in memo.watches() for n, ix in watch.indexes.items()}
+        memo.loops.reader = indexes.Reader(memo.event_loop, {n: ({**kwargs, **own})[n] for n in indexes.NAMES if n in kwargs or n in own})
     log.info("this replica runs the SODA loops")
     metrics.LEADER.set(1)
     try:

@@ -2,11 +2,12 @@
 
 Kopf already watches the resources kubesoda reacts to; these index handlers keep, per resource,
 the part of each object the epochs read (nodes, StreamTemplates, StreamJobs, SchedulingPolicies,
-kubesoda's Services). Pods are the exception: the operator's own pod watch
-(:mod:`..kube.reflector`, ``memo.pods``) keeps kubesoda's PE pods (:func:`kubesoda_pods`) and the CPU
-and memory requests of every *other* bound pod (:func:`..kube.pods.foreign_pods`) with the same
-semantics, since Kopf's per-event cost on 30,000 pod events was most of the operator's CPU at 2,000
-nodes. Kopf re-lists on its own when a watch expires, and holds every other handler (the loops' daemon
+kubesoda's Services). Pods, StreamJobs and StreamTemplates are the exception: the operator's own
+watches (:mod:`..kube.reflector`: ``memo.pods``, ``memo.jobs``, ``memo.templates``) keep kubesoda's PE
+pods (:func:`kubesoda_pods`), the CPU and memory requests of every *other* bound pod
+(:func:`..kube.pods.foreign_pods`), the jobs and the templates with the same semantics, since Kopf's
+per-event cost on 30,000 pod events and 5,500 job and template events was most of the operator's CPU
+at 2,000 nodes. Kopf re-lists on its own when a watch expires, and holds every other handler (the loops' daemon
 included) until all its indexes are filled by their first list; the loops' daemon also waits for the
 pod watch's first list, so the first epoch never sees a half-listed cluster.
 
@@ -49,14 +50,16 @@ async def kubesoda_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]
     return {name: trim(body)}
 
 
-@kopf.index(crd.GROUP, crd.VERSION, "streamtemplates")
-async def kubesoda_templates(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return {(namespace, name): trim(body)}
+def kubesoda_templates(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """StreamTemplates, trimmed: an indexer of the operator's StreamTemplate watch (:mod:`..kube.reflector`)."""
+    md = body.get("metadata") or {}
+    return {(md.get("namespace"), md.get("name")): trim(body)}
 
 
-@kopf.index(crd.GROUP, crd.VERSION, "streamjobs")
-async def kubesoda_jobs(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    return {(namespace, name): trim(body)}
+def kubesoda_jobs(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """StreamJobs, trimmed: an indexer of the operator's StreamJob watch (:mod:`..kube.reflector`)."""
+    md = body.get("metadata") or {}
+    return {(md.get("namespace"), md.get("name")): trim(body)}
 
 
 @kopf.index(crd.GROUP, crd.VERSION, "schedulingpolicies")
@@ -94,8 +97,10 @@ async def kubesoda_services(namespace: str | None, name: str, meta: kopf.Meta, l
     return {(namespace, name): labels.get(crd.LABEL_JOB, "")} if owned_by_job(meta.get("ownerReferences")) else {}
 
 
+# kubesoda_pods, foreign_pods, kubesoda_templates and kubesoda_jobs come from the operator's own watches
+# (memo.pods, memo.templates, memo.jobs), the rest from Kopf's
 NAMES = ("kubesoda_nodes", "kubesoda_templates", "kubesoda_jobs", "kubesoda_policies", "kubesoda_pods",
-         "kubesoda_services", "foreign_pods")  # the pods' two from the operator's pod watch (memo.pods), the rest Kopf's
+         "kubesoda_services", "foreign_pods")
 
 
 class Reader:

@@ -791,12 +791,17 @@ class Learning:
 
     def status_of(self, plan: Plan, job: str) -> dict[str, dict[str, Any]]:
         """PE name -> ``{a, b, source}`` for ``job``'s chosen template (empty when it has none)."""
-        dec = next((d for d in plan.jobs if d.job == job), None)
-        if dec is None or not dec.template:
-            return {}
-        prefix = f"{dec.template}:"
-        return {k[len(prefix):]: {"a": _sig(c.rf.a), "b": _sig(c.rf.b), "source": c.source}
-                for k, c in self.functions.items() if k.startswith(prefix)}
+        return self.statuses_of(plan).get(job, {})
+
+    def statuses_of(self, plan: Plan) -> dict[str, dict[str, dict[str, Any]]]:
+        """:meth:`status_of` of every job of ``plan``, in one pass over the plan and the functions (one
+        call per job scanned both each time: quadratic at 1,040 jobs)."""
+        by_template: dict[str, dict[str, dict[str, Any]]] = {}
+        for k, c in self.functions.items():
+            template, sep, pe = k.partition(":")
+            if sep:
+                by_template.setdefault(template, {})[pe] = {"a": _sig(c.rf.a), "b": _sig(c.rf.b), "source": c.source}
+        return {d.job: dict(by_template.get(d.template, {})) for d in plan.jobs if d.template}
 
     # ---------------------------------------------------------------- observing
     def observe(self, scen: Scenario, plan: Plan, templates: Iterable[Mapping[str, Any]], pods: list[dict[str, Any]],

@@ -15,9 +15,10 @@ is under the projected one by more than the policy's tolerance.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from soda_optimizer.plan import Plan
+from soda_optimizer.plan import JobDecision, PEPlan, Plan
 
 Instances = Mapping[str, list[dict[str, Any]]]  # PE name -> [{node, fraction, pod}]
 
@@ -65,19 +66,39 @@ def _finish(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
     return status
 
 
+@dataclass(frozen=True)
+class PlanIndex:
+    """A plan's decisions and PEs by job, built once per plan: :func:`planned` runs for every job, and
+    scanning the whole plan each time was quadratic (1,040 jobs x 7,370 PEs at 2,000 nodes, seconds of
+    every macro and micro epoch)."""
+
+    decisions: dict[str, JobDecision]
+    pes: dict[str, list[PEPlan]]
+
+    @classmethod
+    def of(cls, plan: Plan) -> PlanIndex:
+        pes: dict[str, list[PEPlan]] = {}
+        for pe in plan.pes:
+            pes.setdefault(pe.job, []).append(pe)
+        return cls({d.job: d for d in plan.jobs}, pes)
+
+
 def planned(plan: Plan, job_key: str, generation: int | None, instances: Instances,
             pod_phases: Mapping[str, str | None] | None = None,
-            functions: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+            functions: Mapping[str, Mapping[str, Any]] | None = None, index: PlanIndex | None = None) -> dict[str, Any]:
     """The status of a job the Plan decided about (or did not), with its instances and, when the
     pods' phases are given, whether it runs. ``functions``: PE name -> the resource function it was
-    planned with, ``{a, b, source}`` (:mod:`.learning`)."""
-    dec = next((d for d in plan.jobs if d.job == job_key), None)
+    planned with, ``{a, b, source}`` (:mod:`.learning`). ``index``: the plan's :class:`PlanIndex`
+    (built here when not given: pass it when calling for every job)."""
+    index = index or PlanIndex.of(plan)
+    dec = index.decisions.get(job_key)
     if dec is None:
         return _finish({"phase": "Pending", "reason": "NotPlanned", "message": "not in the last plan"}, generation)
+    job_pes = index.pes.get(job_key, [])
     pes = [{"name": pe.name, "goalMips": round(pe.goal_mips, 3), "candidates": list(pe.candidates),
             "instances": list(instances.get(pe.name, [])),
             **({"resourceFunction": dict(functions[pe.name])} if functions and pe.name in functions else {})}
-           for pe in plan.pes if pe.job == job_key]
+           for pe in job_pes]
     status: dict[str, Any] = {
         "phase": "Admitted" if dec.admitted else "Rejected",
         "reason": dec.reason or ("Admitted" if dec.admitted else ""),
@@ -93,7 +114,7 @@ def planned(plan: Plan, job_key: str, generation: int | None, instances: Instanc
     if dec.template:
         status["chosenTemplate"] = dec.template.split("/", 1)[-1]
     if dec.admitted and pod_phases is not None:
-        missing = sorted(p.name for p in plan.pes if p.job == job_key and p.macro_goal_mips > 0 and not instances.get(p.name))
+        missing = sorted(p.name for p in job_pes if p.macro_goal_mips > 0 and not instances.get(p.name))
         pods = [i["pod"] for v in instances.values() for i in v]
         if missing:
             status.update(phase="Degraded", reason="NoUsableCandidate",
