@@ -95,6 +95,13 @@ WRITERS = 4  # concurrent status writes
 STATUS_REFRESH_S = 3600.0  # a profile whose fit moved by little is rewritten at least this often (its counts)
 SURPRISE = 0.1  # new samples further than max(this, 2 x the held-out error) from the fit: refitted first
 GROWTH = 0.25  # an untrusted fit whose window grew by this share is refitted
+# issue 38: the profiles a restarted operator lists, by label, one tier per macro epoch: what planning
+# looks up first (a PE's own node; its kind's root) on the epoch, before the first plan (with the pins,
+# by field selector); the other levels (a new PE's fallbacks) in the cycles after it, so no macro
+# epoch lists every profile (21,002 at 7,000 PEs: 68 MB, 10 s under load)
+LEVEL_LABEL = "kubesoda.io/signature-level"
+TIERS = (f"{LEVEL_LABEL} in (kind,flowspec)", f"{LEVEL_LABEL} in (arguments)", f"{LEVEL_LABEL} in (executable)",
+         f"{LEVEL_LABEL} notin (kind,flowspec,arguments,executable)")
 ROLL = 10  # a template's functions are chosen again at least every ROLL cycles
 FULL_WINDOW = 20  # samples a window needs before "replaced as a whole" calls for a refit
 
@@ -392,6 +399,7 @@ class Learning:
         self.background = background
         self.written: dict[str, tuple[dict[str, Any], float]] = {}  # key -> (status last written, when)
         self.exists: set[str] = set()  # profiles the API holds (listed or created)
+        self.tiers: list[str] = []  # the label selectors of the profiles not listed yet since the start (TIERS)
         self.restored: set[str] = set()  # nodes holding a fit restored from their status, not yet bettered
         self.published: dict[str, tuple[str, dict[str, Choice]]] = {}  # template -> (version, its PEs' functions)
         self.pending: tuple[set[str], list[Mapping[str, Any]]] | None = None  # what the cycle chooses for
@@ -430,6 +438,8 @@ class Learning:
             self._load()
         else:
             self._pins()
+            if self.tiers:  # the rest of a restart's profiles, one tier per cycle
+                stats["loaded"] = self._load_tier(self.tiers[0])
         stats["list_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         stats.update(self.refit())
@@ -447,10 +457,12 @@ class Learning:
         CYCLE.set(stats["cycle_s"])
         PROFILES.set(len(self.learner.models))
 
-    def _list(self, selector: str | None = None) -> list[Any] | None:
+    def _list(self, selector: str | None = None, labels: str | None = None) -> list[Any] | None:
         assert self.custom is not None
         try:
             kw: dict[str, Any] = {"field_selector": selector} if selector else {}
+            if labels:
+                kw["label_selector"] = labels
             resp = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, PLURAL, _request_timeout=60, **kw)
             return list((cast(dict[str, Any], resp) or {}).get("items") or [])
         except Exception as e:  # noqa: BLE001  (404: the CRD is not installed; anything else: next epoch)
@@ -461,12 +473,27 @@ class Learning:
             return None
 
     def _load(self) -> None:
-        """Every profile, once (a restarted operator plans with them from its first macro epoch)."""
-        items = self._list()
-        if items is not None:
-            with self.lock:
-                self._read(items)
-                self.exists = {str((o.get("metadata") or {}).get("name", "")) for o in items}
+        """A start's first list (on the epoch, before the first plan): the profiles of the PEs' own
+        nodes and the kinds' roots (:data:`TIERS`), and the pinned ones at any level, so a restarted
+        operator plans from its first macro epoch with what it learned; the other levels follow, one
+        tier per cycle (:meth:`_load_tier`). Tried again at the next macro epoch when it fails."""
+        if self._load_tier(TIERS[0]) is None:
+            return
+        self.tiers = list(TIERS[1:])
+        self._pins()
+        self.loaded = True
+
+    def _load_tier(self, labels: str) -> int | None:
+        """The profiles a label selector names, restored (those not known yet); None when the list failed."""
+        items = self._list(labels=labels)
+        if items is None:
+            return None
+        with self.lock:
+            self._read(items, restore=True)
+            if labels in self.tiers:
+                self.tiers.remove(labels)
+        log.info("resource function learner: %d profile(s) loaded (%s)", len(items), labels)
+        return len(items)
 
     def _pins(self) -> None:
         """The pinned profiles only (``fieldSelector spec.pinned=true``: the CRD's selectable field);
@@ -481,26 +508,26 @@ class Learning:
         names = {str((o.get("metadata") or {}).get("name", "")) for o in items}
         gone = [{"metadata": {"name": n}, "spec": {"pinned": False}} for n, pin in self.spec_pins.items() if pin[0] and n not in names]
         with self.lock:
-            self._read(items + gone)
+            self._read(items, restore=True)  # a pinned profile not loaded yet (a later tier, or new): restored first
+            self._read(gone)
 
     def read_profiles(self, items: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
         """Load ResourceProfile objects (``kubesoda plan`` reads them from files) and apply their
         pins, as a macro epoch does; returns (name, why) for each profile skipped."""
         with self.lock:
-            return self._read(list(items))
+            out = self._read(list(items), restore=True)
+            self.loaded = True
+            return out
 
-    def _read(self, items: list[Any]) -> list[tuple[str, str]]:
+    def _read(self, items: list[Any], restore: bool = False) -> list[tuple[str, str]]:
+        """Apply the profiles' pins; with ``restore``, first restore the profiles not known yet."""
         skipped: list[tuple[str, str]] = []
         for obj in items:
             name = (obj.get("metadata") or {}).get("name", "")
             sp = obj.get("spec") or {}
             try:
-                if not self.loaded and name not in self.learner.models:
-                    added = self.learner.add_model(model_from_profile(obj))
-                    if added.fit is not None and not added.samples:
-                        self.restored.add(name)
-                    if obj.get("status"):  # as written: nothing to write until the fit moves
-                        self.written[name] = (dict(obj["status"]), time.monotonic())
+                if restore and name not in self.exists:
+                    self._restore(name, obj)
                 pinned = bool(sp.get("pinned", False))
                 pin = (pinned, _num(sp.get("a")), _num(sp.get("b")))
                 m = self.learner.models.get(name)
@@ -523,10 +550,34 @@ class Learning:
                 ERRORS.labels("load").inc()
                 log.warning("ResourceProfile %s skipped: %s", name, str(e).splitlines()[0])
                 skipped.append((name, str(e).splitlines()[0]))
-        if not self.loaded:
-            log.info("resource function learner: %d profiles loaded", len(self.learner.models))
-        self.loaded = True
         return skipped
+
+    def _restore(self, name: str, obj: Mapping[str, Any]) -> None:
+        """A profile's model into the learner. A node observed since the start (its profile listed in a
+        later tier) keeps its samples and takes the stored fit when it has none as confident (which
+        then stands until the new samples give one), and the stored count of samples."""
+        data = model_from_profile(obj)
+        m = self.learner.models.get(name)
+        if m is None:
+            added = self.learner.add_model(data)
+            if added.fit is not None and not added.samples:
+                self.restored.add(name)
+        elif not m.pinned:
+            stored = int(data.get("observed") or 0)
+            fit = data.get("fit")
+            if fit is not None and (m.fit is None or fit.confidence > m.confidence):
+                m.fit, m.family, m.a, m.b = fit, data.get("family"), float(data.get("a", fit.a)), float(data.get("b", fit.b))
+                m.observed += stored
+                m.fitted_n = m.observed
+                m.stale = False
+                self.restored.add(name)
+                self.changed.add(name)
+            else:
+                m.observed += stored
+                m.fitted_n += stored
+        self.exists.add(name)
+        if obj.get("status"):  # as written: nothing to write until the fit moves
+            self.written[name] = (dict(obj["status"]), time.monotonic())
 
     # ---------------------------------------------------------------- refits
     def refit(self, budget_s: float | None = None) -> dict[str, Any]:
@@ -618,7 +669,8 @@ class Learning:
         deadline = time.monotonic() + budget
         if self._pool is None:
             self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="kubesoda-profiles")
-        done = sum(self._pool.map(lambda x: self._write_next(x[1], now, t, deadline), todo))
+        # the first WRITERS are written whatever the time (progress on a loaded machine)
+        done = sum(self._pool.map(lambda x: self._write_next(x[1][1], now, t, deadline if x[0] >= WRITERS else math.inf), enumerate(todo)))
         return done
 
     def _write_next(self, key: str, now: float, at: float, deadline: float) -> bool:
@@ -653,6 +705,8 @@ class Learning:
                 except client.ApiException as e:
                     if e.status != 409:
                         raise
+                    if self.tiers:  # a restart's profile in a tier not listed yet: restored with it, not overwritten
+                        return False
                 self.exists.add(key)
             self.custom.patch_cluster_custom_object_status(crd.GROUP, crd.VERSION, PLURAL, key, {"status": st}, _request_timeout=10)
             with self.lock:
