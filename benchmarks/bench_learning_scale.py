@@ -200,12 +200,12 @@ def run_arm(args: argparse.Namespace) -> dict[str, Any]:
     if after and args.first_unbudgeted:  # the first cycle catches up with every PE's first fit (as measured before)
         lrn.fit_budget_s = float("inf")
         if hasattr(lrn, "write_budget_s"):
-            lrn.write_budget_s = float("inf")
+            lrn.write_budget_s = lrn.cycle_budget_s = float("inf")
     rows.append(macro_epoch("first"))
     if after:
         lrn.fit_budget_s = learning.FIT_BUDGET_S
         if hasattr(lrn, "write_budget_s"):
-            lrn.write_budget_s = learning.WRITE_BUDGET_S
+            lrn.write_budget_s, lrn.cycle_budget_s = learning.WRITE_BUDGET_S, learning.CYCLE_BUDGET_S
     # the cold start's catch-up: macro epochs (no drift) until no refit waits and no profile is left
     # to write, at most --catch-up of them
     k = 0

@@ -90,6 +90,7 @@ DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"  # the StreamTemplate schema's defa
 SCRAPE_MARGIN_S = 2.0  # an allocation must have held for the window plus this before it is sampled
 FIT_BUDGET_S = 3.0  # issue 38: the seconds of refits per cycle (a macro epoch); with the writes within 10% of 60 s
 WRITE_BUDGET_S = 1.0  # the seconds of profile writes per cycle at least (a cold start's 42,000 calls spread over macro epochs)
+CHOOSE_GUESS_S = 1.0  # the choice's seconds the first cycle reserves (after it: what the last one took)
 CYCLE_BUDGET_S = 4.5  # writes may go on until the cycle has taken this long: with the refits' 3 s, the choice and the
 # epoch's own share (the first macro epoch chooses every template on it: 0.7 s at 7,000 PEs) within 10% of 60 s
 WRITERS = 4  # concurrent status writes
@@ -443,7 +444,10 @@ class Learning:
                 stats["loaded"] = self._load_tier(self.tiers[0])
         stats["list_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        stats.update(self.refit())
+        # the refits leave the cycle's budget room for the choice (as long as the last one took) and
+        # the writes' own share: the cycle stays within its budget when many PEs changed at once
+        guess = float(self.stats.get("choose_s", CHOOSE_GUESS_S))
+        stats.update(self.refit(min(self.fit_budget_s, max(0.5, self.cycle_budget_s - self.write_budget_s - guess - (t1 - t0)))))
         stats["refit_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         self._publish()
