@@ -353,7 +353,7 @@ def write_md(out: dict[str, Any], path: Path) -> None:
         f"(local control plane), `Learning` of `{out['base']}` (before) and of this branch (after), the same samples; "
         f"a macro epoch of {out['macro_epoch_s']:.0f} s (6 micro epochs of 10 s, one sample per PE each). "
         f"Machine: {out['host']['cpus']} cores shared with other jobs (load {out['host']['load'][0]:.1f} at the end): "
-        "absolute seconds are loaded figures; the side by side ran in one session.",
+        "absolute seconds are loaded figures; " + (out.get("sessions") or "the side by side ran in one session") + ".",
         "",
         "Regenerate:",
         "",
