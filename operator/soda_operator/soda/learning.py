@@ -452,7 +452,11 @@ class Learning:
         budget = self.cycle_budget_s if math.isinf(self.cycle_budget_s) else min(self.cycle_budget_s, LEARNING_BUDGET_S - self.epoch_share_s)
         self.epoch_share_s = 0.0
         guess = float(self.stats.get("choose_s", CHOOSE_GUESS_S))
-        stats.update(self.refit(min(self.fit_budget_s, max(0.5, budget - self.write_budget_s - guess - (t1 - t0)))))
+        room = budget - guess - (t1 - t0)
+        fit_s = room - self.write_budget_s
+        if self.stats.get("own_unwritten"):  # PEs' own fits (what a restart plans with) wait: the writes get half
+            fit_s = min(fit_s, room / 2)
+        stats.update(self.refit(min(self.fit_budget_s, max(0.5, fit_s))))
         stats["refit_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         self._publish()
@@ -462,6 +466,9 @@ class Learning:
         stats["written"] = self.write(max(self.write_budget_s, budget - (t3 - t0)))
         stats["write_s"] = time.perf_counter() - t3
         stats["unwritten"] = len(self.dirty)
+        with self.lock:  # the PEs' own (flowspec) fits planning would use after a restart, not written yet
+            stats["own_unwritten"] = sum(1 for k in self.dirty if (m := self.learner.models.get(k)) is not None
+                                         and m.level is Level.flowspec and m.fit is not None and m.trusted)
         stats["cycle_s"] = time.perf_counter() - t0
         self.stats = stats
         CYCLE.set(stats["cycle_s"])
@@ -655,10 +662,11 @@ class Learning:
 
         A node without a fit (not pinned) is not written: it has nothing worth keeping (its samples
         are in memory) and its first fit makes it dirty again. The order (:func:`_write_rank`):
-        pins and the kinds' roots; profiles that exist and whose fit moved (one call each: what a
-        restarted operator would restore is out of date); new profiles of trusted fits, the most
-        specific level first (the PE's own model; a new profile costs two calls); new profiles of
-        fits not trusted. At a cold start (every PE new) this spreads the 2 x 21,002 calls of 7,000
+        pins and the kinds' roots; new profiles of the PEs' own trusted fits (what a restarted
+        operator plans with; a new profile costs two calls); profiles that exist and whose fit moved
+        (one call each: what a restart would restore is out of date); new profiles of trusted fits
+        of the ancestor levels; new profiles of fits not trusted. While own fits wait, the next
+        cycle's refits get half of what the writes and the choice leave (:meth:`sync`). At a cold start (every PE new) this spreads the 2 x 21,002 calls of 7,000
         PEs over macro epochs at a bounded cost each, the fits planning uses first."""
         if self.custom is None or not self.dirty:
             return 0
@@ -995,16 +1003,19 @@ _LEVEL_ORDER = {Level.flowspec: 0, Level.arguments: 1, Level.executable: 2, Leve
 
 
 def _write_rank(model: Any, written: bool, exists: bool) -> tuple[int, int, str]:
-    """The order of :meth:`Learning.write` (lower first): pins and roots; an existing profile whose
-    fit moved; a new trusted fit; a new fit not trusted; the most specific level first within each."""
+    """The order of :meth:`Learning.write` (lower first): pins and roots; a PE's own (flowspec)
+    trusted fit not written yet (what a restart plans with: lost with it otherwise); an existing
+    profile whose fit moved; a new trusted fit of an ancestor level; a new fit not trusted; the most
+    specific level first within each."""
+    trusted = model.fit is not None and model.fit.trusted is not False and model.confidence >= CONFIDENT
     if model.pinned or model.level is Level.kind:
         tier = 0
     elif written or exists:
-        tier = 1
-    elif model.fit is not None and model.fit.trusted is not False and model.confidence >= CONFIDENT:
         tier = 2
+    elif trusted:
+        tier = 1 if model.level is Level.flowspec else 3
     else:
-        tier = 3
+        tier = 4
     return (tier, _LEVEL_ORDER.get(model.level, 4), model.key)
 
 
