@@ -15,13 +15,17 @@ functions each macro epoch plans with.
   allocation has held for the whole observation window plus a scrape (``rate()`` over a window
   that straddles a resize mixes two allocations);
 - **Storage** (:meth:`Learning.sync`, one cycle per macro epoch, on a thread of its own, off the
-  epoch lock; issue 38 item 4): the profiles are read (the first time, on the epoch: every model is
-  loaded, so a restarted operator plans with what it learned from its first macro epoch), the
+  epoch lock; issue 38 item 4): the profiles are read (the first time, on the epoch, the PEs' own
+  and the roots' and the pinned ones, so a restarted operator plans with what it learned from its
+  first macro epoch; the other levels one tier per cycle after it, :data:`TIERS`), the
   administrators' pins applied (``spec.pinned``, optional ``spec.a``/``spec.b``; unpinned again when
-  the flag goes), the models refitted (below) and a profile written only when its fit or pin moved
-  (created when absent, then its status). A status carries the fit (``status.model``, restored as
+  the flag goes), the models refitted (below) and a profile written only once it holds a fit and
+  when its fit or pin moved (created when absent, then its status), within the cycle's budget, the
+  most useful first (:meth:`Learning.write`). A status carries the fit (``status.model``, restored as
   is after a restart) and a summary of the sample window, never the window: the samples live in
-  memory. The operator never writes a profile's spec;
+  memory. The operator never writes a profile's spec. A macro epoch's learning (its share on the
+  epoch and the cycle) stays within :data:`LEARNING_BUDGET_S`: many new PEs at once (a cold start)
+  are fitted and written over several macro epochs;
 - **Refits** (:meth:`Learning.refit`): the learner refits lazily on read, every node observed, and
   one family fit costs 15-60 ms: 7,000 PEs observed every micro epoch took ~3 minutes per macro
   epoch. Here the learner's lazy refit is turned off (:meth:`Learning.take` marks an observed node
