@@ -510,3 +510,28 @@ def test_a_cold_start_writes_within_a_budget_roots_and_own_fits_first_and_loses_
     assert set(again.learner.models) == set(lrn.learner.models)
     for k, m in lrn.learner.models.items():
         assert again.learner.models[k].a == pytest.approx(m.a, rel=1e-5)
+
+
+def test_a_restart_restores_a_later_tier_into_a_node_observed_since_the_start():
+    """A restarted operator observes PEs before it has listed every tier: the node created by the
+    new sample takes its profile's stored fit (it had none) and count, and that profile is not
+    overwritten with a fit of the few new samples."""
+    api = FakeCustom()
+    lrn = Learning(api, clock=lambda: 100.0)  # type: ignore[arg-type]
+    lrn.learner = _trained(SIG, 0.004, 2.0)
+    lrn.dirty = {n.key for n in SIG.lineage()}
+    lrn.sync()
+    args = SIG.at(Level.arguments).key
+    stored = lrn.learner.models[args]
+    again = Learning(api, clock=lambda: 200.0)  # type: ignore[arg-type]
+    again.sync()  # the first tier: flowspec and the root
+    assert args not in again.learner.models
+    again.take(SIG, [Sample(r_i=100.0, m=800.0, r_o=200.0, m_used=500.0, t=150.0)], 150.0)
+    assert again.learner.models[args].fit is None
+    writes = api.writes
+    for _ in range(3):
+        again.sync()
+    m = again.learner.models[args]
+    assert m.fit is not None and m.a == pytest.approx(stored.a, rel=1e-5)
+    assert m.observed == stored.observed + 1 and len(m.samples) == 1
+    assert api.objects[args]["status"]["a"] == pytest.approx(stored.a, rel=1e-5) and api.writes == writes
