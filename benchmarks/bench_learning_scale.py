@@ -40,7 +40,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "benchmarks"
@@ -127,7 +127,8 @@ def run_arm(args: argparse.Namespace) -> dict[str, Any]:
     counter = Counted(api)
     custom = client.CustomObjectsApi(api)
     t_deleted = time.monotonic()
-    while custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, learning.PLURAL, limit=1)["items"]:
+    while not args.restart_only and cast(dict[str, Any], custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, learning.PLURAL,
+                                                                                         limit=1))["items"]:
         try:  # 21,000 profiles take longer than the server's request timeout (504): it goes on, we ask again
             custom.delete_collection_cluster_custom_object(crd.GROUP, crd.VERSION, learning.PLURAL, _request_timeout=300)
         except client.ApiException as e:
@@ -188,13 +189,30 @@ def run_arm(args: argparse.Namespace) -> dict[str, Any]:
         return row
 
     rss0 = rss_mb()
-    observe_s = [micro_epoch() for _ in range(30)]  # a warm operator: 30 samples per PE
+    if args.restart_only:  # a restarted operator, in a process of its own: its first macro epoch loads the profiles
+        rows = [macro_epoch("restart")]
+        while getattr(lrn, "tiers", None) and len(rows) < 6:  # the rest of them, a tier per cycle (this branch)
+            [micro_epoch() for _ in range(MICRO_PER_MACRO)]
+            rows.append(macro_epoch(f"restart +{len(rows)}"))
+        return {"arm": "after" if after else "before", "pes": len(sigs), "rss_start_mb": round(rss0, 1), "rows": rows}
+    observe_s = [micro_epoch() for _ in range(args.warm)]  # a warm operator: --warm samples per PE
     rows = []
-    if after:  # the first cycle catches up with every PE's first fit (a budget per cycle after it)
+    if after and args.first_unbudgeted:  # the first cycle catches up with every PE's first fit (as measured before)
         lrn.fit_budget_s = float("inf")
+        if hasattr(lrn, "write_budget_s"):
+            lrn.write_budget_s = lrn.cycle_budget_s = float("inf")
     rows.append(macro_epoch("first"))
     if after:
         lrn.fit_budget_s = learning.FIT_BUDGET_S
+        if hasattr(lrn, "write_budget_s"):
+            lrn.write_budget_s, lrn.cycle_budget_s = learning.WRITE_BUDGET_S, learning.CYCLE_BUDGET_S
+    # the cold start's catch-up: macro epochs (no drift) until no refit waits and no profile is left
+    # to write, at most --catch-up of them
+    k = 0
+    while after and k < args.catch_up and rows[-1].get("deferred", 0) + rows[-1].get("unwritten", 0) > 0:
+        k += 1
+        observe_s += [micro_epoch() for _ in range(MICRO_PER_MACRO)]
+        rows.append(macro_epoch(f"catch-up {k}"))
     for i in range(args.steady):
         # a share of the PEs changes behaviour (the cost per tuple x 0.5 or x 2) each macro epoch
         for k in rng.choice(len(sigs), size=int(round(args.drift * len(sigs))), replace=False):
@@ -202,17 +220,8 @@ def run_arm(args: argparse.Namespace) -> dict[str, Any]:
             sigs[k] = (sig, cost * float(rng.choice([0.5, 2.0])), r0)
         observe_s += [micro_epoch() for _ in range(MICRO_PER_MACRO)]
         rows.append(macro_epoch(f"steady {i + 1}"))
-    if args.no_restart:
-        return {"arm": "after" if after else "before", "pes": len(sigs), "rss_start_mb": round(rss0, 1),
-                "rss_before_restart_mb": round(rss_mb(), 1), "observe_s_median": round(statistics.median(observe_s), 3), "rows": rows}
-    # a restarted operator: its first macro epoch loads every profile before it plans
-    del lrn
-    lrn = make()
-    rss_before_restart = rss_mb()
-    rows.append(macro_epoch("restart"))
     return {"arm": "after" if after else "before", "pes": len(sigs), "rss_start_mb": round(rss0, 1),
-            "rss_before_restart_mb": round(rss_before_restart, 1), "observe_s_median": round(statistics.median(observe_s), 3),
-            "rows": rows}
+            "rss_before_restart_mb": round(rss_mb(), 1), "observe_s_median": round(statistics.median(observe_s), 3), "rows": rows}
 
 
 # ------------------------------------------------------------------------------------ both, side by side
@@ -233,7 +242,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--drift", type=float, default=0.01, help="share of the PEs whose behaviour changes each steady macro epoch")
     ap.add_argument("--no-restart", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--restart-before", action="store_true", help="also time main's restart (its first macro epoch refits every window)")
+    ap.add_argument("--restart-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--warm", type=int, default=30, help="samples per PE before the first macro epoch")
+    ap.add_argument("--catch-up", type=int, default=60,
+                    help="at most this many macro epochs after the first until no refit waits and no profile is left unwritten")
+    ap.add_argument("--first-unbudgeted", action="store_true",
+                    help="the first cycle without fit (and write) budget, as measured before (the operator's default is budgeted)")
     ap.add_argument("--arm", help=argparse.SUPPRESS)
     ap.add_argument("--json", default=str(OUT / "learning-scale.json"))
     ap.add_argument("--md", default=str(OUT / "learning-scale.md"))
@@ -257,9 +271,10 @@ def main() -> None:
             env = {**os.environ, "PYTHONPATH": f"{tree}/optimizer:{tree}/operator:{tree}/pe"}
             steady = args.steady if arm == "after" or args.steady_before is None else args.steady_before
             cmd = [sys.executable, str(Path(__file__).resolve()), "--arm", arm, "--pes", str(args.pes), "--steady", str(steady),
-                   "--seed", str(args.seed), "--drift", str(args.drift)]
-            if arm == "before" and not args.restart_before:
-                cmd.append("--no-restart")
+                   "--seed", str(args.seed), "--drift", str(args.drift), "--warm", str(args.warm), "--catch-up", str(args.catch_up)]
+            if args.first_unbudgeted:
+                cmd.append("--first-unbudgeted")
+            restart = not args.no_restart
             # each arm with its own tree's CRD (main's status carries the window as a list)
             subprocess.run(["kubectl", "apply", "--server-side", "--force-conflicts", "-f", str(tree / "crds" / "resourceprofiles.yaml")],
                            check=True, capture_output=True)
@@ -268,6 +283,11 @@ def main() -> None:
             p = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
             results[arm] = json.loads(p.stdout.strip().splitlines()[-1])
             results[arm]["wall_s"] = round(time.monotonic() - t0, 1)
+            if restart:  # a restarted operator is a new process: its RSS is its own (before, the first learner's too)
+                p = subprocess.run([*cmd, "--restart-only"], env=env, check=True, stdout=subprocess.PIPE, text=True)
+                again = json.loads(p.stdout.strip().splitlines()[-1])
+                results[arm]["rows"] += again["rows"]
+                results[arm]["rss_restart_start_mb"] = again["rss_start_mb"]
     out = {"pes": args.pes, "base": f"{args.base} ({base_rev})", "macro_epoch_s": MICRO_S * MICRO_PER_MACRO, "argv": sys.argv[1:],
            "host": {"cpus": os.cpu_count(), "load": os.getloadavg()}, "arms": results}
     Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
@@ -279,6 +299,51 @@ def _fmt_bytes(n: float) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
 
 
+def _rows(res: dict[str, Any], prefix: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [r for r in res["rows"] if r["epoch"].startswith(prefix)]
+
+
+def _med(rows: list[dict[str, Any]], k: str, scale: float = 1.0) -> float | None:
+    v = [scale * float(r.get(k) or 0.0) for r in rows]
+    return float(statistics.median(v)) if v else None
+
+
+def summary_rows() -> list[tuple[str, Any]]:
+    cold = ("first", "catch-up")
+
+    def until_learned(res: dict[str, Any]) -> int | None:
+        for i, r in enumerate(_rows(res, cold)):
+            if r["learned_pes"] >= r["pes"]:
+                return i + 1
+        return None
+
+    return [
+        ("cold start: learning seconds, first macro epoch", lambda r: _rows(r, ("first",))[0]["learning_s"]),
+        ("cold start: learning seconds, most in one macro epoch", lambda r: max(x["learning_s"] for x in _rows(r, cold))),
+        ("cold start: learning seconds, median per macro epoch", lambda r: _med(_rows(r, cold), "learning_s")),
+        ("cold start: macro epochs until caught up (first + catch-up)", lambda r: len(_rows(r, cold))),
+        ("cold start: macro epochs until every PE is planned learned", until_learned),
+        ("cold start: learning seconds in all", lambda r: round(sum(x["learning_s"] for x in _rows(r, cold)), 2)),
+        ("cold start: PEs planned learned at its last macro epoch", lambda r: _rows(r, cold)[-1]["learned_pes"]),
+        ("cold start: nodes refitted in all", lambda r: sum(x.get("refitted") or 0 for x in _rows(r, cold))),
+        ("cold start: refits still waiting at its end", lambda r: _rows(r, cold)[-1].get("deferred") or 0),
+        ("cold start: profiles holding a fit, still to write at its end", lambda r: _rows(r, cold)[-1].get("unwritten") or 0),
+        ("cold start: API calls, most in one macro epoch", lambda r: max(x["calls"] for x in _rows(r, cold))),
+        ("cold start: API calls in all", lambda r: sum(x["calls"] for x in _rows(r, cold))),
+        ("cold start: status MB written in all", lambda r: round(sum(x["status_bytes"] for x in _rows(r, cold)) / 1e6, 2)),
+        ("steady: learning seconds per macro epoch (median)", lambda r: _med(_rows(r, ("steady",)), "learning_s")),
+        ("steady: API calls per macro epoch (median)", lambda r: _med(_rows(r, ("steady",)), "calls")),
+        ("steady: status kB written per macro epoch (median)", lambda r: _med(_rows(r, ("steady",)), "status_bytes", 1e-3)),
+        ("restart: learning seconds (first macro epoch)", lambda r: (_rows(r, ("restart",)) or [{}])[0].get("learning_s")),
+        ("restart: learning seconds, most in one macro epoch until every profile is loaded",
+         lambda r: max((x["learning_s"] for x in _rows(r, ("restart",))), default=None)),
+        ("restart: of which on the epoch lock", lambda r: (_rows(r, ("restart",)) or [{}])[0].get("on_lock_s")),
+        ("restart: PEs planned learned", lambda r: (_rows(r, ("restart",)) or [{}])[0].get("learned_pes")),
+        ("restart: RSS (MB, a new process)", lambda r: (_rows(r, ("restart",)) or [{}])[0].get("rss_mb")),
+        ("RSS growth, start -> before the restart (MB)", lambda r: round(r["rss_before_restart_mb"] - r["rss_start_mb"], 1)),
+    ]
+
+
 def write_md(out: dict[str, Any], path: Path) -> None:
     arms = out["arms"]
     lines = [
@@ -288,7 +353,7 @@ def write_md(out: dict[str, Any], path: Path) -> None:
         f"(local control plane), `Learning` of `{out['base']}` (before) and of this branch (after), the same samples; "
         f"a macro epoch of {out['macro_epoch_s']:.0f} s (6 micro epochs of 10 s, one sample per PE each). "
         f"Machine: {out['host']['cpus']} cores shared with other jobs (load {out['host']['load'][0]:.1f} at the end): "
-        "absolute seconds are loaded figures; the side by side ran in one session.",
+        "absolute seconds are loaded figures; " + (out.get("sessions") or "the side by side ran in one session") + ".",
         "",
         "Regenerate:",
         "",
@@ -307,21 +372,20 @@ def write_md(out: dict[str, Any], path: Path) -> None:
             lines.append(f"| {name} | {r['epoch']} | {r['on_lock_s']:.2f} | {cyc} | "
                          f"{r['learning_s']:.2f} | {r['calls']:,} | {_fmt_bytes(r['status_bytes'])} | {_fmt_bytes(r['received_bytes'])} | "
                          f"{r.get('refitted', '')} | {r.get('written', '')} | {r['learned_pes']:,} / {r['pes']:,} | {r['rss_mb']:.0f} |")
-    if "before" in arms and "after" in arms:
-        lines += ["", "Medians over the steady macro epochs (before: the first macro epoch stands in when no steady one ran; "
-                  "main writes and refits every node every macro epoch, so they cost the same), before and after:", ""]
-        lines += ["| figure | before | after | ratio |", "| --- | --- | --- | --- |"]
-        def med(arm: str, k: str) -> float:
-            v = [r[k] or 0.0 for r in arms[arm]["rows"] if r["epoch"].startswith("steady")] or \
-                [r[k] or 0.0 for r in arms[arm]["rows"] if r["epoch"] == "first"]
-            return float(statistics.median(v)) if v else float("nan")
-        for k, label in (("learning_s", "learning seconds per macro epoch"), ("on_lock_s", "seconds on the epoch lock"),
-                         ("calls", "API calls per macro epoch"), ("status_bytes", "status bytes written per macro epoch")):
-            b, a = med("before", k), med("after", k)
-            lines.append(f"| {label} | {b:,.2f} | {a:,.2f} | {a / b if b else float('nan'):.3g} |")
-        for arm in ("before", "after"):
-            res = arms[arm]
-            lines.append(f"| RSS growth, {arm} (MB, start -> before the restart) | | | {res['rss_before_restart_mb'] - res['rss_start_mb']:.0f} |")
+    lines += ["", "Per arm: the cold start (the first macro epoch and the catch-up after it, until no refit waits and no "
+              "profile is left to write), the steady macro epochs (1% of the PEs change behaviour in each) and the restart "
+              "(a new process; its first macro epoch loads the profiles):", ""]
+    lines += ["| figure | " + " | ".join(arms) + (" | ratio |" if len(arms) == 2 else " |"),
+              "| --- | " + " | ".join("---" for _ in arms) + (" | --- |" if len(arms) == 2 else " |")]
+    for label, fn in summary_rows():
+        vals = [fn(res) for res in arms.values()]
+        cells = " | ".join("" if v is None else f"{v:,.2f}" if isinstance(v, float) else f"{v:,}" for v in vals)
+        ratio = ""
+        if len(vals) == 2 and all(isinstance(v, int | float) and v is not None for v in vals) and vals[0]:
+            ratio = f" {vals[1] / vals[0]:.3g} |"
+        elif len(vals) == 2:
+            ratio = " |"
+        lines.append(f"| {label} | {cells} |{ratio}")
     path.write_text("\n".join(lines) + "\n")
 
 

@@ -137,3 +137,65 @@ def test_learns_the_true_functions_keeps_them_and_uses_them_after_a_restart(kube
     finally:
         op.stop()
     print(f"e2e learning: {time.monotonic() - t0:.0f}s")
+
+
+def test_a_cold_start_is_written_over_cycles_within_budget_and_a_restart_loads_in_tiers(kube, kubectl):
+    """Issue 38 item 4, against the API server: many new PEs at once. With no write budget a cycle
+    writes one batch of profiles (main wrote every node observed in the first cycle, fitted or not:
+    352 s at 7,000 PEs), the kinds' root and the PEs' own (flowspec) fits first, never a profile
+    without a fit; the next cycles write the rest. A restarted operator lists the PEs' own profiles
+    and the roots first (it plans with them), the other levels a tier per cycle after, and ends with
+    every fit it had."""
+    import numpy as np
+
+    from soda_operator.soda import crd, learning
+    from soda_optimizer.learn import Sample, Signature
+    from soda_optimizer.learn.functions import LearningSettings, choose
+    from soda_optimizer.learn.signature import Level
+    from soda_optimizer.model import PEKind
+
+    kubectl("apply", "--server-side", "-f", "crds/resourceprofiles.yaml")
+    kube.custom.delete_collection_cluster_custom_object(crd.GROUP, crd.VERSION, "resourceprofiles", _request_timeout=300)
+
+    def names() -> set[str]:
+        return {p["metadata"]["name"] for p in _profiles(kube)}
+
+    rng = np.random.default_rng(7)
+    sigs = [Signature.build("transform", f"e2e.example/cold{i}:1", inputs=[("u", "u->t")]) for i in range(30)]
+    lrn = learning.Learning(kube.custom, clock=lambda: 200.0, background=False)
+    lrn.fit_budget_s = 60.0
+    lrn.write_budget_s = 0.0  # one batch of writes per cycle (learning.WRITERS, written whatever the time)
+    lrn.cycle_budget_s = 0.0
+    for k, sig in enumerate(sigs):
+        cost = 0.005 * (1 + k % 5)
+        for i in range(12):
+            r = 100.0 * float(np.exp(rng.uniform(-0.7, 0.7)))
+            m = cost * r * float(rng.uniform(0.3, 1.5))
+            p = min(r, m / cost)
+            lrn.take(sig, [Sample(r_i=r, m=m, r_o=p * float(np.exp(rng.normal(0, 0.03))), m_used=cost * p, t=10.0 * i, r_p=p)], 10.0 * i)
+    try:
+        lrn.sync()
+        first = names()
+        assert "transform" in first and len(first) == learning.WRITERS, first
+        assert {lrn.learner.models[k].level for k in first - {"transform"}} == {Level.flowspec}
+        assert all((p.get("status") or {}).get("model") for p in _profiles(kube))  # no empty profile
+        for _ in range(3 * len(sigs)):
+            if not lrn.dirty and not lrn.stats.get("deferred"):
+                break
+            lrn.sync()
+        assert names() == set(lrn.learner.models) and len(names()) == 3 * len(sigs) + 1
+        # restarted
+        again = learning.Learning(kube.custom, background=False)
+        again.sync()
+        assert set(again.learner.models) == {s.key for s in sigs} | {"transform"}
+        on = LearningSettings(enabled=True)
+        for sig in sigs:
+            c = choose(PEKind.transform, None, sig, again.learner, on)
+            assert c.source == "learned:flowspec" and c.rf.a == pytest.approx(lrn.learner.models[sig.key].a, rel=1e-5)
+        for _ in range(3):
+            again.sync()
+        assert not again.tiers and set(again.learner.models) == set(lrn.learner.models)
+        for k, m in lrn.learner.models.items():
+            assert again.learner.models[k].a == pytest.approx(m.a, rel=1e-5), k
+    finally:
+        kube.custom.delete_collection_cluster_custom_object(crd.GROUP, crd.VERSION, "resourceprofiles")

@@ -2,7 +2,7 @@
 
     pe = PE.from_env()                     # a source
     while True:
-        data = read_from_outside()
+        data = read_from_outside()         # pe.offer(n) for what the outside offered (optional)
         pe.ingest(data)                    # received on "primal"
         pe.emit(data)                      # to every output stream
 
@@ -78,6 +78,7 @@ class PE:
         self._http: Any = None
         self._closed = False
         self._started = False
+        self._offered = False  # the source reports its primal input's offered rate (offer)
         self._lock = threading.Lock()
 
     @classmethod
@@ -227,8 +228,27 @@ class PE:
 
     def ingest(self, data: Bytes | None = None, *, n: int = 1, nbytes: int | None = None) -> None:
         """A source records what it took in on its primal input: ``n`` tuples, ``nbytes`` bytes
-        (default ``len(data)``)."""
+        (default ``len(data)``). After :meth:`offer` they leave the primal backlog."""
         self.metrics.received(PRIMAL, n, len(data) if nbytes is None and data is not None else nbytes or 0)
+        if self._offered:
+            self.metrics.dequeued(PRIMAL, n)
+
+    def offer(self, n: int = 1) -> None:
+        """A source records ``n`` tuples its outside input offered it, taken in yet or not: read into
+        a buffer of its own, new messages on a broker it consumes, requests accepted. Counted as
+        arrived on ``primal`` (``kubesoda_pe_tuples_arrived_total``) and waiting in the primal
+        backlog (``kubesoda_pe_queued_tuples``) until :meth:`ingest` takes them. A source that never
+        calls it reports no offered rate, as before.
+
+        Why (issue 38, docs/pe-metrics.md "Input queue"): a CPU-starved source takes in only what its
+        CPU processes, so what it ingests is its processed rate, not its input rate; the learner
+        then sees a saturated source whose offered rate is unknown (a censored sample). With the
+        offered rate it learns the CPU per tuple and what the source would need for all it is
+        offered, as for a transform behind its input queue."""
+        with self._lock:
+            self._offered = True
+        self.metrics.queued_inc(PRIMAL, n)
+        self.metrics.arrived(PRIMAL, n)
 
     def consume(self, data: Bytes | None = None, *, n: int = 1, nbytes: int | None = None) -> None:
         """A sink records the tuples it delivered as the job's valued output (emitted on ``sink``)."""

@@ -15,13 +15,17 @@ functions each macro epoch plans with.
   allocation has held for the whole observation window plus a scrape (``rate()`` over a window
   that straddles a resize mixes two allocations);
 - **Storage** (:meth:`Learning.sync`, one cycle per macro epoch, on a thread of its own, off the
-  epoch lock; issue 38 item 4): the profiles are read (the first time, on the epoch: every model is
-  loaded, so a restarted operator plans with what it learned from its first macro epoch), the
+  epoch lock; issue 38 item 4): the profiles are read (the first time, on the epoch, the PEs' own
+  and the roots' and the pinned ones, so a restarted operator plans with what it learned from its
+  first macro epoch; the other levels one tier per cycle after it, :data:`TIERS`), the
   administrators' pins applied (``spec.pinned``, optional ``spec.a``/``spec.b``; unpinned again when
-  the flag goes), the models refitted (below) and a profile written only when its fit or pin moved
-  (created when absent, then its status). A status carries the fit (``status.model``, restored as
+  the flag goes), the models refitted (below) and a profile written only once it holds a fit and
+  when its fit or pin moved (created when absent, then its status), within the cycle's budget, the
+  most useful first (:meth:`Learning.write`). A status carries the fit (``status.model``, restored as
   is after a restart) and a summary of the sample window, never the window: the samples live in
-  memory. The operator never writes a profile's spec;
+  memory. The operator never writes a profile's spec. A macro epoch's learning (its share on the
+  epoch and the cycle) stays within :data:`LEARNING_BUDGET_S`: many new PEs at once (a cold start)
+  are fitted and written over several macro epochs;
 - **Refits** (:meth:`Learning.refit`): the learner refits lazily on read, every node observed, and
   one family fit costs 15-60 ms: 7,000 PEs observed every micro epoch took ~3 minutes per macro
   epoch. Here the learner's lazy refit is turned off (:meth:`Learning.take` marks an observed node
@@ -89,10 +93,22 @@ KIND = "ResourceProfile"
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"  # the StreamTemplate schema's default
 SCRAPE_MARGIN_S = 2.0  # an allocation must have held for the window plus this before it is sampled
 FIT_BUDGET_S = 3.0  # issue 38: the seconds of refits per cycle (a macro epoch); with the writes within 10% of 60 s
+WRITE_BUDGET_S = 1.0  # the seconds of profile writes per cycle at least (a cold start's 42,000 calls spread over macro epochs)
+LEARNING_BUDGET_S = 5.5  # a macro epoch's learning (its share on the epoch + the cycle) within 10% of 60 s, with a margin
+CHOOSE_GUESS_S = 1.0  # the choice's seconds the first cycle reserves (after it: what the last one took)
+CYCLE_BUDGET_S = 4.5  # writes may go on until the cycle has taken this long: with the refits' 3 s, the choice and the
+# epoch's own share (the first macro epoch chooses every template on it: 0.7 s at 7,000 PEs) within 10% of 60 s
 WRITERS = 4  # concurrent status writes
 STATUS_REFRESH_S = 3600.0  # a profile whose fit moved by little is rewritten at least this often (its counts)
 SURPRISE = 0.1  # new samples further than max(this, 2 x the held-out error) from the fit: refitted first
 GROWTH = 0.25  # an untrusted fit whose window grew by this share is refitted
+# issue 38: the profiles a restarted operator lists, by label, one tier per macro epoch: what planning
+# looks up first (a PE's own node; its kind's root) on the epoch, before the first plan (with the pins,
+# by field selector); the other levels (a new PE's fallbacks) in the cycles after it, so no macro
+# epoch lists every profile (21,002 at 7,000 PEs: 68 MB, 10 s under load)
+LEVEL_LABEL = "kubesoda.io/signature-level"
+TIERS = (f"{LEVEL_LABEL} in (kind,flowspec)", f"{LEVEL_LABEL} in (arguments)", f"{LEVEL_LABEL} in (executable)",
+         f"{LEVEL_LABEL} notin (kind,flowspec,arguments,executable)")
 ROLL = 10  # a template's functions are chosen again at least every ROLL cycles
 FULL_WINDOW = 20  # samples a window needs before "replaced as a whole" calls for a refit
 
@@ -366,7 +382,8 @@ class Learning:
 
     def __init__(self, custom: client.CustomObjectsApi | None, config: LearnConfig | None = None,
                  clock: Callable[[], float] = time.time, fence: Callable[[], bool] | None = None, *,
-                 fit_budget_s: float = FIT_BUDGET_S, background: bool = True):
+                 fit_budget_s: float = FIT_BUDGET_S, write_budget_s: float = WRITE_BUDGET_S, cycle_budget_s: float = CYCLE_BUDGET_S,
+                 background: bool = True):
         self.custom = custom
         self.learner = Learner(config)
         self.clock = clock
@@ -384,9 +401,13 @@ class Learning:
         self.lock = threading.RLock()  # the learner and what is derived from it
         self.scheduled = custom is not None  # refits by the cycle (else the learner's own lazy refit)
         self.fit_budget_s = fit_budget_s
+        self.write_budget_s = write_budget_s
+        self.cycle_budget_s = cycle_budget_s
+        self.epoch_share_s = 0.0  # what the macro epoch that started the cycle spent on learning (on the epoch)
         self.background = background
         self.written: dict[str, tuple[dict[str, Any], float]] = {}  # key -> (status last written, when)
         self.exists: set[str] = set()  # profiles the API holds (listed or created)
+        self.tiers: list[str] = []  # the label selectors of the profiles not listed yet since the start (TIERS)
         self.restored: set[str] = set()  # nodes holding a fit restored from their status, not yet bettered
         self.published: dict[str, tuple[str, dict[str, Choice]]] = {}  # template -> (version, its PEs' functions)
         self.pending: tuple[set[str], list[Mapping[str, Any]]] | None = None  # what the cycle chooses for
@@ -425,25 +446,44 @@ class Learning:
             self._load()
         else:
             self._pins()
+            if self.tiers:  # the rest of a restart's profiles, one tier per cycle
+                stats["loaded"] = self._load_tier(self.tiers[0])
         stats["list_s"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        stats.update(self.refit())
+        # the cycle's budget less what its macro epoch spent on the epoch (the first one chooses every
+        # template there: 0.7-2.4 s at 7,000 PEs under load); the refits leave room for the choice (as
+        # long as the last one took) and the writes' own share
+        budget = self.cycle_budget_s if math.isinf(self.cycle_budget_s) else min(self.cycle_budget_s, LEARNING_BUDGET_S - self.epoch_share_s)
+        self.epoch_share_s = 0.0
+        guess = float(self.stats.get("choose_s", CHOOSE_GUESS_S))
+        room = budget - guess - (t1 - t0)
+        fit_s = room - self.write_budget_s
+        if self.stats.get("own_unwritten"):  # PEs' own fits (what a restart plans with) wait: the writes get half
+            fit_s = min(fit_s, room / 2)
+        stats.update(self.refit(min(self.fit_budget_s, max(0.5, fit_s))))
         stats["refit_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         self._publish()
         stats["choose_s"] = time.perf_counter() - t2
         t3 = time.perf_counter()
-        stats["written"] = self.write()
+        # the writes get what the refits left of the cycle's budget, and at least their own
+        stats["written"] = self.write(max(self.write_budget_s, budget - (t3 - t0)))
         stats["write_s"] = time.perf_counter() - t3
+        stats["unwritten"] = len(self.dirty)
+        with self.lock:  # the PEs' own (flowspec) fits planning would use after a restart, not written yet
+            stats["own_unwritten"] = sum(1 for k in self.dirty if (m := self.learner.models.get(k)) is not None
+                                         and m.level is Level.flowspec and m.fit is not None and m.trusted)
         stats["cycle_s"] = time.perf_counter() - t0
         self.stats = stats
         CYCLE.set(stats["cycle_s"])
         PROFILES.set(len(self.learner.models))
 
-    def _list(self, selector: str | None = None) -> list[Any] | None:
+    def _list(self, selector: str | None = None, labels: str | None = None) -> list[Any] | None:
         assert self.custom is not None
         try:
             kw: dict[str, Any] = {"field_selector": selector} if selector else {}
+            if labels:
+                kw["label_selector"] = labels
             resp = self.custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, PLURAL, _request_timeout=60, **kw)
             return list((cast(dict[str, Any], resp) or {}).get("items") or [])
         except Exception as e:  # noqa: BLE001  (404: the CRD is not installed; anything else: next epoch)
@@ -454,12 +494,27 @@ class Learning:
             return None
 
     def _load(self) -> None:
-        """Every profile, once (a restarted operator plans with them from its first macro epoch)."""
-        items = self._list()
-        if items is not None:
-            with self.lock:
-                self._read(items)
-                self.exists = {str((o.get("metadata") or {}).get("name", "")) for o in items}
+        """A start's first list (on the epoch, before the first plan): the profiles of the PEs' own
+        nodes and the kinds' roots (:data:`TIERS`), and the pinned ones at any level, so a restarted
+        operator plans from its first macro epoch with what it learned; the other levels follow, one
+        tier per cycle (:meth:`_load_tier`). Tried again at the next macro epoch when it fails."""
+        if self._load_tier(TIERS[0]) is None:
+            return
+        self.tiers = list(TIERS[1:])
+        self._pins()
+        self.loaded = True
+
+    def _load_tier(self, labels: str) -> int | None:
+        """The profiles a label selector names, restored (those not known yet); None when the list failed."""
+        items = self._list(labels=labels)
+        if items is None:
+            return None
+        with self.lock:
+            self._read(items, restore=True)
+            if labels in self.tiers:
+                self.tiers.remove(labels)
+        log.info("resource function learner: %d profile(s) loaded (%s)", len(items), labels)
+        return len(items)
 
     def _pins(self) -> None:
         """The pinned profiles only (``fieldSelector spec.pinned=true``: the CRD's selectable field);
@@ -474,26 +529,26 @@ class Learning:
         names = {str((o.get("metadata") or {}).get("name", "")) for o in items}
         gone = [{"metadata": {"name": n}, "spec": {"pinned": False}} for n, pin in self.spec_pins.items() if pin[0] and n not in names]
         with self.lock:
-            self._read(items + gone)
+            self._read(items, restore=True)  # a pinned profile not loaded yet (a later tier, or new): restored first
+            self._read(gone)
 
     def read_profiles(self, items: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
         """Load ResourceProfile objects (``kubesoda plan`` reads them from files) and apply their
         pins, as a macro epoch does; returns (name, why) for each profile skipped."""
         with self.lock:
-            return self._read(list(items))
+            out = self._read(list(items), restore=True)
+            self.loaded = True
+            return out
 
-    def _read(self, items: list[Any]) -> list[tuple[str, str]]:
+    def _read(self, items: list[Any], restore: bool = False) -> list[tuple[str, str]]:
+        """Apply the profiles' pins; with ``restore``, first restore the profiles not known yet."""
         skipped: list[tuple[str, str]] = []
         for obj in items:
             name = (obj.get("metadata") or {}).get("name", "")
             sp = obj.get("spec") or {}
             try:
-                if not self.loaded and name not in self.learner.models:
-                    added = self.learner.add_model(model_from_profile(obj))
-                    if added.fit is not None and not added.samples:
-                        self.restored.add(name)
-                    if obj.get("status"):  # as written: nothing to write until the fit moves
-                        self.written[name] = (dict(obj["status"]), time.monotonic())
+                if restore and name not in self.exists:
+                    self._restore(name, obj)
                 pinned = bool(sp.get("pinned", False))
                 pin = (pinned, _num(sp.get("a")), _num(sp.get("b")))
                 m = self.learner.models.get(name)
@@ -516,40 +571,75 @@ class Learning:
                 ERRORS.labels("load").inc()
                 log.warning("ResourceProfile %s skipped: %s", name, str(e).splitlines()[0])
                 skipped.append((name, str(e).splitlines()[0]))
-        if not self.loaded:
-            log.info("resource function learner: %d profiles loaded", len(self.learner.models))
-        self.loaded = True
         return skipped
+
+    def _restore(self, name: str, obj: Mapping[str, Any]) -> None:
+        """A profile's model into the learner. A node observed since the start (its profile listed in a
+        later tier) keeps its samples and takes the stored fit when it has none as confident (which
+        then stands until the new samples give one), and the stored count of samples."""
+        data = model_from_profile(obj)
+        m = self.learner.models.get(name)
+        if m is None:
+            added = self.learner.add_model(data)
+            if added.fit is not None and not added.samples:
+                self.restored.add(name)
+        elif not m.pinned:
+            stored = int(data.get("observed") or 0)
+            fit = data.get("fit")
+            if fit is not None and (m.fit is None or fit.confidence > m.confidence):
+                m.fit, m.family, m.a, m.b = fit, data.get("family"), float(data.get("a", fit.a)), float(data.get("b", fit.b))
+                m.observed += stored
+                m.fitted_n = m.observed
+                m.stale = False
+                self.restored.add(name)
+                self.changed.add(name)
+            else:
+                m.observed += stored
+                m.fitted_n += stored
+        self.exists.add(name)
+        if obj.get("status"):  # as written: nothing to write until the fit moves
+            self.written[name] = (dict(obj["status"]), time.monotonic())
 
     # ---------------------------------------------------------------- refits
     def refit(self, budget_s: float | None = None) -> dict[str, Any]:
         """Refit the nodes that need it most, each on a copy outside the lock, until ``budget_s``
-        (default :attr:`fit_budget_s`) has passed; returns counts (candidates, refitted, deferred)."""
+        (default :attr:`fit_budget_s`) has passed; returns counts (candidates, refitted, deferred).
+
+        The nodes of one PE's path that hold the very same window (its levels, until another PE
+        shares one of them) are scored and fitted once and next to each other, so a budget spent
+        half-way never leaves a PE with one level fitted and the others to fit again next cycle."""
         budget = self.fit_budget_s if budget_s is None else budget_s
         t0 = time.perf_counter()
         with self.lock:
             views = [(k, m.kind, m.fit, m.family, m.samples[-max(1, m.observed - m.fitted_n):], len(m.samples),
-                      m.observed - m.fitted_n, m.fitted_n) for k, m in self.learner.models.items()
+                      m.observed - m.fitted_n, m.fitted_n, _window_id(m)) for k, m in self.learner.models.items()
                      if not m.pinned and m.samples and m.observed > m.fitted_n]
-        queue: list[tuple[float, str]] = []
-        for key, kind, fit, fam, new, n, fresh, fitted in views:
-            score = _need_score(kind, fit, fam, new, n, fresh, fitted)
+        queue: list[tuple[float, tuple[Any, ...], str]] = []
+        scores: dict[tuple[Any, ...], float] = {}
+        for key, kind, fit, fam, new, n, fresh, fitted, wid in views:
+            sk = (wid, id(fit), fresh, fitted)  # the same window, fit and counts: the same need
+            score = scores.get(sk)
+            if score is None:
+                score = scores[sk] = _need_score(kind, fit, fam, new, n, fresh, fitted)
             if score > 0:
-                queue.append((score, key))
-        # highest need first; the levels of one PE (the same window) next to each other, fitted once
-        queue.sort(key=lambda x: (-x[0], x[1]))
+                queue.append((score, wid, key))
+        # highest need first; the nodes of one window next to each other (fitted once)
+        queue.sort(key=lambda x: (-x[0], x[1], x[2]))
         memo: dict[tuple[Any, ...], Any] = {}
         done = 0
-        for i, (_, key) in enumerate(queue):
-            if i > 0 and time.perf_counter() - t0 > budget:  # at least one per cycle: progress
+        for i, (_, wid, key) in enumerate(queue):
+            # the budget is checked before a fit only, never before a node whose window was just fitted
+            if done > 0 and wid not in memo and time.perf_counter() - t0 > budget:
                 DEFERRED.set(len(queue) - i)
+                REFITS.inc(done)
                 return {"candidates": len(queue), "refitted": done, "deferred": len(queue) - i}
             with self.lock:
                 m = self.learner.models.get(key)
                 if m is None or m.pinned:
                     continue
                 copy = m.model_copy(update={"samples": list(m.samples), "stale": True})
-            self.learner._refit(copy, memo)  # the learner's refit, on the copy: nothing shared is touched
+            fits: dict[tuple[Any, ...], Any] = memo.setdefault(wid, {})
+            self.learner._refit(copy, fits)  # the learner's refit, on the copy: nothing shared is touched
             with self.lock:
                 m = self.learner.models.get(key)
                 if m is None or m.pinned:
@@ -568,32 +658,60 @@ class Learning:
         return {"candidates": len(queue), "refitted": done, "deferred": 0}
 
     # ---------------------------------------------------------------- writes
-    def write(self) -> int:
+    def write(self, budget_s: float | None = None) -> int:
         """Create (if absent) and write the status of the nodes whose fit moved (:func:`status_moved`)
-        since written, a few at a time; returns how many were written."""
+        since written, a few at a time, most useful first, until ``budget_s`` (default
+        :attr:`write_budget_s`) has passed; returns how many were written. The rest stay dirty for
+        the next cycle (``stats["unwritten"]``).
+
+        A node without a fit (not pinned) is not written: it has nothing worth keeping (its samples
+        are in memory) and its first fit makes it dirty again. The order (:func:`_write_rank`):
+        pins and the kinds' roots; new profiles of the PEs' own trusted fits (what a restarted
+        operator plans with; a new profile costs two calls); profiles that exist and whose fit moved
+        (one call each: what a restart would restore is out of date); new profiles of trusted fits
+        of the ancestor levels; new profiles of fits not trusted. While own fits wait, the next
+        cycle's refits get half of what the writes and the choice leave (:meth:`sync`). At a cold start (every PE new) this spreads the 2 x 21,002 calls of 7,000
+        PEs over macro epochs at a bounded cost each, the fits planning uses first."""
         if self.custom is None or not self.dirty:
             return 0
+        budget = self.write_budget_s if budget_s is None else budget_s
         now = self.clock()
         t = time.monotonic()
-        todo: list[tuple[str, dict[str, Any], str, str]] = []
+        todo: list[tuple[tuple[int, int, str], str]] = []
         with self.lock:
-            for key in sorted(self.dirty):
+            for key in list(self.dirty):
                 model = self.learner.models.get(key)
-                if model is None:
-                    self.dirty.discard(key)
+                if model is None or (model.fit is None and not model.pinned):
+                    self.dirty.discard(key)  # nothing to keep yet: its first fit makes it dirty again
                     continue
-                st = profile_status(model, now)
-                old = self.written.get(key)
-                if old is not None and not status_moved(old[0], st, t - old[1]):
-                    self.dirty.discard(key)
-                    continue
-                todo.append((key, st, model.kind.value, model.level.value))
+                todo.append((_write_rank(model, key in self.written, key in self.exists), key))
         if not todo:
             return 0
+        todo.sort()
+        deadline = time.monotonic() + budget
         if self._pool is None:
             self._pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="kubesoda-profiles")
-        done = sum(self._pool.map(lambda x: self._write_one(x[0], x[1], x[2], x[3], t), todo))
+        # the first WRITERS are written whatever the time (progress on a loaded machine)
+        done = sum(self._pool.map(lambda x: self._write_next(x[1][1], now, t, deadline if x[0] >= WRITERS else math.inf), enumerate(todo)))
         return done
+
+    def _write_next(self, key: str, now: float, at: float, deadline: float) -> bool:
+        """One node of :meth:`write`'s queue: nothing once the deadline passed (it stays dirty), else
+        its status, written when it moved."""
+        if time.monotonic() > deadline:
+            return False
+        with self.lock:
+            model = self.learner.models.get(key)
+            if model is None:
+                self.dirty.discard(key)
+                return False
+            st = profile_status(model, now)
+            old = self.written.get(key)
+            if old is not None and not status_moved(old[0], st, at - old[1]):
+                self.dirty.discard(key)
+                return False
+            kind, level = model.kind.value, model.level.value
+        return self._write_one(key, st, kind, level, at)
 
     def _write_one(self, key: str, st: dict[str, Any], kind: str, level: str, at: float) -> bool:
         assert self.custom is not None
@@ -609,6 +727,8 @@ class Learning:
                 except client.ApiException as e:
                     if e.status != 409:
                         raise
+                    if self.tiers:  # a restart's profile in a tier not listed yet: restored with it, not overwritten
+                        return False
                 self.exists.add(key)
             self.custom.patch_cluster_custom_object_status(crd.GROUP, crd.VERSION, PLURAL, key, {"status": st}, _request_timeout=10)
             with self.lock:
@@ -743,6 +863,7 @@ class Learning:
         loaded first the first time, and the next cycle started (off the epoch lock); else
         everything here, as one step."""
         try:
+            t0 = time.perf_counter()
             tlist = list(templates)
             if self.custom is None or not self.background:
                 self.sync()
@@ -761,6 +882,7 @@ class Learning:
                     out.update(pub[1] if pub is not None and pub[0] == self._version(obj) else self._choose_template(tname, obj))
                 self._set_functions(out)
                 self.pending = (names, tlist)
+                self.epoch_share_s = time.perf_counter() - t0
                 self._start()
                 self._kick.set()
             with self.lock:
@@ -878,6 +1000,32 @@ def _need_score(kind: PEKind, fit: Fit | None, family: FamilyFit | None, new: li
     if fresh >= n >= FULL_WINDOW:  # a whole window since the fit (not merely the few samples since a restart)
         return 1.0 + fresh / max(n, 1)
     return 0.0
+
+
+def _window_id(m: Any) -> tuple[Any, ...]:
+    """What identifies a node's window cheaply: the nodes of one PE's path share the sample objects
+    (:meth:`Learner.observe` adds one batch to each) until another PE's samples reach one of them."""
+    return (m.kind.value, m.updated_at, len(m.samples), id(m.samples[0]), id(m.samples[-1]))
+
+
+_LEVEL_ORDER = {Level.flowspec: 0, Level.arguments: 1, Level.executable: 2, Level.kind: 3}
+
+
+def _write_rank(model: Any, written: bool, exists: bool) -> tuple[int, int, str]:
+    """The order of :meth:`Learning.write` (lower first): pins and roots; a PE's own (flowspec)
+    trusted fit not written yet (what a restart plans with: lost with it otherwise); an existing
+    profile whose fit moved; a new trusted fit of an ancestor level; a new fit not trusted; the most
+    specific level first within each."""
+    trusted = model.fit is not None and model.fit.trusted is not False and model.confidence >= CONFIDENT
+    if model.pinned or model.level is Level.kind:
+        tier = 0
+    elif written or exists:
+        tier = 2
+    elif trusted:
+        tier = 1 if model.level is Level.flowspec else 3
+    else:
+        tier = 4
+    return (tier, _LEVEL_ORDER.get(model.level, 4), model.key)
 
 
 def _error(kind: PEKind, fit: Fit, family: FamilyFit | None, samples: list[Sample]) -> float:

@@ -17,7 +17,9 @@ it. The rule:
   the queue's growth): ``r_i`` combines the offered rates and ``r_p`` the received ones (what the PE
   took in). When an input also waited on a full queue (``blocked`` above ``blocked_min`` of the
   window) its upstream was held back, the arrival rate is a lower bound of what it would have sent,
-  and the sample is ``censored`` (``r_i`` a lower bound, ``r_p`` still what was processed);
+  and the sample is ``censored`` (``r_i`` a lower bound, ``r_p`` still what was processed). A
+  source's input is its primal stream: its offered rate is what the outside offered it (the SDK's
+  ``PE.offer``, arrivals on ``primal``), its processed rate what it took in (``PE.ingest``);
 - else, with CPU to spare (``m_used < (1 - idle_margin) m``), what it received is what it was offered;
 - else (saturated, no offered rate): ``r_i`` is the received rate and the sample is ``censored``:
   ``r_i`` is only a lower bound of the offered rate. :mod:`.family` then takes the processed rate
