@@ -194,7 +194,7 @@ class Learner:
         n_eff = _kish(w)
         err = ff.cv_error
         trusted = (err <= cfg.max_confident_error and ff.outlier_fraction <= cfg.max_outlier_fraction
-                   and ff.n >= 5 and n_eff >= cfg.min_branch_n_eff)
+                   and ff.n >= 5 and n_eff >= cfg.min_branch_n_eff and (ff.support is None or ff.support >= cfg.min_support))
         conf = min(1.0, n_eff / cfg.n_full) * max(0.0, 1.0 - err / cfg.max_rel_residual) * (1.0 - ff.outlier_fraction)
         if not trusted:
             conf = min(conf, 0.49)
