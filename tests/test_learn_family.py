@@ -112,8 +112,9 @@ def test_a_background_cpu_term_is_never_confident_and_wrong() -> None:
     the truth agree. From 20 samples on. Error as bench_rfl_shapes measures it, on fresh points: the
     output relative to at least 10% of the output with CPU to spare, and the mips used. Before
     _PAPER_OUTLIERS: 2 PEs at 40 samples, the paper's form Confident with 30% error; before
-    LearnConfig.min_support (a Confident fit has seen its CPU-bound branch): 1 at 20 and 30
-    samples. The well-identified fits stay Confident (most of these PEs at 50 samples)."""
+    LearnConfig.min_support (a Confident fit has seen its CPU-bound branch): 7 PEs at 20 or 30
+    samples (5 paper, 2 affine, 17-54% error). The well-identified fits stay Confident (204 of these
+    PEs at 50 samples, with and without it)."""
     def run(need, r: float, m: float) -> tuple[float, float]:
         if need(r) <= m:
             return r, need(r)
