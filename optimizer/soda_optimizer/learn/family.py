@@ -37,6 +37,9 @@ The fit's ``cv_error`` is the held-out weighted median of
 built from (:mod:`.learner`). Every fit is robust (a start without samples a factor 4.5 off the
 median cost per tuple, then rounds of Huber weights on log residuals, no weight beyond 0.5);
 ``outlier_fraction`` is the weight share of samples more than ``outlier_threshold`` (log units) off.
+``support`` is how far down its CPU-bound branch the fit was seen (:func:`_support`): where the
+samples measured the processed rate, the learner trusts a fit only when they reach at least
+``LearnConfig.min_support`` of it, as below them the fit extrapolates.
 
 **Which rate is processed** (the backpressure rule; :mod:`.sample` builds the samples):
 
@@ -118,6 +121,11 @@ class FamilyFit(BaseModel):
     outlier_fraction: float = Field(ge=0, le=1)
     n: int = Field(ge=0)  # samples used
     n_known: int = Field(ge=0)  # of which the processed rate was known (they fit the selectivity)
+    # the share of the CPU-bound branch seen: 1 - the lowest (m - n(0)) / (n(r_i) - n(0)) (the paper's
+    # need: m / K) over the CPU-bound samples whose processed rate was measured (r_p, not censored)
+    # and, under a need per tuple, (n(r_p) - n(0)) / (n(rate) - n(0)) over the others; 0 with none;
+    # None when no sample measured it (the offered rate unknown: nothing to tell it by)
+    support: float | None = None
 
     # ----------------------------------------------------------------- evaluation
     def need_at(self, p: np.ndarray | float) -> np.ndarray:
@@ -415,9 +423,32 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
         if out_frac > alt_frac + _PAPER_OUTLIERS:
             (_, _, sel_form, need_form, knot_q), out, out_frac = simple, alt, alt_frac
     held_best = held_by[(sel_form, need_form, knot_q)]
-    return out.model_copy(update={"cv_error": _wmedian(held_best, w),
+    return out.model_copy(update={"support": _support(out, r_i, m, rp, cens, sat, idle_margin),
+                                  "cv_error": _wmedian(held_best, w),
                                   "cv_mean": float(np.sum(w * np.minimum(held_best, 1.0)) / np.sum(w)),
                                   "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu, r_i), w), "outlier_fraction": out_frac})
+
+
+def _support(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, rp: np.ndarray, cens: np.ndarray, sat: np.ndarray,
+             idle_margin: float) -> float | None:
+    """:attr:`FamilyFit.support`: how far down its CPU-bound branch the fit was seen. With the offered
+    rate measured, a CPU-bound sample shows the share of its input a PE processed at its allocation
+    (and, under a need per tuple, a sample with CPU to spare at a rate below the operating rate the
+    need there); a fit seen only just below its saturation has not seen the branch the planner uses
+    when it allocates less, where forms that agree near saturation part (a background CPU term:
+    below it the PE emits nothing, and no sample is taken there)."""
+    known = np.isfinite(rp) & (rp > 0) & (cens <= 0)
+    if not known.any():
+        return None
+    bound = known & (sat | (rp < (1.0 - idle_margin) * r_i))
+    if f.need == "paper":  # the share m / K of its input: only a CPU-bound sample shows it
+        lo = m[bound] / max(f.c[0], 1e-12)
+    else:  # a need per tuple: a sample with CPU to spare at a lower rate checked n(p) there too
+        n0 = float(f.need_at(0.0))
+        idle = known & ~bound
+        lo = np.concatenate([(m[bound] - n0) / np.maximum(f.need_at(r_i[bound]) - n0, 1e-12),
+                             (f.need_at(rp[idle]) - n0) / max(float(f.need_at(f.rate)) - n0, 1e-12)])
+    return float(np.clip(1.0 - float(np.min(lo)), 0.0, 1.0)) if lo.size else 0.0
 
 
 def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -73,6 +73,10 @@ class LearnConfig(BaseModel):
     family: bool = True
     max_confident_error: float = Field(default=0.15, gt=0)
     max_outlier_fraction: float = Field(default=0.3, ge=0, le=1)
+    # ... and, where the samples measured the processed rate, has seen at least this share of its
+    # CPU-bound branch (FamilyFit.support: its CPU-bound samples reach half the way down from its
+    # saturation to where it emits nothing)
+    min_support: float = Field(default=0.5, ge=0, le=1)
     # drift: this many consecutive new samples each further than drift_threshold (log units, and
     # 3x the fit's held-out error) from a trusted fit drop the window before them
     drift_run: int = Field(default=3, ge=1)
