@@ -189,9 +189,15 @@ def test_a_cold_start_is_written_over_cycles_within_budget_and_a_restart_loads_i
         again.sync()
         assert set(again.learner.models) == {s.key for s in sigs} | {"transform"}
         on = LearningSettings(enabled=True)
+        # the restarted operator plans every PE as the one before it did (a fit that has seen too little
+        # of its range is not trusted by either: LearnConfig.min_support), most of them learned
+        learned = 0
         for sig in sigs:
+            before = choose(PEKind.transform, None, sig, lrn.learner, on)
             c = choose(PEKind.transform, None, sig, again.learner, on)
-            assert c.source == "learned:flowspec" and c.rf.a == pytest.approx(lrn.learner.models[sig.key].a, rel=1e-5)
+            assert c.source == before.source and c.rf.a == pytest.approx(before.rf.a, rel=1e-5), (sig.key, before, c)
+            learned += c.source == "learned:flowspec"
+        assert learned >= len(sigs) // 2, learned
         for _ in range(3):
             again.sync()
         assert not again.tiers and set(again.learner.models) == set(lrn.learner.models)
