@@ -5,8 +5,9 @@ object, so the fields below are shared by every object of every kind: each syste
 by (namespace, name) of its own objects. Each allocation system owns one field, set here and read
 only by its own package:
 
-- every system: the operator's pod watch (``pods``, :mod:`.kube.reflector`), whose indexes the
-  systems read instead of Kopf's (Kopf's per-event cost on pods was most of the CPU at scale);
+- every system: the operator's own watches (:mod:`.kube.reflector`): ``pods``, whose indexes every
+  system reads instead of Kopf's, and SODA's ``jobs`` and ``templates`` (Kopf's per-event cost on them
+  was most of the operator's CPU at scale);
 - SODA: the loops, the grace before the first epoch (peering), where snapshots come from, Kopf's
   event loop (set at startup), the last seen state of each node and the specs last seen of
   templates and the policy (to tell a change from a resync);

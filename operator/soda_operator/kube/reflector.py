@@ -90,14 +90,14 @@ class Reflector:
         self.name = name
         self.indexes: dict[str, Index] = {n: Index() for n in self.indexers}
         self.synced = threading.Event()
-        self.events = 0  # events indexed (read by tests and the benchmark)
         self._objects: dict[Key, dict[str, Mapping[Hashable, Any]]] = {}  # object -> its contribution to each index
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ on the event loop
-    def _index(self, type_: str, key: Key, contributions: dict[str, Mapping[Hashable, Any]] | None) -> None:
+    def _index(self, key: Key, contributions: dict[str, Mapping[Hashable, Any]] | None) -> None:
+        """Replace ``key``'s contributions (None: the object is gone)."""
         old = self._objects.pop(key, None)
         if old is not None:
             for n, c in old.items():
@@ -112,11 +112,10 @@ class Reflector:
         if relist:  # objects not in the new list went away while no watch ran
             listed = {key for _, key, _, _ in batch}
             for key in [k for k in self._objects if k not in listed]:
-                self._index("DELETED", key, None)
+                self._index(key, None)
                 self._tell("DELETED", {"metadata": {"namespace": key[0], "name": key[1]}})
         for type_, key, contributions, body in batch:
-            self._index(type_, key, contributions)
-            self.events += 1
+            self._index(key, contributions)
             self._tell(type_, body)
         if relist:
             self.synced.set()

@@ -47,7 +47,7 @@ def memo(loops: Loops, startup_grace_s: float = 0.0, snapshots: str = "index") -
 @kopf.on.startup()
 async def _remember_event_loop(memo: Memo, **_: Any) -> None:
     # the loops run in the daemon's thread and copy the indexes on Kopf's own event loop, where the
-    # pod watch changes its indexes
+    # operator's own watches (pods, jobs, templates) change theirs
     memo.event_loop = asyncio.get_running_loop()
     for watch in memo.watches():
         watch.start(memo.event_loop)
@@ -131,8 +131,8 @@ def scheduler_loops(stopped: kopf.DaemonStopped, memo: Memo, **kwargs: Any) -> N
             while not watch.synced.wait(0.5):
                 if stopped.is_set():
                     return
-        own = {n: ix for watch in memo.watches() for n, ix in watch.indexes.items()}
-        memo.loops.reader = indexes.Reader(memo.event_loop, {n: ({**kwargs, **own})[n] for n in indexes.NAMES if n in kwargs or n in own})
+        every = {**kwargs, **{n: ix for watch in memo.watches() for n, ix in watch.indexes.items()}}
+        memo.loops.reader = indexes.Reader(memo.event_loop, {n: every[n] for n in indexes.NAMES if n in every})
     log.info("this replica runs the SODA loops")
     metrics.LEADER.set(1)
     try:

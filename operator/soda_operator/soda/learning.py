@@ -720,7 +720,7 @@ class Learning:
         try:
             if key not in self.exists:
                 body = {"apiVersion": crd.API_VERSION, "kind": KIND,
-                        "metadata": {"name": key, "labels": {"kubesoda.io/pe-kind": kind, "kubesoda.io/signature-level": level}},
+                        "metadata": {"name": key, "labels": {"kubesoda.io/pe-kind": kind, LEVEL_LABEL: level}},
                         "spec": {"pinned": False}}
                 try:
                     self.custom.create_cluster_custom_object(crd.GROUP, crd.VERSION, PLURAL, body, _request_timeout=10)
