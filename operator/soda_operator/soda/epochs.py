@@ -319,9 +319,10 @@ class Loops:
         counts["status"] = updates
         admitted = sum(d.admitted for d in plan.jobs)
         metrics.IMPORTANCE.set(plan.importance)
-        if plan.bound is not None and plan.gap is not None:
+        if plan.bound is not None:  # proven or estimated (issue 49); an unknown gap is NaN, never 0
             metrics.IMPORTANCE_BOUND.set(plan.bound)
-            metrics.IMPORTANCE_GAP.set(plan.gap)
+            metrics.IMPORTANCE_BOUND_PROVEN.set(1 if plan.bound_proven else 0)
+            metrics.IMPORTANCE_GAP.set(float("nan") if plan.gap is None else plan.gap)
         if snap.policy is not None:  # the plan's importance, bound and gap on the SchedulingPolicy too (issue 34)
             pol_st = status.policy_plan(plan, snap.policy.get("status"))
             if pol_st is not None:
