@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ..kube import events, metrics, quantities
+from ..kube import events, metrics, pods, quantities
 from ..kube.api import TRANSIENT, raw, retry
 from . import crd
 
@@ -93,8 +93,13 @@ def pe_label(pe: str) -> str:
 
 
 def pod_name(job: str, pe: str, node: str) -> str:
-    h = hashlib.sha1(node.encode()).hexdigest()[:8]
-    return f"{dns(f'{job}-{pe}', 53)}-{h}"
+    """``<job>-<pe>-<hash(node)>``; when ``<job>-<pe>`` does not fit 53 characters as it is (a job
+    name of up to 253), its cut is followed by a hash of job, PE and node, so that two long names
+    that share their first 53 characters never name the same pod (issue 45)."""
+    base = f"{job}-{pe}"
+    short = dns(base, 53)
+    h = hashlib.sha1((node if short == base else f"{job}\0{pe}\0{node}").encode()).hexdigest()[:8]
+    return f"{short}-{h}"
 
 
 def millicores(fraction: float, node_cores: float) -> int:
@@ -130,6 +135,7 @@ def pod_body(inst: Instance) -> dict[str, Any]:
     cpu = f"{millicores(inst.fraction, inst.cores)}m"
     mem = str(inst.spec.get("memory") or MEMORY)  # the template's, as written (the planner counted the same bytes)
     md = inst.owner.get("metadata") or {}
+    labels, annotations = pods.job_metadata(inst.job)  # a label value of at most 63 characters, the full name beside it
     container: dict[str, Any] = {
         "name": "pe",
         "image": inst.spec.get("image") or "registry.k8s.io/pause:3.10",
@@ -154,8 +160,8 @@ def pod_body(inst: Instance) -> dict[str, Any]:
         "metadata": {
             "name": inst.name,
             "namespace": inst.namespace,
-            "labels": {crd.LABEL_JOB: inst.job, crd.LABEL_PE: inst.pe, "app.kubernetes.io/managed-by": "kubesoda"},
-            "annotations": {crd.ANN_NODE: inst.node, crd.ANN_FRACTION: f"{inst.fraction:.6f}", **SCRAPE},
+            "labels": {**labels, crd.LABEL_PE: inst.pe, "app.kubernetes.io/managed-by": "kubesoda"},
+            "annotations": {crd.ANN_NODE: inst.node, crd.ANN_FRACTION: f"{inst.fraction:.6f}", **SCRAPE, **annotations},
             "ownerReferences": [{"apiVersion": crd.API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid"),
                                  "controller": True, "blockOwnerDeletion": False}] if md.get("uid") else [],
         },
@@ -188,16 +194,18 @@ def service_body(namespace: str, job: str, owner: dict[str, Any]) -> dict[str, A
     """A job's headless Service: it selects every PE pod of the job; the pods' hostname and
     subdomain give each PE its own name under it."""
     md = owner.get("metadata") or {}
+    labels, annotations = pods.job_metadata(job)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
             "name": service_name(job),
             "namespace": namespace,
-            "labels": {crd.LABEL_JOB: job, "app.kubernetes.io/managed-by": "kubesoda"},
+            "labels": {**labels, "app.kubernetes.io/managed-by": "kubesoda"},
+            **({"annotations": annotations} if annotations else {}),
             "ownerReferences": [{"apiVersion": crd.API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid")}] if md.get("uid") else [],
         },
-        "spec": {"clusterIP": "None", "selector": {crd.LABEL_JOB: job}, "ports": [{"name": "stream", "port": 9000}]},
+        "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "stream", "port": 9000}]},
     }
 
 
@@ -209,7 +217,7 @@ def addressed(pod: dict[str, Any]) -> bool:
     the per-PE Services the upgrade deletes or names addresses they served."""
     md, sp = pod.get("metadata") or {}, pod.get("spec") or {}
     labels = md.get("labels") or {}
-    return (sp.get("subdomain") == service_name(str(labels.get(crd.LABEL_JOB, "")))
+    return (sp.get("subdomain") == service_name(pods.job_of(md) or "")
             and sp.get("hostname") == pe_label(str(labels.get(crd.LABEL_PE, ""))))
 
 
@@ -367,7 +375,7 @@ class Applier:
         replace = []  # pods from before one Service per job: hostname and subdomain are immutable
         for p in existing:
             md = p["metadata"]
-            if (md["namespace"], (md.get("labels") or {}).get(crd.LABEL_JOB)) in managed_jobs and not md.get("deletionTimestamp"):
+            if (md["namespace"], pods.job_of(md)) in managed_jobs and not md.get("deletionTimestamp"):
                 if (md["namespace"], md["name"]) in want and not addressed(p):
                     replace.append((md["namespace"], md["name"]))  # deleted below, created again once gone
                     continue
