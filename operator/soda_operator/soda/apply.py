@@ -41,6 +41,7 @@ an annotation that would not change is never sent).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import threading
@@ -303,6 +304,15 @@ class Applier:
         self.fence = fence or (lambda: False)
         self.inflight = Inflight(inflight_s)  # pods created, not yet in the pod index
         self.inflight_services = Inflight(inflight_s)  # Services created, not yet in the Service index
+        # (namespace, job) -> why the API server refused a create of its pods / its Service at the last
+        # sync (issue 45: the job's status and one Event say so; the log says it once per new reason)
+        self.pod_failures: dict[tuple[str, str], str] = {}
+        self.service_failures: dict[tuple[str, str], str] = {}
+
+    @property
+    def create_failures(self) -> dict[tuple[str, str], str]:
+        """(namespace, job) -> why a create of its pods (else of its Service) was refused at the last sync."""
+        return {**self.service_failures, **self.pod_failures}
 
     def _guard(self) -> None:
         if self.fence():
@@ -322,6 +332,8 @@ class Applier:
         label), and delete each of ``existing`` that is not wanted and whose job is one of
         ``managed_jobs`` (a quarantined job's Service stays with its pods). The per-PE Services of
         earlier versions go this way on upgrade. Returns {"service": created, "service-delete": deleted}."""
+        failed: list[tuple[tuple[str, str], str]] = []
+
         def create(item: tuple[str, str, dict[str, Any]]) -> int:
             namespace, job, owner = item
             body = service_body(namespace, job, owner)
@@ -335,7 +347,7 @@ class Applier:
             except ApiException as e:
                 if e.status != 409:  # one job's failure (e.g. its namespace is terminating) never stops the others
                     self.inflight_services.forget(key)
-                    log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
+                    failed.append(((namespace, job), f"Service {body['metadata']['name']}: {refusal(e)}"))
                 return 0
             except BaseException:
                 self.inflight_services.forget(key)
@@ -359,7 +371,9 @@ class Applier:
         stale = sorted(k for k, job in existing.items() if want.get(k) != job and (k[0], job) in managed_jobs)
         missing = [w for w in wanted if existing.get((w[0], service_name(w[1]))) != w[1]]
         deleted = sum(self._each(delete, stale))  # first: a name taken by another job's Service is freed
-        return {"service": sum(self._each(create, missing)), "service-delete": deleted}
+        created = sum(self._each(create, missing))
+        self.service_failures = _failures(self.service_failures, failed, "create service")
+        return {"service": created, "service-delete": deleted}
 
     def _write(self, kind: str) -> None:
         """Count one write request about to be made (``kubesoda_writes_total``)."""
@@ -431,6 +445,8 @@ class Applier:
             metrics.POD_CREATES.labels("created").inc()
             return code
 
+        failed: list[tuple[tuple[str, str], str]] = []
+
         def create(inst: Instance) -> int:
             body = pod_body(inst)
             self._guard()
@@ -443,7 +459,7 @@ class Applier:
                 if e.status == 409:  # AlreadyExists: the pod is there (an earlier create, or a retry after a lost answer)
                     return 0
                 self.inflight.forget((inst.namespace, inst.name))
-                log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
+                failed.append(((inst.namespace, inst.job), f"pod {inst.name}: {refusal(e)}"))
                 return 0
             except BaseException:
                 self.inflight.forget((inst.namespace, inst.name))
@@ -461,6 +477,7 @@ class Applier:
             + sum(self._each(update, [want[k] for k in kept if growth(k) > 0])),
             "create": sum(self._each(create, [want[k] for k in want if k not in have])),  # last: freed capacity first
         }
+        self.pod_failures = _failures(self.pod_failures, failed, "create pod")
         for kind, n in counts.items():
             metrics.PATCHES.labels(kind).inc(n)
         return counts
@@ -520,6 +537,27 @@ class Applier:
             self._guard()
             self._write("event")
         events.post(self.core, {"apiVersion": crd.API_VERSION, "kind": "StreamJob", **obj}, reason, message, type_, before=before)
+
+
+def refusal(e: ApiException) -> str:
+    """The API server's own words for a refused request (its Status message), else its code and reason."""
+    try:
+        msg = json.loads(e.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        msg = None
+    return f"{e.status} {e.reason}: {msg}"[:600] if msg else f"{e.status} {e.reason}"
+
+
+def _failures(before: dict[tuple[str, str], str], failed: list[tuple[tuple[str, str], str]], what: str) -> dict[tuple[str, str], str]:
+    """This sync's failures by job (the first of each), logged when a job's reason is new: a
+    create refused every epoch for the same reason is one log line, not one per epoch."""
+    now: dict[tuple[str, str], str] = {}
+    for job, why in sorted(failed):
+        now.setdefault(job, why)
+    for job, why in now.items():
+        if before.get(job) != why:
+            log.error("%s of StreamJob %s/%s failed: %s", what, job[0], job[1], why)
+    return now
 
 
 def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
