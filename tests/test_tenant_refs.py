@@ -126,6 +126,19 @@ def test_cross_namespace_import_with_consent_is_glued():
         assert "import:healthy/features/features=a.spy.tenant.svc:9000" in outs
 
 
+def test_a_refused_import_tells_nothing_about_the_other_namespace():
+    """Missing job, missing export, no consent: one answer (no probing another namespace's jobs)."""
+    tmpls, jobs = _cross()
+    msgs = set()
+    for ref, export in (("healthy/features", "features"), ("healthy/nobody", "features"), ("healthy/features", "nothing")):
+        jobs[1]["spec"]["imports"] = [_imp(ref, export, "a")]
+        _, errors = crd.scenario_from_objects([_node()], tmpls, jobs)
+        (e,) = errors
+        assert e.reason == "ImportNotAllowed" and e.field == "spec.imports[0].job"
+        msgs.add(e.message.replace(ref, "REF").replace(export, "EXPORT"))
+    assert len(msgs) == 1, msgs
+
+
 def test_consent_must_hold_in_every_template_that_offers_the_export():
     tmpls, jobs = _cross(["tenant"])
     other = _tmpl("feat2", "healthy", exports=[{"name": "features", "pe": "b"}])  # an alternative that does not consent

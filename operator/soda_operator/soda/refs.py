@@ -14,6 +14,8 @@ Consent (the namespace is the boundary): a job may import an export of a job in 
 namespace; from another namespace only when every template of the exporter that offers that
 export lists the importer's namespace (or ``*``) in ``spec.exports[].allowedNamespaces``. The
 exporter's editors write that list; nobody else can make its stream flow into their namespace.
+A refused import gets one answer whether the exporter is missing, lacks the export or does not
+consent, so a tenant cannot probe another namespace's jobs through it.
 """
 
 from __future__ import annotations
@@ -92,17 +94,19 @@ def _local(name: str, jj: Job, jobs: Mapping[str, Any], facts: _Jobs, tmpl: Mapp
         if t not in tmpl:
             return TranslationError(f"spec.templates[{i}]", f"StreamTemplate '{t.split('/', 1)[1]}' not found in namespace {_ns(name)}")
     for i, imp in enumerate(jj.imports):
-        if imp.job not in jobs:
-            return TranslationError(f"spec.imports[{i}].job", f"StreamJob '{imp.job}' not found (or invalid)")
-        consents = facts.exports[imp.job].get(imp.export)
-        if consents is None:
-            return TranslationError(f"spec.imports[{i}].export", f"'{imp.export}' is not exported by StreamJob '{imp.job}'")
-        if not _allowed(consents, imp.job, name):
+        consents = facts.exports[imp.job].get(imp.export) if imp.job in jobs else None
+        if _ns(imp.job) != _ns(name) and (consents is None or not _allowed(consents, imp.job, name)):
+            # one answer whether the job is missing, lacks the export or does not consent: another
+            # namespace's objects are not for a tenant to probe
             return TranslationError(
                 f"spec.imports[{i}].job",
                 f"StreamJob '{imp.job}' does not export '{imp.export}' to namespace {_ns(name)}: a job may import from another "
                 f"namespace only when the exporter's StreamTemplate lists the importer's namespace in spec.exports[].allowedNamespaces",
                 "ImportNotAllowed")
+        if imp.job not in jobs:
+            return TranslationError(f"spec.imports[{i}].job", f"StreamJob '{imp.job}' not found (or invalid)")
+        if consents is None:
+            return TranslationError(f"spec.imports[{i}].export", f"'{imp.export}' is not exported by StreamJob '{imp.job}'")
         if imp.pe not in facts.pes[name]:
             return TranslationError(f"spec.imports[{i}].pe", f"no PE '{imp.pe}' in this job's templates")
     for fld, pairs in (("colocate", jj.colocate), ("exlocate", jj.exlocate)):
