@@ -38,7 +38,8 @@ spec: {{templates: [wide], rank: 1, owner: team-{o}}}
 
 
 def test_budget_ranks_share_an_overloaded_cluster_over_time(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
-    install_crds_and_policy(kubectl, POLICY)
+    # the administrator binds both owners to the test's namespace (SchedulingPolicy owners, issue 45)
+    install_crds_and_policy(kubectl, POLICY + f"  owners: {{{namespace}: [team-a, team-b]}}\n")
     kubectl("patch", "schedulingpolicy", "default", "--subresource=status", "--type=merge", "-p", '{"status": {"budgetSpent": null}}')
     op = Operator("run", "--extender-port", str(extender_port), log=str(tmp_path / "operator.log"))
     op.start()

@@ -90,10 +90,10 @@ def test_a_quiet_epoch_writes_nothing_and_a_changed_job_only_its_status(kube, ku
         assert writes(quiet) == {}, quiet
         assert {n: job(kube, namespace, n)["metadata"]["resourceVersion"] for n in ("one", "two")} == rv
 
-        # 2. one job's spec changes (its owner: nothing the plan reads without a budget manager): that
+        # 2. one job's spec changes (its owner, to the one its namespace is bound to anyway: nothing the plan reads): that
         # job's status (its observedGeneration) is written once, nothing else, by every epoch after it
         before = counters(port)
-        kube.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "streamjobs", "one", {"spec": {"owner": "team-x"}})
+        kube.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "streamjobs", "one", {"spec": {"owner": namespace}})
         gen = job(kube, namespace, "one")["metadata"]["generation"]
         wait_for(lambda: (job(kube, namespace, "one").get("status") or {}).get("observedGeneration") == gen, timeout=30,
                  what="one's status at its new generation")

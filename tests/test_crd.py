@@ -25,7 +25,8 @@ def test_roundtrip_generated_workloads(seed, n_nodes):
     s = workloads.scenario((t, j), workloads.nodes(n_nodes))
     back = _roundtrip(s)
     assert [n.model_dump(exclude={"labels"}) for n in back.nodes] == [n.model_dump(exclude={"labels"}) for n in s.nodes]
-    assert {x.name: x for x in back.jobs} == {x.name: x for x in s.jobs}
+    # owners: without the administrator's binding (SchedulingPolicy spec.owners) a job is its namespace's (issue 45)
+    assert {x.name: x for x in back.jobs} == {x.name: x.model_copy(update={"owner": x.name.split("/")[0]}) for x in s.jobs}
     for a in s.templates:
         b = back.template(a.name)
         assert b.streams == a.streams and b.sinks == a.sinks and b.primal_inputs == a.primal_inputs

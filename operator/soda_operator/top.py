@@ -13,6 +13,7 @@ import sys
 from typing import Any, cast
 
 from .kube import quantities
+from .kube.pods import job_of
 from .soda import crd
 
 
@@ -30,7 +31,7 @@ def rows(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], nodes: list[dic
     on_node: dict[str, float] = {}
     for p in pods:
         md, sp = p.get("metadata") or {}, p.get("spec") or {}
-        job = (md.get("labels") or {}).get(crd.LABEL_JOB)
+        job = job_of(md)
         if not job or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
         c = sum(_cores(((k.get("resources") or {}).get("limits") or {}).get("cpu")) for k in sp.get("containers") or [])

@@ -44,6 +44,7 @@ from prometheus_client.exposition import start_http_server
 from soda_optimizer.graph import GluedGraph
 from soda_optimizer.model import ResourceFunction, Scenario, split_pe_id
 
+from ..kube.pods import job_of
 from ..soda import crd
 from ..soda.state import Snapshot
 from .model import DataPlane, Instance, solve
@@ -134,7 +135,7 @@ def instances(pods: Iterable[Mapping[str, Any]]) -> list[tuple[Instance, str]]:
         if cores is None or cores <= 0:
             continue
         ns = md.get("namespace", "default")
-        out.append((Instance(namespace=ns, pod=md.get("name", ""), job=f"{ns}/{lab[crd.LABEL_JOB]}", pe=lab[crd.LABEL_PE],
+        out.append((Instance(namespace=ns, pod=md.get("name", ""), job=f"{ns}/{job_of(md)}", pe=lab[crd.LABEL_PE],
                              node=sp["nodeName"], cores=cores), str(md.get("uid") or "")))
     return out
 

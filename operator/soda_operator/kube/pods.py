@@ -6,6 +6,7 @@ fair-yield and dispatch systems share: a pod pinned to a node by name, and an ev
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
@@ -16,12 +17,43 @@ from kubernetes.client.exceptions import ApiException
 
 from . import quantities
 
-LABEL_JOB = "kubesoda.io/job"  # on SODA's PE pods
+LABEL_JOB = "kubesoda.io/job"  # on SODA's PE pods and Services: job_label(the job's name)
+ANN_JOB = "kubesoda.io/job-name"  # the job's full name, beside a label that had to be shortened
+LABEL_MAX = 63  # a label value's length limit
 TERMINAL = ("Succeeded", "Failed")
 FIELD = "metadata.name"  # a plan names a Node by its name; the kubernetes.io/hostname label need not equal it
 log = logging.getLogger("kubesoda.pods")
 # metadata fields no epoch reads (managedFields alone is most of a pod's size)
 _DROP_METADATA = ("managedFields",)
+
+
+def job_label(job: str) -> str:
+    """The ``kubesoda.io/job`` label value of a StreamJob named ``job`` (issue 45): the name itself
+    when it fits a label value (63 characters; a StreamJob's name may have 253), else its first 52
+    characters, ``_`` and 10 hex digits of its SHA-256. ``_`` never occurs in an object name, so a
+    shortened value is never another job's name, and the full name is on the object as the
+    annotation :data:`ANN_JOB` (:func:`job_of` reads it back)."""
+    if len(job) <= LABEL_MAX:
+        return job
+    return f"{job[:52]}_{hashlib.sha256(job.encode()).hexdigest()[:10]}"
+
+
+def job_of(metadata: Mapping[str, Any]) -> str | None:
+    """The StreamJob name (without namespace) a PE pod or Service belongs to, from its metadata:
+    the :data:`ANN_JOB` annotation when the label had to be shortened, else the label; None
+    without the label."""
+    label = (metadata.get("labels") or {}).get(LABEL_JOB)
+    if label is None:
+        return None
+    full = (metadata.get("annotations") or {}).get(ANN_JOB)
+    return str(full) if full and job_label(str(full)) == label else str(label)
+
+
+def job_metadata(job: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(labels, annotations) that mark an object as job ``job``'s: the label, and the full name
+    when the label is shortened."""
+    label = job_label(job)
+    return {LABEL_JOB: label}, ({ANN_JOB: job} if label != job else {})
 
 
 def trim(body: Mapping[str, Any], drop_spec: tuple[str, ...] = (), drop_container: tuple[str, ...] = ()) -> dict[str, Any]:

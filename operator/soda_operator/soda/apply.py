@@ -41,6 +41,7 @@ an annotation that would not change is never sent).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import threading
@@ -53,7 +54,7 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ..kube import events, metrics, quantities
+from ..kube import events, metrics, pods, quantities
 from ..kube.api import TRANSIENT, raw, retry
 from . import crd
 
@@ -93,8 +94,13 @@ def pe_label(pe: str) -> str:
 
 
 def pod_name(job: str, pe: str, node: str) -> str:
-    h = hashlib.sha1(node.encode()).hexdigest()[:8]
-    return f"{dns(f'{job}-{pe}', 53)}-{h}"
+    """``<job>-<pe>-<hash(node)>``; when ``<job>-<pe>`` does not fit 53 characters as it is (a job
+    name of up to 253), its cut is followed by a hash of job, PE and node, so that two long names
+    that share their first 53 characters never name the same pod (issue 45)."""
+    base = f"{job}-{pe}"
+    short = dns(base, 53)
+    h = hashlib.sha1((node if short == base else f"{job}\0{pe}\0{node}").encode()).hexdigest()[:8]
+    return f"{short}-{h}"
 
 
 def millicores(fraction: float, node_cores: float) -> int:
@@ -130,6 +136,7 @@ def pod_body(inst: Instance) -> dict[str, Any]:
     cpu = f"{millicores(inst.fraction, inst.cores)}m"
     mem = str(inst.spec.get("memory") or MEMORY)  # the template's, as written (the planner counted the same bytes)
     md = inst.owner.get("metadata") or {}
+    labels, annotations = pods.job_metadata(inst.job)  # a label value of at most 63 characters, the full name beside it
     container: dict[str, Any] = {
         "name": "pe",
         "image": inst.spec.get("image") or "registry.k8s.io/pause:3.10",
@@ -154,8 +161,8 @@ def pod_body(inst: Instance) -> dict[str, Any]:
         "metadata": {
             "name": inst.name,
             "namespace": inst.namespace,
-            "labels": {crd.LABEL_JOB: inst.job, crd.LABEL_PE: inst.pe, "app.kubernetes.io/managed-by": "kubesoda"},
-            "annotations": {crd.ANN_NODE: inst.node, crd.ANN_FRACTION: f"{inst.fraction:.6f}", **SCRAPE},
+            "labels": {**labels, crd.LABEL_PE: inst.pe, "app.kubernetes.io/managed-by": "kubesoda"},
+            "annotations": {crd.ANN_NODE: inst.node, crd.ANN_FRACTION: f"{inst.fraction:.6f}", **SCRAPE, **annotations},
             "ownerReferences": [{"apiVersion": crd.API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid"),
                                  "controller": True, "blockOwnerDeletion": False}] if md.get("uid") else [],
         },
@@ -188,16 +195,18 @@ def service_body(namespace: str, job: str, owner: dict[str, Any]) -> dict[str, A
     """A job's headless Service: it selects every PE pod of the job; the pods' hostname and
     subdomain give each PE its own name under it."""
     md = owner.get("metadata") or {}
+    labels, annotations = pods.job_metadata(job)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
             "name": service_name(job),
             "namespace": namespace,
-            "labels": {crd.LABEL_JOB: job, "app.kubernetes.io/managed-by": "kubesoda"},
+            "labels": {**labels, "app.kubernetes.io/managed-by": "kubesoda"},
+            **({"annotations": annotations} if annotations else {}),
             "ownerReferences": [{"apiVersion": crd.API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid")}] if md.get("uid") else [],
         },
-        "spec": {"clusterIP": "None", "selector": {crd.LABEL_JOB: job}, "ports": [{"name": "stream", "port": 9000}]},
+        "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "stream", "port": 9000}]},
     }
 
 
@@ -209,7 +218,7 @@ def addressed(pod: dict[str, Any]) -> bool:
     the per-PE Services the upgrade deletes or names addresses they served."""
     md, sp = pod.get("metadata") or {}, pod.get("spec") or {}
     labels = md.get("labels") or {}
-    return (sp.get("subdomain") == service_name(str(labels.get(crd.LABEL_JOB, "")))
+    return (sp.get("subdomain") == service_name(pods.job_of(md) or "")
             and sp.get("hostname") == pe_label(str(labels.get(crd.LABEL_PE, ""))))
 
 
@@ -295,6 +304,15 @@ class Applier:
         self.fence = fence or (lambda: False)
         self.inflight = Inflight(inflight_s)  # pods created, not yet in the pod index
         self.inflight_services = Inflight(inflight_s)  # Services created, not yet in the Service index
+        # (namespace, job) -> why the API server refused a create of its pods / its Service at the last
+        # sync (issue 45: the job's status and one Event say so; the log says it once per new reason)
+        self.pod_failures: dict[tuple[str, str], str] = {}
+        self.service_failures: dict[tuple[str, str], str] = {}
+
+    @property
+    def create_failures(self) -> dict[tuple[str, str], str]:
+        """(namespace, job) -> why a create of its pods (else of its Service) was refused at the last sync."""
+        return {**self.service_failures, **self.pod_failures}
 
     def _guard(self) -> None:
         if self.fence():
@@ -314,6 +332,8 @@ class Applier:
         label), and delete each of ``existing`` that is not wanted and whose job is one of
         ``managed_jobs`` (a quarantined job's Service stays with its pods). The per-PE Services of
         earlier versions go this way on upgrade. Returns {"service": created, "service-delete": deleted}."""
+        failed: list[tuple[tuple[str, str], str]] = []
+
         def create(item: tuple[str, str, dict[str, Any]]) -> int:
             namespace, job, owner = item
             body = service_body(namespace, job, owner)
@@ -327,7 +347,7 @@ class Applier:
             except ApiException as e:
                 if e.status != 409:  # one job's failure (e.g. its namespace is terminating) never stops the others
                     self.inflight_services.forget(key)
-                    log.error("service %s/%s: %s %s", namespace, body["metadata"]["name"], e.status, e.reason)
+                    failed.append(((namespace, job), f"Service {body['metadata']['name']}: {refusal(e)}"))
                 return 0
             except BaseException:
                 self.inflight_services.forget(key)
@@ -351,7 +371,9 @@ class Applier:
         stale = sorted(k for k, job in existing.items() if want.get(k) != job and (k[0], job) in managed_jobs)
         missing = [w for w in wanted if existing.get((w[0], service_name(w[1]))) != w[1]]
         deleted = sum(self._each(delete, stale))  # first: a name taken by another job's Service is freed
-        return {"service": sum(self._each(create, missing)), "service-delete": deleted}
+        created = sum(self._each(create, missing))
+        self.service_failures = _failures(self.service_failures, failed, "create service")
+        return {"service": created, "service-delete": deleted}
 
     def _write(self, kind: str) -> None:
         """Count one write request about to be made (``kubesoda_writes_total``)."""
@@ -367,7 +389,7 @@ class Applier:
         replace = []  # pods from before one Service per job: hostname and subdomain are immutable
         for p in existing:
             md = p["metadata"]
-            if (md["namespace"], (md.get("labels") or {}).get(crd.LABEL_JOB)) in managed_jobs and not md.get("deletionTimestamp"):
+            if (md["namespace"], pods.job_of(md)) in managed_jobs and not md.get("deletionTimestamp"):
                 if (md["namespace"], md["name"]) in want and not addressed(p):
                     replace.append((md["namespace"], md["name"]))  # deleted below, created again once gone
                     continue
@@ -423,6 +445,8 @@ class Applier:
             metrics.POD_CREATES.labels("created").inc()
             return code
 
+        failed: list[tuple[tuple[str, str], str]] = []
+
         def create(inst: Instance) -> int:
             body = pod_body(inst)
             self._guard()
@@ -435,7 +459,7 @@ class Applier:
                 if e.status == 409:  # AlreadyExists: the pod is there (an earlier create, or a retry after a lost answer)
                     return 0
                 self.inflight.forget((inst.namespace, inst.name))
-                log.error("create pod %s/%s failed: %s", inst.namespace, inst.name, e.reason)
+                failed.append(((inst.namespace, inst.job), f"pod {inst.name}: {refusal(e)}"))
                 return 0
             except BaseException:
                 self.inflight.forget((inst.namespace, inst.name))
@@ -453,6 +477,7 @@ class Applier:
             + sum(self._each(update, [want[k] for k in kept if growth(k) > 0])),
             "create": sum(self._each(create, [want[k] for k in want if k not in have])),  # last: freed capacity first
         }
+        self.pod_failures = _failures(self.pod_failures, failed, "create pod")
         for kind, n in counts.items():
             metrics.PATCHES.labels(kind).inc(n)
         return counts
@@ -512,6 +537,27 @@ class Applier:
             self._guard()
             self._write("event")
         events.post(self.core, {"apiVersion": crd.API_VERSION, "kind": "StreamJob", **obj}, reason, message, type_, before=before)
+
+
+def refusal(e: ApiException) -> str:
+    """The API server's own words for a refused request (its Status message), else its code and reason."""
+    try:
+        msg = json.loads(e.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        msg = None
+    return f"{e.status} {e.reason}: {msg}"[:600] if msg else f"{e.status} {e.reason}"
+
+
+def _failures(before: dict[tuple[str, str], str], failed: list[tuple[tuple[str, str], str]], what: str) -> dict[tuple[str, str], str]:
+    """This sync's failures by job (the first of each), logged when a job's reason is new: a
+    create refused every epoch for the same reason is one log line, not one per epoch."""
+    now: dict[tuple[str, str], str] = {}
+    for job, why in sorted(failed):
+        now.setdefault(job, why)
+    for job, why in now.items():
+        if before.get(job) != why:
+            log.error("%s of StreamJob %s/%s failed: %s", what, job[0], job[1], why)
+    return now
 
 
 def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:

@@ -56,10 +56,11 @@ from ..kube.api import VERSION as VERSION
 from ..kube.errors import TranslationError as TranslationError
 from ..kube.errors import from_validation
 from ..kube.pods import LABEL_JOB as LABEL_JOB
-from ..kube.pods import TERMINAL, requests
+from ..kube.pods import TERMINAL, job_of, requests
 from ..kube.quantities import cores as cores
 from ..kube.quantities import memory as memory
 from ..kube.quantities import shown
+from . import refs
 
 MIPS_LABEL = "kubesoda.io/mips-per-core"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -240,7 +241,31 @@ def _job_ref(ref: str, ns: str) -> str:
 _JOB_FIELDS = {"weight_overrides": "weightOverrides", "chosen_template": "chosenTemplate"}
 
 
-def job_from_object(obj: Mapping[str, Any]) -> Job:
+def owners_from(obj: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
+    """The administrator's binding of namespaces to owners (SchedulingPolicy ``spec.owners``,
+    issue 45): namespace -> the owners its jobs may name, the first one its jobs' default."""
+    raw = ((obj or {}).get("spec") or {}).get("owners") or {}
+    if not isinstance(raw, Mapping):
+        raise TranslationError("spec.owners", "must map a namespace to a list of owner names")
+    out: dict[str, tuple[str, ...]] = {}
+    for ns, names in raw.items():
+        if not isinstance(names, list) or not names or not all(isinstance(x, str) and x for x in names):
+            raise TranslationError(f"spec.owners[{shown(ns)}]", "must be a non-empty list of owner names")
+        out[str(ns)] = tuple(names)
+    return out
+
+
+def effective_owner(namespace: str, written: Any, owners: Mapping[str, tuple[str, ...]]) -> str:
+    """The owner a job of ``namespace`` is planned, ranked and charged as: its ``spec.owner`` when
+    the administrator binds that owner to the namespace, else the namespace's first bound owner,
+    else (an unbound namespace) the namespace's own name. A tenant never names another's owner."""
+    bound = owners.get(namespace) or (namespace,)
+    return written if isinstance(written, str) and written in bound else bound[0]
+
+
+def job_from_object(obj: Mapping[str, Any], owners: Mapping[str, tuple[str, ...]] | None = None) -> Job:
+    """A StreamJob as the optimizer plans it; its owner is :func:`effective_owner` under ``owners``
+    (the SchedulingPolicy's binding; none: every namespace is its own owner)."""
     sp, st = obj.get("spec") or {}, obj.get("status") or {}
     ns = _ns(obj)
     chosen = st.get("chosenTemplate") if st.get("phase") in ("Admitted", "Running", "Degraded") else None
@@ -251,7 +276,7 @@ def job_from_object(obj: Mapping[str, Any]) -> Job:
             name=key({"metadata": {"namespace": ns, "name": (obj.get("metadata") or {}).get("name")}}),
             rank=sp.get("rank", 1),
             required=sp.get("required", False),
-            owner=sp.get("owner", ""),
+            owner=effective_owner(ns, sp.get("owner", ""), owners or {}),
             created=str((obj.get("metadata") or {}).get("creationTimestamp") or ""),
             templates=tuple(f"{ns}/{t}" for t in sp.get("templates") or ()),
             chosen_template=f"{ns}/{chosen}" if chosen else None,
@@ -363,65 +388,12 @@ def previous_from(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str,
             continue
         if md.get("deletionTimestamp"):
             continue
-        pid = f"{md.get('namespace')}/{lb[LABEL_JOB]}:{lb[LABEL_PE]}"
+        pid = f"{md.get('namespace')}/{job_of(md)}:{lb[LABEL_PE]}"
         try:
             fr.setdefault(pid, {})[an[ANN_NODE]] = float(an.get(ANN_FRACTION, 0))
         except ValueError:
             continue
     return PreviousState(candidates=cands, fractions=fr)
-
-
-def _drop_unresolved(job_objs: dict[str, tuple[Job, Mapping[str, Any]]], tmpl: Mapping[str, Template], bad_tmpl: Mapping[str, str],
-                     err: Callable[[Mapping[str, Any], TranslationError], None]) -> None:
-    """Drop jobs with dangling references (repeatedly: a dropped exporter drops its importers) and
-    jobs that import each other in a cycle, each with its error."""
-    import networkx as nx  # imported here: the extender's process never translates, and never pays for it
-    # drop jobs with dangling references, repeatedly (a dropped exporter drops its importers)
-    changed = True
-    while changed:
-        changed = False
-        for name, (jj, obj) in list(job_objs.items()):
-            problem = None
-            for i, t in enumerate(jj.templates):
-                if t in bad_tmpl:
-                    problem = TranslationError(f"spec.templates[{i}]", f"StreamTemplate '{t.split('/', 1)[1]}' is invalid: {bad_tmpl[t]}")
-                    break
-                if t not in tmpl:
-                    problem = TranslationError(f"spec.templates[{i}]", f"StreamTemplate '{t.split('/', 1)[1]}' not found in namespace {name.split('/')[0]}")
-                    break
-            if problem is None:
-                for i, imp in enumerate(jj.imports):
-                    exp = job_objs.get(imp.job)
-                    if exp is None:
-                        problem = TranslationError(f"spec.imports[{i}].job", f"StreamJob '{imp.job}' not found (or invalid)")
-                        break
-                    if not any(e.name == imp.export for t in exp[0].templates if t in tmpl for e in tmpl[t].exports):
-                        problem = TranslationError(f"spec.imports[{i}].export", f"'{imp.export}' is not exported by StreamJob '{imp.job}'")
-                        break
-                    if not any(imp.pe in {p.name for p in tmpl[t].pes} for t in jj.templates if t in tmpl):
-                        problem = TranslationError(f"spec.imports[{i}].pe", f"no PE '{imp.pe}' in this job's templates")
-                        break
-            if problem is None:
-                pes = {p.name for t in jj.templates if t in tmpl for p in tmpl[t].pes}
-                for fld, pairs in (("colocate", jj.colocate), ("exlocate", jj.exlocate)):
-                    for i, pair in enumerate(pairs):
-                        for x in pair:
-                            if x not in pes:
-                                problem = TranslationError(f"spec.{fld}[{i}]", f"no PE '{x}' in this job's templates")
-            if problem is not None:
-                err(obj, problem)
-                del job_objs[name]
-                changed = True
-    # import cycles
-
-    g = nx.DiGraph()
-    g.add_nodes_from(job_objs)
-    g.add_edges_from((imp.job, n) for n, (jj, _) in job_objs.items() for imp in jj.imports)
-    for cyc in list(nx.simple_cycles(g)):
-        for n in cyc:
-            if n in job_objs:
-                err(job_objs[n][1], TranslationError("spec.imports", f"jobs import each other in a cycle: {' -> '.join(cyc)}"))
-                del job_objs[n]
 
 
 def fingerprints(jobs: Iterable[Mapping[str, Any]], templates: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -450,7 +422,7 @@ def _held_by_dropped(pods: Iterable[Mapping[str, Any]], kept: set[str]) -> dict[
     extra: dict[str, tuple[float, float]] = {}
     for p in pods:
         md, sp = p.get("metadata") or {}, p.get("spec") or {}
-        job = (md.get("labels") or {}).get(LABEL_JOB)
+        job = job_of(md)
         if job is None or f"{md.get('namespace')}/{job}" in kept or not sp.get("nodeName") or md.get("deletionTimestamp"):
             continue
         if (p.get("status") or {}).get("phase") in TERMINAL:
@@ -523,6 +495,12 @@ def scenario_from_objects(
             pol, rack_label = translate("SchedulingPolicy", policy, lambda: policy_from_object(policy))
         except TranslationError as e:
             err("SchedulingPolicy", policy, e)
+    owners: dict[str, tuple[str, ...]] = {}
+    if policy:
+        try:
+            owners = owners_from(policy)
+        except TranslationError as e:  # reported; meanwhile every namespace is its own owner
+            err("SchedulingPolicy", policy, e)
     node_objs = []
     raw_nodes: dict[str, Mapping[str, Any]] = {}
 
@@ -538,18 +516,20 @@ def scenario_from_objects(
         except TranslationError as e:
             err("Node", n, e)
     tmpl = {}
+    consent: dict[str, dict[str, frozenset[str]]] = {}  # template -> export -> the other namespaces it is exported to
     bad_tmpl: dict[str, str] = {}  # namespace/name -> why it was dropped
     for t in templates:
         try:
-            tt = translate("StreamTemplate", t, lambda t=t: template_from_object(t))  # type: ignore[misc]
+            tt, consent_t = translate("StreamTemplate", t, lambda t=t: (template_from_object(t), refs.export_consent(t)))  # type: ignore[misc]
             tmpl[tt.name] = tt
+            consent[tt.name] = consent_t
         except TranslationError as e:
             err("StreamTemplate", t, e)
             bad_tmpl[f"{_ns(t)}/{(t.get('metadata') or {}).get('name')}"] = f"{e.field}: {e.message}" if e.field else e.message
     job_objs: dict[str, tuple[Job, Mapping[str, Any]]] = {}
     for j in jobs:
         try:
-            jj = translate("StreamJob", j, lambda j=j: job_from_object(j))  # type: ignore[misc]
+            jj = translate("StreamJob", j, lambda j=j: job_from_object(j, owners))  # type: ignore[misc]
             job_objs[jj.name] = (jj, j)
         except TranslationError as e:
             err("StreamJob", j, e)
@@ -558,7 +538,7 @@ def scenario_from_objects(
             err("StreamJob", job_objs.pop(name)[1], TranslationError("", f"planning failed with this job ({why}); it is set aside, "
                                                                            "its running pods kept as they are, until it or its templates change",
                                                                      "Quarantined"))
-    _drop_unresolved(job_objs, tmpl, bad_tmpl, lambda o, e: err("StreamJob", o, e))
+    refs.drop_unresolved(job_objs, tmpl, bad_tmpl, lambda o, e: err("StreamJob", o, e), consent)
     # numbers that overflow only in combination (a chain of selectivities, weight x slope x rate)
     if job_objs:
         from soda_optimizer import screen
@@ -567,7 +547,7 @@ def scenario_from_objects(
         for p in bad:
             err("StreamJob", job_objs.pop(p.job)[1], TranslationError(p.field, p.message))
         if bad:
-            _drop_unresolved(job_objs, tmpl, bad_tmpl, lambda o, e: err("StreamJob", o, e))
+            refs.drop_unresolved(job_objs, tmpl, bad_tmpl, lambda o, e: err("StreamJob", o, e), consent)
     held = _held_by_dropped(pods, set(job_objs))
     used = {t for jj, _ in job_objs.values() for t in jj.templates}
     if held:  # the dropped jobs' bound pods hold their CPU and memory

@@ -314,8 +314,12 @@ class Loops:
         with self.status_lock:  # the Running refresh may be writing (it runs during the pod creates below)
             updates = self._plan_statuses(snap, scen, plan, by_job, jobs_by_key)
         managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
+        failed_before = self.applier.create_failures
         counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
         counts.update(self.applier.sync_services(desired.services(plan, snap, scen), snap.services, managed))  # type: ignore[arg-type]
+        if self.applier.create_failures != failed_before:  # a job's creates refused (or no longer): its status and one Event say so now
+            with self.status_lock:
+                self._plan_statuses(snap, scen, plan, by_job, jobs_by_key)
         counts["status"] = updates
         admitted = sum(d.admitted for d in plan.jobs)
         metrics.IMPORTANCE.set(plan.importance)
@@ -349,6 +353,7 @@ class Loops:
         awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
         index = status.PlanIndex.of(plan)  # once per plan, not per job
         functions = self.learning.statuses_of(plan)
+        failures = self.applier.create_failures  # once: a merged copy
         for j in scen.jobs:
             obj = jobs_by_key[j.name]
             ns, name = j.name.split("/", 1)
@@ -358,11 +363,12 @@ class Loops:
             gen = (obj.get("metadata") or {}).get("generation")
             old = self._old_status(obj)
             st = status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name)) for w in by_job.get((ns, name), [])},
-                                functions=functions.get(j.name, {}), index=index)
+                                functions=functions.get(j.name, {}), index=index, owner=(j.owner, str((obj.get("spec") or {}).get("owner") or "")),
+                                create_failure=failures.get((ns, name)))
             st = status.with_transitions(old, status.with_observed(st, self.observer.block(j.name), gen), now)
             if st["phase"] == "Admitted":  # promoted by refresh_running() as soon as its pods run, not an epoch later
                 awaiting[(ns, name)] = (obj, st, [i["pod"] for v in inst.values() for i in v])
-            for ev in (status.event(old, st), status.projection_event(old, st)):
+            for ev in (status.event(old, st), status.projection_event(old, st), status.owner_event(old, st)):
                 if ev:
                     events.append((obj, *ev))
             if status_changed(old, st):

@@ -28,7 +28,7 @@ from typing import Any
 
 import kopf
 
-from ..kube.pods import trim
+from ..kube.pods import job_of, trim
 from . import crd
 from .state import Snapshot, owned_by_job
 
@@ -94,7 +94,7 @@ async def kubesoda_services(namespace: str | None, name: str, meta: kopf.Meta, l
     loops = getattr(memo, "loops", None)
     if loops is not None:  # a create of it is no longer in flight (apply.Inflight)
         loops.applier.inflight_services.seen((namespace or "", name))
-    return {(namespace, name): labels.get(crd.LABEL_JOB, "")} if owned_by_job(meta.get("ownerReferences")) else {}
+    return {(namespace, name): job_of(meta) or ""} if owned_by_job(meta.get("ownerReferences")) else {}
 
 
 # kubesoda_pods, foreign_pods, kubesoda_templates and kubesoda_jobs come from the operator's own watches

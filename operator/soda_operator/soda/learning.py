@@ -84,6 +84,7 @@ from soda_optimizer.observed import PEObservation
 from soda_optimizer.plan import Plan
 
 from ..kube import conditions, quantities
+from ..kube.pods import job_of
 from . import crd, observe
 
 log = logging.getLogger("kubesoda.learning")
@@ -227,7 +228,7 @@ def pod_digests(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str],
             continue
         for cs in (p.get("status") or {}).get("containerStatuses") or []:
             if cs.get("name") == "pe" and cs.get("imageID"):
-                out.setdefault((md.get("namespace", ""), lab[crd.LABEL_JOB], lab[crd.LABEL_PE]), str(cs["imageID"]))
+                out.setdefault((md.get("namespace", ""), job_of(md) or "", lab[crd.LABEL_PE]), str(cs["imageID"]))
     return out
 
 
@@ -245,7 +246,7 @@ def allocated_mips(pods: Iterable[Mapping[str, Any]], mips_per_core: Mapping[str
             cores = quantities.amount(lim.get("cpu"), 0.0)
         except (ValueError, TypeError):
             continue
-        pid = pe_id(f"{md.get('namespace')}/{lab[crd.LABEL_JOB]}", lab[crd.LABEL_PE])
+        pid = pe_id(f"{md.get('namespace')}/{job_of(md)}", lab[crd.LABEL_PE])
         out[pid] = out.get(pid, 0.0) + cores * mips_per_core.get(sp.get("nodeName") or "", crd.REFERENCE_MIPS_PER_CORE)
     return out
 

@@ -39,6 +39,7 @@ from soda_optimizer.observed import JobObservation, PEObservation, evaluate
 from soda_optimizer.plan import Plan
 
 from ..kube import metrics
+from ..kube.pods import job_of
 from . import crd
 
 log = logging.getLogger("kubesoda.observe")
@@ -125,7 +126,7 @@ def pe_observations(received: list[tuple[dict[str, str], float]], emitted: list[
         lab = md.get("labels") or {}
         if lab.get(crd.LABEL_JOB) and lab.get(crd.LABEL_PE):
             where[(md.get("namespace", ""), md.get("name", ""))] = (
-                pe_id(f"{md.get('namespace')}/{lab[crd.LABEL_JOB]}", lab[crd.LABEL_PE]), (pod.get("spec") or {}).get("nodeName") or "")
+                pe_id(f"{md.get('namespace')}/{job_of(md)}", lab[crd.LABEL_PE]), (pod.get("spec") or {}).get("nodeName") or "")
     used: dict[str, float] = {}
     for lab, cores in cpu:
         w = where.get((lab.get("namespace", ""), lab.get("pod", "")))

@@ -15,7 +15,7 @@ from typing import Any, Protocol, cast
 from kubernetes import client
 
 from ..kube.api import list_json
-from ..kube.pods import TERMINAL, requests
+from ..kube.pods import TERMINAL, job_of, requests
 from . import crd
 
 MIN_EPOCH_S = 1.0  # no policy makes an epoch shorter: it would only load the API server
@@ -121,7 +121,7 @@ def take(core: client.CoreV1Api, custom: client.CustomObjectsApi) -> Snapshot:
     jobs = cast(dict[str, Any], custom.list_cluster_custom_object(crd.GROUP, crd.VERSION, "streamjobs"))["items"]
     policy = get_policy(custom)
     pods = list_json(core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
-    services = {(v["metadata"]["namespace"], v["metadata"]["name"]): v["metadata"]["labels"][crd.LABEL_JOB]
+    services = {(v["metadata"]["namespace"], v["metadata"]["name"]): job_of(v["metadata"]) or ""
                 for v in list_json(core.list_service_for_all_namespaces, label_selector=crd.LABEL_JOB) if owned_by_job(v["metadata"].get("ownerReferences"))}
     others = list_json(core.list_pod_for_all_namespaces, label_selector=f"!{crd.LABEL_JOB}",
                        field_selector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")

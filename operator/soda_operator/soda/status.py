@@ -10,6 +10,13 @@ no instance: none of its candidate nodes is usable), ``Rejected`` (the Plan's re
 status, reason, message and ``observedGeneration``; and ``MeetsProjection`` once the job has
 observations (:mod:`.observe`): False with reason ``BelowProjection`` while the observed importance
 is under the projected one by more than the policy's tolerance.
+
+Issue 45: ``owner`` is the owner the job is planned, ranked and charged as (the administrator's
+binding of its namespace, :func:`.crd.effective_owner`); when its ``spec.owner`` names another,
+``ownerIgnored`` keeps what it wrote and the condition ``OwnerBound`` is False (reason
+``OwnerNotBound``), with one Warning Event (:func:`owner_event`). An admitted job whose pods the
+API server refuses to create is ``Degraded`` with reason ``CreateFailed`` and the API server's
+words (:func:`planned`'s ``create_failure``): its status and one Warning Event say why.
 """
 
 from __future__ import annotations
@@ -61,6 +68,13 @@ def _finish(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
         c = _projection(status["observed"], generation)
         if c is not None:
             status["conditions"].append(c)
+    if status.get("ownerIgnored") is not None:
+        c = {"type": "OwnerBound", "status": "False", "reason": "OwnerNotBound",
+             "message": f"spec.owner '{status['ownerIgnored']}' is not an owner the SchedulingPolicy binds to this namespace "
+                        f"(spec.owners); the job is planned, ranked and charged as owner '{status.get('owner')}'"}
+        if generation is not None:
+            c["observedGeneration"] = generation
+        status["conditions"].append(c)
     if generation is not None:
         status["observedGeneration"] = generation
     return status
@@ -85,15 +99,19 @@ class PlanIndex:
 
 def planned(plan: Plan, job_key: str, generation: int | None, instances: Instances,
             pod_phases: Mapping[str, str | None] | None = None,
-            functions: Mapping[str, Mapping[str, Any]] | None = None, index: PlanIndex | None = None) -> dict[str, Any]:
+            functions: Mapping[str, Mapping[str, Any]] | None = None, index: PlanIndex | None = None,
+            owner: tuple[str, str] | None = None, create_failure: str | None = None) -> dict[str, Any]:
     """The status of a job the Plan decided about (or did not), with its instances and, when the
     pods' phases are given, whether it runs. ``functions``: PE name -> the resource function it was
     planned with, ``{a, b, source}`` (:mod:`.learning`). ``index``: the plan's :class:`PlanIndex`
-    (built here when not given: pass it when calling for every job)."""
+    (built here when not given: pass it when calling for every job). ``owner``: (the effective
+    owner, the job's ``spec.owner``). ``create_failure``: why the API server refused to create one
+    of its pods at the last attempt."""
+    who = _owner(owner)
     index = index or PlanIndex.of(plan)
     dec = index.decisions.get(job_key)
     if dec is None:
-        return _finish({"phase": "Pending", "reason": "NotPlanned", "message": "not in the last plan"}, generation)
+        return _finish({"phase": "Pending", "reason": "NotPlanned", "message": "not in the last plan", **who}, generation)
     job_pes = index.pes.get(job_key, [])
     pes = [{"name": pe.name, "goalMips": round(pe.goal_mips, 3), "candidates": list(pe.candidates),
             "instances": list(instances.get(pe.name, [])),
@@ -108,6 +126,7 @@ def planned(plan: Plan, job_key: str, generation: int | None, instances: Instanc
         "importance": round(dec.importance, 6),
         "mips": round(dec.mips, 3),
         "pes": pes,
+        **who,
     }
     if plan.bound is not None:  # how far the whole plan may be from the best (issue 34), proven or estimated (issue 49)
         status.update(planImportance=round(plan.importance, 6), planBound=round(plan.bound, 6), planBoundProven=plan.bound_proven,
@@ -117,12 +136,30 @@ def planned(plan: Plan, job_key: str, generation: int | None, instances: Instanc
     if dec.admitted and pod_phases is not None:
         missing = sorted(p.name for p in job_pes if p.macro_goal_mips > 0 and not instances.get(p.name))
         pods = [i["pod"] for v in instances.values() for i in v]
-        if missing:
+        if create_failure:
+            status.update(phase="Degraded", reason="CreateFailed", message=f"creating its pods failed: {create_failure}")
+        elif missing:
             status.update(phase="Degraded", reason="NoUsableCandidate",
                           message=f"no usable candidate node for PE(s) {', '.join(missing)}; waiting for the next macro epoch")
         elif all(pod_phases.get(p) == "Running" for p in pods):
             status["phase"] = "Running"
     return _finish(status, generation)
+
+
+def _owner(owner: tuple[str, str] | None) -> dict[str, Any]:
+    if owner is None:
+        return {}
+    effective, written = owner
+    return {"owner": effective, "ownerIgnored": written if written and written != effective else None}
+
+
+def owner_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """A Warning when a job's spec.owner starts being ignored (or names another owner than before)."""
+    ignored = new.get("ownerIgnored")
+    if ignored is None or ignored == (old or {}).get("ownerIgnored"):
+        return None
+    c: Mapping[str, Any] = next((c for c in new.get("conditions") or [] if c.get("type") == "OwnerBound"), {})
+    return "OwnerNotBound", str(c.get("message") or ignored), "Warning"
 
 
 def with_observed(status: dict[str, Any], observed: Mapping[str, Any] | None, generation: int | None) -> dict[str, Any]:
