@@ -49,8 +49,10 @@ class DispatchState:
 @dataclass
 class FlowsState:
     members: Members | None = None  # clients of the member clusters (runner sets it from the flags)
-    plans: dict[float, Planned] = field(default_factory=dict)  # epoch length -> the epoch's plan and its fingerprint
-    plan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # (epoch length, group: flows connected through their pools) -> the epoch's plan and its fingerprint; one lock per
+    # group, so no flow waits on the plan of flows it shares no pool with (issue 45)
+    plans: dict[tuple[float, str], Planned] = field(default_factory=dict)
+    plan_locks: dict[tuple[float, str], asyncio.Lock] = field(default_factory=dict)
     counters: dict[str, Counters] = field(default_factory=dict)  # JobFlow key -> epochs, totals, generated, dropped
     recent: dict[str, dict[tuple[Any, ...], float]] = field(default_factory=dict)  # JobFlow key -> what a tick did, until when not to redo it
 

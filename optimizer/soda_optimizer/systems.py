@@ -19,7 +19,8 @@ The four systems, found by name (:func:`get`, :func:`names`):
   for :data:`REALLOCATION`'s names, of :func:`.fair_yield.reallocate`;
 - ``dispatch`` (Lin 2014, 3.5.2, 5, 6.3.2): spec a :class:`DispatchSpec`, a policy name
   (:func:`.dispatch.policy`) or a built policy, inputs :class:`DispatchInputs`, result the ``{free worker: job}``
-  assignment of :func:`.dispatch.decide`;
+  assignment of :func:`.dispatch.decide` (or :class:`DispatchStep`, result the :class:`.dispatch.Step` of
+  :func:`.dispatch.step`: the operator's path), within its deadline and work caps (issue 45);
 - ``flows`` (Montana & Zinky 3.2, 3.3): spec :class:`~.flows.PlannerParams` (None: the defaults), inputs a
   :class:`~.flows.Problem`, result the :class:`~.flows.PlanResult` of :func:`.flows.plan_flows`.
 
@@ -178,8 +179,22 @@ class DispatchInputs:
     speeds: dispatch.SpeedMatrix | None = None
 
 
+@dataclass(frozen=True)
+class DispatchStep(DispatchInputs):
+    """Inputs of one step of the paper's worker model (figure 3.2, :func:`.dispatch.step`): every worker is offered,
+    busy or idle; ``preempt``: a busy worker the plan gives to another job has its task killed (4.4). The result is
+    the :class:`.dispatch.Step` (plan, starts, preemptions) instead of the assignment."""
+
+    preempt: bool = False
+
+
 class Dispatch:
-    """The decision maker (:func:`.dispatch.decide`): free workers to jobs, under a policy named in the table."""
+    """The decision maker (:func:`.dispatch.decide`, or one :func:`.dispatch.step` for :class:`DispatchStep`
+    inputs): free workers to jobs, under a policy named in the table.
+
+    Bounded (issue 45): at most :data:`.dispatch.limits.MAX_WORKERS` workers (more is refused: the caller caps the
+    slots, the operator per node), and the policy stops before its next job once ``deadline_s`` (None:
+    :data:`.dispatch.limits.DEADLINE_S`) passed: status ``deadline``, the assignment so far (sound)."""
 
     name = "dispatch"
 
@@ -189,15 +204,29 @@ class Dispatch:
 
     def decide(
         self, spec: DispatchSpec | str | dispatch.Policy | None, inputs: DispatchInputs, deadline_s: float | None = None
-    ) -> Decision[dispatch.Assignment]:
+    ) -> Decision[Any]:
         if spec is None or isinstance(spec, str | DispatchSpec):
             s = DispatchSpec() if spec is None else DispatchSpec(policy=spec) if isinstance(spec, str) else spec
             pol = dispatch.policy(s.policy, **s.params)
         else:
             pol = spec
-        out = dispatch.decide(pol, inputs.jobs, inputs.workers, inputs.now, inputs.speeds)
-        detail = f"{len(out)} free worker(s) to {len(set(out.values()))} job(s)"
-        return Decision(self.name, pol.name, "feasible", out, None, detail)
+        if len(inputs.workers) > dispatch.limits.MAX_WORKERS:
+            raise ValueError(f"dispatch: {len(inputs.workers)} workers, more than one decision takes "
+                             f"({dispatch.limits.MAX_WORKERS}): cap the slots")
+        limit = dispatch.limits.DEADLINE_S if deadline_s is None else deadline_s
+        out: Any
+        if isinstance(inputs, DispatchStep):
+            out = dispatch.step(pol, inputs.jobs, inputs.workers, inputs.now, inputs.speeds, preempt=inputs.preempt,
+                                deadline_s=limit)
+            timed_out, plan = out.timed_out, out.plan
+        else:
+            with dispatch.budget(limit) as b:
+                out = plan = dispatch.decide(pol, inputs.jobs, inputs.workers, inputs.now, inputs.speeds)
+            timed_out = b.timed_out
+        detail = f"{len(plan)} worker(s) to {len(set(plan.values()))} job(s)"
+        if timed_out:
+            detail += f"; stopped at the deadline ({limit:g} s) before every job was planned"
+        return Decision(self.name, pol.name, "deadline" if timed_out else "feasible", out, None, detail)
 
 
 # ----------------------------------------------------------------------------------------------------- flows
@@ -252,6 +281,7 @@ __all__ = [
     "Dispatch",
     "DispatchInputs",
     "DispatchSpec",
+    "DispatchStep",
     "FairYield",
     "FairYieldSpec",
     "Flows",

@@ -53,8 +53,9 @@ def test_a_decision_is_written_and_its_events_posted() -> None:
     st = patch.status
     assert st["state"] == "dispatching" and st["released"] == 2 and st["slots"] == 4 and st["slotCPU"] == 1.0
     assert st["policy"] == "deadline+fill-deadline" and st["jobs"][0]["running"] == 2
-    (cond,) = st["conditions"]
+    cond, bounded = st["conditions"]
     assert (cond["type"], cond["status"], cond["reason"], cond["observedGeneration"]) == ("Dispatching", "True", "Dispatching", 1)
+    assert (bounded["type"], bounded["status"], bounded["reason"]) == ("WithinBudget", "True", "WithinBudget")
     on_bd, on_job = core.bodies()
     assert on_bd["involvedObject"] == {"apiVersion": "kubesoda.io/v1alpha1", "kind": "BatchDispatch", "name": "default", "namespace": "ns",
                                        "uid": "uid-default"}

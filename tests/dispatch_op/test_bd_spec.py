@@ -63,7 +63,10 @@ def test_policy_of_checks_a_mapping() -> None:
     ("window", 0, "greater than or equal to 1"),
     ("window", 2.5, "valid integer"),
     ("slotCPU", "abc", "not a CPU quantity"),  # before: parse_quantity's ValueError escaped the timer every tick
-    ("slotCPU", "0", "more than 0 CPU"),  # before: no slots, nothing dispatched, nothing said
+    ("slotCPU", "0", "from 10m"),  # before: no slots, nothing dispatched, nothing said
+    ("slotCPU", "1n", "from 10m"),  # issue 45: 4e9 slots per 4-core node, built on Kopf's event loop
+    ("slotCPU", "9m", "from 10m"),
+    ("slotCPU", "100001", "out of range"),
     ("slotCPU", "1e9", "out of range"),
     ("slotCPU", True, "not a CPU quantity"),
     ("policy", "fifo", "'priority', 'proportion', 'workload', 'deadline' or 'edf'"),

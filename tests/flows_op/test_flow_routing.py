@@ -377,7 +377,7 @@ def test_an_unroutable_flow_is_held_and_its_condition_names_the_step():
     planned = decide.Planned((), K, res, None, 0.1, "")
     c = status.Counters.seeded(None, {})
     st = status.flow_status(f, K, c, [], {}, [], planned, entries, 1, None)
-    (cond,) = st["conditions"]
+    cond, _budget = st["conditions"]
     assert (st["state"], cond["status"], cond["reason"]) == ("unroutable", "False", "Unroutable")
     assert "step b" in cond["message"]
 

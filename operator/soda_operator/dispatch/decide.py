@@ -22,6 +22,13 @@ No API calls: :mod:`.apply` writes what this decides.
   failure": it is redone when a worker is allocated to it); a released pod being deleted (evicted, say) holds its
   slot until it is gone, and the slot is in no plan meanwhile.
 
+Bounded (issue 45; :mod:`soda_optimizer.dispatch.limits`): a node offers at most as many slots as it can hold pods
+(its allocatable ``pods`` less the other pods bound there, never more than ``MAX_SLOTS_PER_NODE``), a decision plans
+at most ``MAX_WORKERS`` slots (nodes in name order), and the policy decides through the one entry
+(:func:`soda_optimizer.systems.decide`, system ``dispatch``, a :class:`~soda_optimizer.systems.DispatchStep`) within
+its deadline: past it the plan is the policy's best so far. :attr:`Decision.capped` says which cap bit, naming the
+field (``spec.slotCPU``), :attr:`Decision.timed_out` whether the deadline did; the status shows both.
+
 Departures from the paper: a worker is a slot of CPU on a node, not a process; decisions are taken at each event
 (:mod:`.handlers`) and every ``spec.intervalSeconds``, not only on a job's submission or completion (3.5.2's
 passive mode), as the simulator does; a busy slot on a cordoned or deselected node is planned until its task ends,
@@ -37,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from soda_optimizer import dispatch as dp
+from soda_optimizer import systems
 
 from ..kube import clock
 from ..kube.pods import TERMINAL
@@ -52,6 +60,8 @@ class Decision:
     plan: dict[str, str] = field(default_factory=dict)  # slot ("node/NNN") -> Job: the whole plan
     slots: dict[str, int] = field(default_factory=dict)  # node -> slots
     jobs: list[dict[str, Any]] = field(default_factory=list)  # per-Job status
+    capped: list[str] = field(default_factory=list)  # the work caps that bit, each naming the field
+    timed_out: bool = False  # the policy stopped at the deadline: the plan is its best so far
 
 
 @dataclass
@@ -109,19 +119,47 @@ def slot_cpu(spec: DispatchSpec, tasks: Iterable[Task]) -> float:
     return spec.slot_cpu if spec.slot_cpu is not None else max((t.cpu for t in tasks), default=1.0) or 1.0
 
 
-def slots_for(nodes: Iterable[Node], bound: Iterable[tuple[str, str, float, float]], mine: set[str], slot_cpu: float) -> dict[str, int]:
-    """Slots per usable node: floor((allocatable - requests of bound pods not in ``mine``) / slot CPU)."""
-    free = {n.name: n.cpu for n in nodes if n.usable}
+def slot_caps(nodes: Iterable[Node], bound: Iterable[tuple[str, str, float, float]], mine: set[str],
+              slot_cpu: float) -> tuple[dict[str, int], list[str]]:
+    """Slots per usable node: floor((allocatable - requests of bound pods not in ``mine``) / slot CPU), at most the
+    node's allocatable pods less the bound pods not in ``mine`` (and ``MAX_SLOTS_PER_NODE``); at most ``MAX_WORKERS``
+    in all (nodes in name order). Returns the slots and what the caps cut, naming ``spec.slotCPU``."""
+    usable = {n.name: n for n in nodes if n.usable}
+    free = {n: u.cpu for n, u in usable.items()}
+    held = dict.fromkeys(usable, 0)
     for node, key, cpu, _mem in bound:
         if node in free and key not in mine:
             free[node] -= cpu
-    return {n: max(0, int(math.floor(c / slot_cpu + 1e-9))) for n, c in free.items()} if slot_cpu > 0 else {}
+            held[node] += 1
+    if not slot_cpu > 0:
+        return {}, []
+    out: dict[str, int] = {}
+    cut, total = 0, 0
+    for n in sorted(free):
+        want = max(0.0, math.floor(free[n] / slot_cpu + 1e-9))
+        room = max(0, min(usable[n].pods, dp.limits.MAX_SLOTS_PER_NODE) - held[n])
+        got = int(min(want, room, max(0, dp.limits.MAX_WORKERS - total)))
+        cut += want > got
+        out[n] = got
+        total += got
+    notes = []
+    if cut:
+        notes.append(f"spec.slotCPU: {slot_cpu:g} CPU gives more slots than {cut} node(s) can hold pods (or than one "
+                     f"decision plans, {dp.limits.MAX_WORKERS}); planned {total} slot(s)")
+    return out, notes
+
+
+def slots_for(nodes: Iterable[Node], bound: Iterable[tuple[str, str, float, float]], mine: set[str], slot_cpu: float) -> dict[str, int]:
+    """Slots per usable node (:func:`slot_caps`)."""
+    return slot_caps(nodes, bound, mine, slot_cpu)[0]
 
 
 def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterable[Node], slots: Mapping[str, int],
-         policy: dp.Policy, speeds: dp.SpeedMatrix, now: float, preemption: bool = False) -> Decision:
+         policy: dp.Policy, speeds: dp.SpeedMatrix, now: float, preemption: bool = False,
+         deadline_s: float | None = None) -> Decision:
     """One dispatch decision, pure: the plan over every slot, the gated pods released onto idle slots, the running
-    pods evicted (``preemption`` only), the released pods lost with their failed node, and each Job's status."""
+    pods evicted (``preemption`` only), the released pods lost with their failed node, and each Job's status.
+    ``deadline_s``: the policy's budget (None: ``limits.DEADLINE_S``)."""
     out = Decision(slots=dict(slots))
     by_name = {n.name: n for n in nodes}
     queued: dict[str, list[Task]] = {}
@@ -160,6 +198,9 @@ def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterab
         held = sorted(per_node.get(name, []), key=lambda t: (t.job, t.index, t.name))
         gone = leaving.get(name, 0)
         total = max(slots.get(name, 0) if n.usable else 0, len(held) + gone)
+        if len(workers) + total > dp.limits.MAX_WORKERS:  # busy slots past the cap: their pods keep running
+            total = max(0, dp.limits.MAX_WORKERS - len(workers))
+            held = held[:total]
         for i, t in enumerate(held):
             wid = f"{name}/{i:03d}"
             workers.append(dp.WorkerView(id=wid, node_class=n.node_class, job=t.job))
@@ -176,7 +217,9 @@ def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterab
         if remaining <= 0 and q == 0:
             continue
         views.append(dp.JobView(j.name, j.priority, j.arrival, j.deadline, j.kind, q, r, remaining * (j.work or 1.0)))
-    step = dp.step(policy, views, workers, now, speeds, preempt=preemption)
+    decided = systems.decide("dispatch", policy, systems.DispatchStep(views, workers, now, speeds, preemption), deadline_s)
+    step: dp.Step = decided.result
+    out.timed_out = decided.status == "deadline"
     out.plan = dict(step.plan)
     out.evict = {pod_on[w]: job for w, job in sorted(step.preempt.items())}
     given: dict[str, list[str]] = {}
@@ -229,7 +272,7 @@ def _progress(j: DispatchedJob, v: dp.JobView | None, queued: list[Task], runnin
 def decide(spec: DispatchSpec, job_bodies: Iterable[Mapping[str, Any]], pods_of: Mapping[str, list[dict[str, Any]]],
            node_bodies: Iterable[Mapping[str, Any]], bound: Iterable[tuple[str, str, float, float]],
            status: Mapping[str, Any], namespace: str, seen: set[str], now: float,
-           inflight: Mapping[str, str] | None = None) -> Outcome:
+           inflight: Mapping[str, str] | None = None, deadline_s: float | None = None) -> Outcome:
     """One decision of a BatchDispatch in ``namespace`` from copies of the indexed objects: its Jobs' bodies, their
     task pods by Job name, the nodes, every bound pod's requests, its status (the speeds, the measured UIDs),
     ``seen`` (UIDs this operator measured already, not yet in the status) and ``inflight`` (pods this operator
@@ -245,9 +288,10 @@ def decide(spec: DispatchSpec, job_bodies: Iterable[Mapping[str, Any]], pods_of:
     priors = priors_of(node_bodies) if spec.mips_priors else {}
     speeds = speeds_from(status, spec, priors, {j.kind for j in jobs.values()} | {dp.model.DEFAULT_KIND})
     speeds, new = measure(speeds, jobs, tasks, measured)
-    cpu = slot_cpu(spec, tasks)
-    slots = slots_for(nodes, bound, {f"{namespace}/{t.name}" for t in tasks}, cpu)
+    cpu = max(slot_cpu(spec, tasks), dp.limits.MIN_SLOT_CPU)  # a task pod's own request may be below a slot's least
+    slots, capped = slot_caps(nodes, bound, {f"{namespace}/{t.name}" for t in tasks}, cpu)
     policy = policy_of(spec)
-    decision = plan(jobs, tasks, nodes, slots, policy, speeds, now, spec.preemption)
+    decision = plan(jobs, tasks, nodes, slots, policy, speeds, now, spec.preemption, deadline_s)
+    decision.capped = capped
     return Outcome(decision, policy, speeds, cpu, jobs, pods, {n.name: n.node_class for n in nodes},
                    (measured | set(new)) & {t.uid for t in tasks}, new)

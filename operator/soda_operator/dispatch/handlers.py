@@ -11,7 +11,8 @@ periodically; docs/dispatch.md).
   Node whose readiness, cordon, allocatable CPU or labels changed (or that went away) marks every namespace;
 - :func:`dispatch_tick`: every ``TICK_S`` on each BatchDispatch; a decision when its namespace changed since its
   last decision or ``spec.intervalSeconds`` passed: :func:`.spec.parse` -> :func:`.decide.decide` (the plan over
-  every slot, :func:`soda_optimizer.dispatch.step`) -> :func:`.apply.apply` -> the status and the Events
+  every slot through :func:`soda_optimizer.systems.decide`, in a worker thread off Kopf's event loop, on copies of
+  the indexes, within its deadline and work caps: issue 45) -> :func:`.apply.apply` -> the status and the Events
   (:mod:`.status`, :func:`..kube.events.post_all`). So a slot that a finished task frees goes to the Job the plan
   names within about ``TICK_S`` of the pod's event. A spec refused by :mod:`.spec` gets condition ``Dispatching``
   False with reason ``InvalidSpec`` naming the field, and one Warning Event, and dispatches nothing.
@@ -24,6 +25,7 @@ next decision never hands their slots out twice.
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -141,8 +143,11 @@ async def dispatch_tick(namespace: str | None, name: str, spec: kopf.Spec, statu
     pods_of = {j: list(dispatch_pods.get((namespace, j), [])) for j in names}
     node_bodies = [v for k in kubesoda_nodes for v in kubesoda_nodes[k]]
     seen = memo.dispatch.measured.setdefault(key, set())
-    out = decide.decide(settings, job_bodies, pods_of, node_bodies, bound_requests(indexes["foreign_pods"], indexes["kubesoda_pods"]), status,
-                        namespace, seen, time.time(), {p: n for p, (n, _) in flight.items()})
+    read = copy.deepcopy({k: status.get(k) for k in ("speeds", "measured")})
+    bound = bound_requests(indexes["foreign_pods"], indexes["kubesoda_pods"])
+    # the decision in a worker thread: Kopf's loop (liveness, every other object's handlers) never waits on it
+    out = await asyncio.to_thread(decide.decide, settings, job_bodies, pods_of, node_bodies, bound, read, namespace, set(seen),
+                                  time.time(), {p: n for p, (n, _) in flight.items()})
     seen |= set(out.new)
     done = await asyncio.to_thread(apply.apply, memo.loops.core, namespace, out.decision, out.pods, out.classes)
     flight.update({p: (n, now_m) for p, n in done["released"].items()})

@@ -19,7 +19,8 @@ slot of a Node's CPU (:func:`..decide.slots_for`); a node's class is its ``kubes
 ``mips-<kubesoda.io/mips-per-core>``, else ``default``. The status checker's worker states (3.5.1) map to
 Nodes: Ready and schedulable and selected = available; NotReady = down (its tasks are lost).
 
-Departure: annotations are read leniently (an unreadable number counts as absent), as they always were;
+Departure: annotations are read leniently (an unreadable number, or one beyond 1e12 in magnitude, counts as
+absent), as they always were;
 the BatchDispatch's own spec is checked (:mod:`.spec`).
 """
 
@@ -93,14 +94,17 @@ class Node:
     cpu: float  # allocatable cores
     usable: bool  # Ready and schedulable: may get new tasks
     failed: bool  # NotReady: its tasks are lost
+    pods: int = dp.limits.MAX_SLOTS_PER_NODE  # allocatable pods: no node offers more slots than it can hold pods
 
 
 def _num(v: Any, default: float) -> float:
+    """An annotation's number; unreadable, not finite or beyond :data:`~soda_optimizer.dispatch.limits.MAX_ANNOTATION`
+    in magnitude (issue 45: a penalty of 1e308 x seconds late overflowed): ``default``."""
     try:
-        x = float(str(v).strip().rstrip("s")) if v is not None else default
+        x = float(str(v).strip().rstrip("s")[:64]) if v is not None else default
     except ValueError:
         return default
-    return x if math.isfinite(x) else default
+    return x if math.isfinite(x) and abs(x) <= dp.limits.MAX_ANNOTATION else default
 
 
 def node_class(labels: Mapping[str, str]) -> str:
@@ -119,8 +123,11 @@ def node_of(body: Mapping[str, Any], selector: Mapping[str, str] | None = None) 
     labels = md.get("labels") or {}
     selected = not selector or all(labels.get(k) == v for k, v in selector.items())
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
-    cpu = quantities.amount((st.get("allocatable") or {}).get("cpu"))
-    return Node(md.get("name", ""), node_class(labels), cpu, selected and ready and not sp.get("unschedulable"), not ready)
+    alloc = st.get("allocatable") or {}
+    cpu = quantities.amount(alloc.get("cpu"))
+    pods = quantities.amount(alloc.get("pods")) if alloc.get("pods") is not None else dp.limits.MAX_SLOTS_PER_NODE
+    pods = int(min(max(pods, 0), dp.limits.MAX_SLOTS_PER_NODE)) if math.isfinite(pods) else dp.limits.MAX_SLOTS_PER_NODE
+    return Node(md.get("name", ""), node_class(labels), cpu, selected and ready and not sp.get("unschedulable"), not ready, pods)
 
 
 def class_speed(labels: Mapping[str, str]) -> float | None:

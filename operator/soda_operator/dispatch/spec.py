@@ -8,7 +8,9 @@ fill; 4.4 the speed priors), the slot size of a worker (3.4), the decision inter
 as the CRD says: ``fill`` (each policy's own fill, :mod:`soda_optimizer.dispatch`) and ``slotCPU`` (the largest
 CPU request among the task pods, :func:`..decide.slot_cpu`). A value out of range is refused with one
 :class:`~..kube.errors.TranslationError` naming the field as the CRD spells it (``spec.intervalSeconds: ...``),
-never clamped; the ranges are the CRD's, plus what it cannot say (finite numbers, ``slotCPU`` above 0).
+never clamped; the ranges are the CRD's (:data:`soda_optimizer.dispatch.limits.RANGES`, ``slotCPU`` within
+``MIN_SLOT_CPU``..``MAX_SLOT_CPU``), checked here again for objects stored before the CRD had them (issue 45), plus
+what it cannot say (finite numbers).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from soda_optimizer import dispatch as dp
+from soda_optimizer.dispatch.limits import MAX_SLOT_CPU, MIN_SLOT_CPU, RANGES
 
 from ..kube import quantities
 from ..kube.errors import TranslationError, from_validation
@@ -34,14 +37,16 @@ class DispatchSpec(BaseModel):
 
     policy: PolicyName
     fill: FillName | None = None  # absent: the policy's own
-    reservation: float = Field(ge=0, le=1, allow_inf_nan=False)
-    horizon: float = Field(gt=0, allow_inf_nan=False)
+    reservation: float = Field(ge=RANGES["reservation"][0], le=RANGES["reservation"][1], allow_inf_nan=False)
+    horizon: float = Field(gt=RANGES["horizon"][0], le=RANGES["horizon"][1], allow_inf_nan=False)
     slot_cpu: float | None = Field(None, alias="slotCPU")  # cores; absent: the largest task pod's CPU request
     node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
-    prior_throughput: float = Field(alias="priorThroughput", gt=0, allow_inf_nan=False)
+    prior_throughput: float = Field(alias="priorThroughput", gt=RANGES["priorThroughput"][0], le=RANGES["priorThroughput"][1],
+                                    allow_inf_nan=False)
     mips_priors: bool = Field(alias="mipsPriors")
-    window: int = Field(ge=1)
-    interval_seconds: float = Field(alias="intervalSeconds", ge=1, allow_inf_nan=False)
+    window: int = Field(ge=RANGES["window"][0], le=RANGES["window"][1])
+    interval_seconds: float = Field(alias="intervalSeconds", ge=RANGES["intervalSeconds"][0], le=RANGES["intervalSeconds"][1],
+                                    allow_inf_nan=False)
     preemption: bool
 
     @field_validator("slot_cpu", mode="before")
@@ -55,8 +60,8 @@ class DispatchSpec(BaseModel):
             c = quantities.cores(v, "spec.slotCPU")
         except TranslationError as e:
             raise ValueError(e.message) from e
-        if c <= 0:
-            raise ValueError(f"'{quantities.shown(v)}' is out of range: a slot needs more than 0 CPU")
+        if not MIN_SLOT_CPU - 1e-12 <= c <= MAX_SLOT_CPU:
+            raise ValueError(f"'{quantities.shown(v)}' is out of range: a slot takes from 10m to {MAX_SLOT_CPU:g} CPU")
         return c
 
 

@@ -3,8 +3,11 @@ written down, so the system recovers its state after a restart -- here the learn
 ``status.speeds``; 6.3.2: each Job's deadline and penalty; docs/dispatch.md, "Status" and "Events").
 
 Pure: the status fields to patch and the Events to post as (object, reason, message, type), for
-:func:`..kube.events.post_all`. The one condition is ``Dispatching`` (:mod:`..kube.conditions`): True while the
-spec is valid, False with reason ``InvalidSpec`` and the field in the message when it is not.
+:func:`..kube.events.post_all`. The conditions (:mod:`..kube.conditions`): ``Dispatching``, True while the spec is
+valid, False with reason ``InvalidSpec`` and the field in the message when it is not; ``WithinBudget`` (issue 45),
+True while a decision plans every slot and every Job within its deadline, False with reason ``Capped`` (the slots a
+``spec.slotCPU`` gives were cut to what the nodes hold) or ``DeadlinePassed`` (the policy stopped before every Job
+was planned: the plan is its best so far), naming the field.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ def dispatching(out: Outcome, done: Mapping[str, Any], status: Mapping[str, Any]
     msg = f"{out.policy.name}: {len(out.jobs)} Job(s), {slots} slot(s) of {out.slot_cpu:g} CPU"
     return {
         "state": "dispatching", "message": "",
-        "conditions": [conditions.condition("Dispatching", True, "Dispatching", msg, generation, status.get("conditions"))],
+        "conditions": [conditions.condition("Dispatching", True, "Dispatching", msg, generation, status.get("conditions")),
+                       budget(out, generation, status)],
         "policy": out.policy.name, "slots": slots, "slotCPU": out.slot_cpu, "jobs": out.decision.jobs,
         "speeds": speeds_status(out.speeds), "measured": sorted(out.measured),
         "released": int(status.get("released") or 0) + done["placed"],
@@ -47,6 +51,19 @@ def dispatching(out: Outcome, done: Mapping[str, Any], status: Mapping[str, Any]
         "preempted": int(status.get("preempted") or 0) + done["evicted"],
         "preemptionBlocked": [{"pod": p, "reason": why} for p, why in sorted(done["blocked"].items())],
     }
+
+
+def budget(out: Outcome, generation: int | None, status: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``WithinBudget`` condition of a decision (issue 45): what a cap cut, or that the deadline passed."""
+    d = out.decision
+    if d.timed_out:
+        why = (f"the decision stopped at its deadline ({dp.limits.DEADLINE_S:g} s) before every Job of this group was "
+               "planned (spec.slotCPU and the number of Jobs set its work): the plan is the best so far")
+        return conditions.condition("WithinBudget", False, "DeadlinePassed", "; ".join([*d.capped, why]), generation, status.get("conditions"))
+    if d.capped:
+        return conditions.condition("WithinBudget", False, "Capped", "; ".join(d.capped), generation, status.get("conditions"))
+    return conditions.condition("WithinBudget", True, "WithinBudget", "every slot and Job planned within the deadline", generation,
+                                status.get("conditions"))
 
 
 def invalid(err: TranslationError, status: Mapping[str, Any], generation: int | None) -> dict[str, Any] | None:

@@ -8,16 +8,27 @@ epoch 0). Units at the edge: seconds and jobs per epoch; the problem's are minut
 Departure: the jobs already in the system enter as the problem's ``waiting`` jobs (the paper carries backlog and
 queues across epoch boundaries inside one simulation, section 2.5; here each epoch is planned afresh from the
 clusters as they are).
+
+Bounded (issue 45): the flows planned together are one *group*, a connected component of the flows and the pools
+they name (:func:`groups`): flows that share no FlowPool are planned apart, so one namespace's flow never moves the
+plan of a flow it shares nothing with, nor spends its deadline. A group is planned through the one entry
+(:func:`soda_optimizer.systems.decide`, system ``flows``) under its smallest ``planner.deadlineSeconds``, each flow's
+arrivals capped first at what its pools can serve (:func:`soda_optimizer.flows.limits.cap_arrivals`;
+:attr:`Planned.capped` in jobs per epoch, reported in the flow's status and obeyed by the forecast generator).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import networkx as nx
+
 from soda_optimizer import flows as fl
+from soda_optimizer import systems
+from soda_optimizer.flows import limits
 
 from ..kube import clock
 from .jobs import FlowJob
@@ -37,6 +48,7 @@ class Planned:
     error: str | None
     seconds: float
     at: str
+    capped: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # flow key -> (asked, cap), jobs per epoch
 
 
 def problem_of(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs: Mapping[str, Sequence[FlowJob]], now: float,
@@ -78,6 +90,27 @@ def problem_of(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int,
                       waiting=out_waiting)
 
 
+def groups(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec]) -> list[list[FlowSpec]]:
+    """The flows in connected groups: two flows are in one group when they name a common FlowPool (directly, or
+    through a chain of flows and pools; pools that do not exist connect nothing). Each group sorted by key, the
+    groups by their first key."""
+    g: nx.Graph = nx.Graph()
+    for f in flows:
+        g.add_node(("flow", f.key))
+        for s in f.steps:
+            for p in s.pools:
+                if p in pools:
+                    g.add_edge(("flow", f.key), ("pool", p))
+    by_key = {f.key: f for f in flows}
+    out = [sorted((by_key[k] for kind, k in comp if kind == "flow"), key=lambda f: f.key) for comp in nx.connected_components(g)]
+    return sorted((c for c in out if c), key=lambda c: c[0].key)
+
+
+def group_key(flows: Sequence[FlowSpec]) -> str:
+    """A group's name: its flows' keys."""
+    return ",".join(sorted(f.key for f in flows))
+
+
 def fingerprint(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int) -> tuple[Any, ...]:
     """What a plan is made from: a new epoch, or a JobFlow's or FlowPool's new generation, asks for a new one."""
     return (k, tuple(sorted((f.key, f.generation) for f in flows)), tuple(sorted((p.name, p.generation) for p in pools.values())))
@@ -90,14 +123,16 @@ def plan(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs:
     keep their jobs)."""
     t0 = time.monotonic()
     fp = fingerprint(flows, pools, k)
+    em = flows[0].epoch_s / 60.0
     try:
-        problem = problem_of(flows, pools, k, jobs, now)
-        params = fl.PlannerParams(evaluations=max(f.evaluations for f in flows), deadline_s=min(f.deadline_s for f in flows),
-                                  seed=flows[0].seed)
-        res = fl.plan_flows(problem, params)
+        problem, capped = limits.cap_arrivals(problem_of(flows, pools, k, jobs, now))
+        deadline = min(f.deadline_s for f in flows)
+        params = fl.PlannerParams(evaluations=max(f.evaluations for f in flows), deadline_s=deadline, seed=flows[0].seed)
+        res = systems.decide("flows", params, problem, deadline).result
     except Exception as e:  # noqa: BLE001  (an invalid problem is reported in status, the flows keep their jobs)
         return Planned(fp, k, None, str(e)[:500], time.monotonic() - t0, clock.iso(time.time()) or "")
-    return Planned(fp, k, res, None, time.monotonic() - t0, clock.iso(time.time()) or "")
+    return Planned(fp, k, res, None, time.monotonic() - t0, clock.iso(time.time()) or "",
+                   {c.flow: (c.asked * em, c.cap * em) for c in capped})
 
 
 # the last plans' epoch-0 entries by flow (each JobFlow's tick reads its own: one pass per plan, not one per flow,

@@ -6,10 +6,11 @@ Every tick of a JobFlow (:func:`flow_tick`, 1 s):
 
 1. its spec (:func:`.spec.flow_of`); one it cannot take sets ``Routing`` False, reason InvalidSpec, naming the
    field, with a Warning Event once per change, and does nothing else;
-2. once per epoch, or when a JobFlow's or FlowPool's generation changes, the JobFlows of one ``epochSeconds`` and
-   the pools they name are planned together (:func:`.decide.plan`, in a thread, under ``memo.flows.plan_lock``;
-   the plan is kept in ``memo.flows.plans`` per epoch length); a flow naming a missing or invalid pool waits and
-   does not hold up the others' plan;
+2. once per epoch, or when a JobFlow's or FlowPool's generation changes, the flow's *group* -- the JobFlows of one
+   ``epochSeconds`` connected to it through the pools they name (:func:`.decide.groups`) -- is planned together
+   (:func:`.decide.plan`, in a worker thread, under the group's own lock in ``memo.flows.plan_locks``; the plan is
+   kept in ``memo.flows.plans`` per (epoch length, group)); flows that share no pool are planned apart and never wait
+   on each other's plan (issue 45); a flow naming a missing or invalid pool waits and does not hold up the others';
 3. the flow's Jobs here and in the member clusters (:mod:`.jobs`, :func:`.members.step_jobs`) and the plan's
    current entries become the tick's actions (:func:`.route.route`), written by :func:`.apply.write`; what a tick
    did is not acted on again for :data:`RECENT_S` (the watch may lag behind the writes);
@@ -80,18 +81,26 @@ async def _refuse(core: client.CoreV1Api, kind: str, body: kopf.Body, status: ko
 
 async def _plan(state: FlowsState, flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int,
                 jobs: Mapping[str, Sequence[FlowJob]], now: float) -> decide.Planned:
-    """The plan of one epoch length's flows at epoch ``k``, made once per epoch and per change of the objects."""
-    async with state.plan_lock:
-        got = state.plans.get(flows[0].epoch_s)
+    """The plan of one group of flows at epoch ``k``, made once per epoch and per change of the objects, under the
+    group's own lock (another group's plan never holds it up)."""
+    key = (flows[0].epoch_s, decide.group_key(flows))
+    lock = state.plan_locks.setdefault(key, asyncio.Lock())
+    async with lock:
+        got = state.plans.get(key)
         if got is not None and got.fingerprint == decide.fingerprint(flows, pools, k):
             return got
         got = await asyncio.to_thread(decide.plan, flows, pools, k, jobs, now)
         if got.error:
-            log.error("flow plan for epoch %d failed: %s", k, got.error)
+            log.error("flow plan of %s for epoch %d failed: %s", key[1], k, got.error)
         elif got.result is not None:
             metrics.FLOWS_GAP.labels(epoch_seconds=str(flows[0].epoch_s)).set(
                 got.result.gap if got.result.gap is not None else -1.0)
-        state.plans[flows[0].epoch_s] = got
+        # a group that changed (a flow joined or left) leaves its old plans: drop those that share a flow with it
+        mine = set(key[1].split(","))
+        for old in [o for o in state.plans if o[0] == key[0] and o != key and mine & set(o[1].split(","))]:
+            del state.plans[old]
+            state.plan_locks.pop(old, None)
+        state.plans[key] = got
         return got
 
 
@@ -130,9 +139,11 @@ async def flow_tick(namespace: str | None, name: str, body: kopf.Body, status: k
         return
     members = _members(memo)
     pools = spec.pools_of(b for n in flow_pools for b in flow_pools[n])
-    # flows that name a missing or invalid pool wait, and do not hold up the others' plan
-    group = sorted([f for f in spec.flows_of(flow_objects.get("all", [])) if f.epoch_s == me.epoch_s and f.key != me.key
-                    and not spec.missing_pools(f, pools)] + [me], key=lambda f: f.key)
+    # flows that name a missing or invalid pool wait, and do not hold up the others' plan; of the rest, the ones
+    # connected to this flow through their pools are planned with it (issue 45: the others apart)
+    same = [f for f in spec.flows_of(flow_objects.get("all", [])) if f.epoch_s == me.epoch_s and f.key != me.key
+            and not spec.missing_pools(f, pools)] + [me]
+    group = next(g for g in decide.groups(same, pools) if any(f.key == me.key for f in g))
     now = time.time()
     k = spec.epoch_index(now, me.epoch_s)
     missing = spec.missing_pools(me, pools)
@@ -145,7 +156,8 @@ async def flow_tick(namespace: str | None, name: str, body: kopf.Body, status: k
     if c is None or c.uid != uid:
         c = memo.flows.counters[me.key] = Counters.seeded(uid, status)
     gen_count = c.generated[1] if c.generated[0] == k else 0
-    n_new = route.due_arrivals(me, k, now, gen_count) if result is not None else 0
+    cap = planned.capped.get(me.key) if planned is not None else None
+    n_new = route.due_arrivals(me, k, now, gen_count, cap[1] if cap else None) if result is not None else 0
     new_ids = [safe_name(me.name, f"e{k}-{gen_count + i}") for i in range(n_new)]
     if missing:
         acts = route.Actions(counts={})

@@ -80,12 +80,13 @@ def _decision(k: int, cohort: str, dest: str) -> str:
     return f"{k}/{cohort}/{dest}"
 
 
-def due_arrivals(flow: FlowSpec, k: int, now: float, generated: int) -> int:
+def due_arrivals(flow: FlowSpec, k: int, now: float, generated: int, cap: float | None = None) -> int:
     """How many forecast jobs of epoch ``k`` are due by ``now`` (evenly spaced, the first half a gap in) minus the
-    ``generated`` ones already made (mode ``forecast``; 0 otherwise). Fractional forecasts round down."""
+    ``generated`` ones already made (mode ``forecast``; 0 otherwise). Fractional forecasts round down. ``cap``: the
+    plan's cap of the flow's arrivals per epoch (what its pools can serve, issue 45), generated no more."""
     if flow.mode != "forecast":
         return 0
-    n = int(math.floor(flow.forecast_at(k) + 1e-9))
+    n = int(math.floor(min(flow.forecast_at(k), math.inf if cap is None else cap) + 1e-9))
     if n <= 0:
         return 0
     start = k * flow.epoch_s

@@ -6,7 +6,8 @@ The CRDs (``crds/jobflows.yaml``, ``crds/flowpools.yaml``) are the one source of
 defaulted by the API server, tests and files go through :func:`soda_operator.schema.with_defaults`; nothing here
 states a default. A value out of range is refused, never clamped: :func:`flow_of` and :func:`pool_of` raise a
 :class:`~..kube.errors.TranslationError` naming the field as the CRD spells it (``spec.epochSeconds``,
-``spec.steps[0].runSeconds``, ``spec.loadMap``).
+``spec.steps[0].runSeconds``, ``spec.loadMap``). The ranges are :mod:`soda_optimizer.flows.limits`' (the CRDs' minimum
+and maximum), checked here again for objects stored before the CRDs had them (issue 45).
 
 Derived values, not defaults: a step without ``name`` is ``step-<index>`` (reporting only); a flow without
 ``horizonEpochs`` looks ahead over its forecast's length (1 epoch without a forecast); a Secret reference without
@@ -28,13 +29,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from soda_optimizer import flows as fl
+from soda_optimizer.flows.limits import FLOW_RANGES as FR
+from soda_optimizer.flows.limits import POOL_RANGES as PR
 
 from ..kube.errors import TranslationError, from_validation
 
 LOCAL = ""  # the cluster key of the cluster kubesoda runs in
 
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Capacity = Annotated[float, Field(ge=PR["capacity[]"][0], le=PR["capacity[]"][1], allow_inf_nan=False)]
+Forecast = Annotated[float, Field(ge=FR["arrivals.forecast[]"][0], le=FR["arrivals.forecast[]"][1], allow_inf_nan=False)]
 
 
 class _Model(BaseModel):
@@ -54,14 +57,14 @@ class _Cluster(_Model):
 
 
 class _LoadPoint(_Model):
-    load: NonNegative
-    throughput: float = Field(ge=0, le=1, allow_inf_nan=False)
+    load: float = Field(ge=PR["loadMap[].load"][0], le=PR["loadMap[].load"][1], allow_inf_nan=False)
+    throughput: float = Field(ge=PR["loadMap[].throughput"][0], le=PR["loadMap[].throughput"][1], allow_inf_nan=False)
 
 
 class _Pool(_Model):
     node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
     cluster: _Cluster | None = None
-    capacity: list[NonNegative] = Field(min_length=1)
+    capacity: list[Capacity] = Field(min_length=1)
     load_map: list[_LoadPoint] = Field(alias="loadMap")
 
     @model_validator(mode="after")
@@ -73,28 +76,29 @@ class _Pool(_Model):
 
 class _Step(_Model):
     name: str | None = None
-    run_seconds: Positive = Field(alias="runSeconds")
+    run_seconds: float = Field(alias="runSeconds", gt=FR["steps[].runSeconds"][0], le=FR["steps[].runSeconds"][1], allow_inf_nan=False)
     pools: list[str] = Field(min_length=1)
     job_template: dict[str, Any] | None = Field(None, alias="jobTemplate")
 
 
 class _Arrivals(_Model):
     mode: Literal["external", "forecast"]
-    forecast: list[NonNegative] | None = None
+    forecast: list[Forecast] | None = None
 
 
 class _Planner(_Model):
-    evaluations: int = Field(ge=1)
-    deadline_seconds: Positive = Field(alias="deadlineSeconds")
-    seed: int
+    evaluations: int = Field(ge=FR["planner.evaluations"][0], le=FR["planner.evaluations"][1])
+    deadline_seconds: float = Field(alias="deadlineSeconds", gt=FR["planner.deadlineSeconds"][0], le=FR["planner.deadlineSeconds"][1],
+                                    allow_inf_nan=False)
+    seed: int = Field(ge=FR["planner.seed"][0], le=FR["planner.seed"][1])
 
 
 class _Flow(_Model):
     steps: list[_Step] = Field(min_length=1)
-    utility: Positive
-    lifespan_seconds: Positive = Field(alias="lifespanSeconds")
-    epoch_seconds: float = Field(alias="epochSeconds", ge=1, allow_inf_nan=False)
-    horizon_epochs: int | None = Field(None, alias="horizonEpochs", ge=1)
+    utility: float = Field(gt=FR["utility"][0], le=FR["utility"][1], allow_inf_nan=False)
+    lifespan_seconds: float = Field(alias="lifespanSeconds", gt=FR["lifespanSeconds"][0], le=FR["lifespanSeconds"][1], allow_inf_nan=False)
+    epoch_seconds: float = Field(alias="epochSeconds", ge=FR["epochSeconds"][0], le=FR["epochSeconds"][1], allow_inf_nan=False)
+    horizon_epochs: int | None = Field(None, alias="horizonEpochs", ge=FR["horizonEpochs"][0], le=FR["horizonEpochs"][1])
     arrivals: _Arrivals
     planner: _Planner
 

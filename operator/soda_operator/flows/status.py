@@ -4,7 +4,9 @@ expectation, and in total).
 
 A JobFlow's ``status``: ``state`` and ``message`` with the ``Routing`` condition (reasons Routing, MissingPools (naming
 the steps), InvalidPlan, Unroutable (a step no pool of positive capacity serves: the planner refuses the flow's
-jobs, issue 36), InvalidSpec), the epoch, the plan's current entries, the last :data:`EPOCHS_KEPT` epochs' counts
+jobs, issue 36), InvalidSpec) and the ``WithinBudget`` condition (issue 45: False with reason ForecastCapped when the
+plan capped ``spec.arrivals.forecast`` at what the flow's pools can serve, DeadlinePassed when its group's plan stopped
+at ``spec.planner.deadlineSeconds`` with the best plan so far), the epoch, the plan's current entries, the last :data:`EPOCHS_KEPT` epochs' counts
 against the plan, totals, where the unfinished jobs are now, the forecast jobs made this epoch, unreachable pools.
 A FlowPool's: ``reachable`` with the ``Reachable`` condition (Reachable, Unreachable, KubeconfigRefused,
 InvalidSpec) and, from the current plan, its capacity, load and throughput. Counters live in memory
@@ -121,6 +123,8 @@ def flow_status(flow: FlowSpec, k: int, counters: Counters, jobs: Sequence[FlowJ
                                               out["message"] or f"epoch {k}: routing by the plan", flow.generation or None, old)]
     result = planned.result if planned is not None else None
     if planned is not None and result is not None:
+        out["conditions"].append(budget(flow, planned, planned_with, old))
+    if planned is not None and result is not None:
         out["plan"] = {"epoch": planned.k, "plannedAt": planned.at, "seconds": round(planned.seconds, 3), "timedOut": result.timed_out,
                        "score": round(result.result.score, 6), "evaluations": result.evaluations,
                        "bound": round(result.bound, 6) if result.bound is not None else None,
@@ -129,12 +133,28 @@ def flow_status(flow: FlowSpec, k: int, counters: Counters, jobs: Sequence[FlowJ
     return out
 
 
-def pool_status(pool: PoolSpec, reach: Mapping[str, Any], refused: bool, plans: Mapping[float, Planned],
+def budget(flow: FlowSpec, planned: Planned, planned_with: int, old: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The ``WithinBudget`` condition of a flow (issue 45): its forecast capped at what its pools serve, or its group's
+    plan stopped at the deadline, naming the field."""
+    cap = planned.capped.get(flow.key)
+    if cap is not None:
+        msg = (f"spec.arrivals.forecast: {cap[0]:.6g} jobs per epoch is more than the flow's pools can serve "
+               f"({cap[1]:.6g} per epoch at their peak capacity): planned and generated with {cap[1]:.6g}")
+        return conditions.condition("WithinBudget", False, "ForecastCapped", msg, flow.generation or None, old)
+    if planned.result is not None and planned.result.timed_out:
+        msg = (f"spec.planner.deadlineSeconds: the plan of this flow's group ({planned_with} flow(s)) stopped at its deadline "
+               f"(the smallest in the group): the best plan so far, {planned.result.epochs_optimised} epoch(s) optimised")
+        return conditions.condition("WithinBudget", False, "DeadlinePassed", msg, flow.generation or None, old)
+    return conditions.condition("WithinBudget", True, "WithinBudget", "planned within the deadline, the forecast as given",
+                                flow.generation or None, old)
+
+
+def pool_status(pool: PoolSpec, reach: Mapping[str, Any], refused: bool, plans: Mapping[tuple[float, str], Planned],
                 old: Iterable[Mapping[str, Any]] | None) -> dict[str, Any]:
     """A FlowPool's status: ``reach`` its ``reachable`` (and for a member cluster ``message``), ``refused`` whether its
-    kubeconfig was refused; from each epoch length's current plan, the pool's figures of the current epoch."""
+    kubeconfig was refused; from each group's current plan, the pool's figures of the current epoch."""
     out: dict[str, Any] = dict(reach)
-    for epoch_s, plan in sorted(plans.items()):
+    for (epoch_s, _group), plan in sorted(plans.items()):
         if plan.result is None:
             continue
         for ps in plan.result.result.pools:

@@ -13,6 +13,7 @@ Scheduling under Heterogeneous Clusters", NTU master thesis, 2014). Pure: no Kub
 - :mod:`.sim` -- the discrete-event simulator, priority violation rate and deadline penalty (4.1, 4.4, 6.3.2);
 - :mod:`.swf` -- SWF traces, a Lublin-Feitelson synthetic trace, the transformations of 6.3.1;
 - :mod:`.scenarios` -- the 20 slots of 6.3 and the failure test of 6.2;
+- :mod:`.limits` -- the range of every BatchDispatch number and the work caps of a decision (issue 45);
 - :mod:`.registry` -- the policies by name: ``policy(name, **params)`` (5.1-5.5, 6.3.2), ``paper_policies()``.
 
 ``decide(policy, jobs, workers, now, speeds)`` is the decision maker: it returns ``{free worker id: job id}`` and
@@ -26,7 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import Assignment, Fill, Policy, Reading, check
+from . import limits
+from .base import Assignment, Budget, Fill, Policy, Reading, budget, check
 from .deadline import DeadlinePolicy, EdfPolicy, meets_deadline, required_rate
 from .follow import Step, plan_views, step
 from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
@@ -44,7 +46,8 @@ def decide(
     now: float,
     speeds: SpeedMatrix | None = None,
 ) -> Assignment:
-    """The decision maker (3.5.2): ``policy`` x jobs x workers x time -> assignment of free workers to jobs."""
+    """The decision maker (3.5.2): ``policy`` x jobs x workers x time -> assignment of free workers to jobs. Inside
+    a :func:`budget`, the policy stops before its next job once the deadline passed (best so far)."""
     out = policy.assign(jobs, workers, now, speeds if speeds is not None else SpeedMatrix())
     check(jobs, workers, out)
     return out
@@ -52,6 +55,7 @@ def decide(
 
 __all__ = [
     "Assignment",
+    "Budget",
     "DeadlinePolicy",
     "EdfPolicy",
     "Failure",
@@ -73,7 +77,9 @@ __all__ = [
     "WorkerView",
     "Workload",
     "WorkloadPolicy",
+    "budget",
     "decide",
+    "limits",
     "meets_deadline",
     "names",
     "paper_policies",

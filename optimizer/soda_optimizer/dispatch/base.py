@@ -16,12 +16,22 @@ enough workers"; we read "one by one" as one worker at a time to the first job i
 round robin over the jobs). The free worker handed out first is the fastest for that job's kind
 (heterogeneity-aware; the paper does not say which worker). Among equal workers, one already running the job
 (``WorkerView.current``) comes first, then id order.
+
+Budget (issue 45): a decision's trip counts are the caller's numbers (jobs x workers), so every policy loop over the
+jobs asks :meth:`Ledger.late` before the next job and stops there when the decision's deadline has passed, returning
+what it assigned so far (sound: only free workers, never more than a job's queued tasks). The deadline reaches the
+policies through :func:`budget` (a context variable, so :class:`Policy`'s signature, shared with the simulator, is
+unchanged): :func:`.follow.step` and ``systems.Dispatch`` open one and report :attr:`Budget.timed_out`.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from .model import JobView, SpeedMatrix, WorkerView, by_deadline, by_priority
@@ -30,6 +40,33 @@ Assignment = dict[str, str]  #: free worker id -> job id
 Fill = Literal["priority", "deadline"] | None
 #: where an algorithm's pseudo-code and the text that describes it disagree, which one a policy follows
 Reading = Literal["pseudo-code", "text"]
+
+
+@dataclass
+class Budget:
+    """A decision's deadline (a ``time.monotonic()`` value; None: none) and whether a policy stopped on it."""
+
+    stop: float | None = None
+    timed_out: bool = False
+
+    def late(self) -> bool:
+        if not self.timed_out and self.stop is not None and time.monotonic() >= self.stop:
+            self.timed_out = True
+        return self.timed_out
+
+
+_BUDGET: ContextVar[Budget | None] = ContextVar("dispatch_budget", default=None)
+
+
+@contextmanager
+def budget(deadline_s: float | None) -> Iterator[Budget]:
+    """The budget of the decisions taken inside: ``deadline_s`` seconds from now (None: no deadline)."""
+    b = Budget(None if deadline_s is None else time.monotonic() + max(0.0, deadline_s))
+    token = _BUDGET.set(b)
+    try:
+        yield b
+    finally:
+        _BUDGET.reset(token)
 
 
 class Policy(Protocol):
@@ -54,6 +91,11 @@ class Ledger:
         self.added: Counter[str] = Counter()
         self.out: Assignment = {}
         self.up = len(workers)
+        self.budget = _BUDGET.get() or Budget()
+
+    def late(self) -> bool:
+        """Whether the decision's deadline has passed (:func:`budget`): the policy stops before its next job."""
+        return self.budget.late()
 
     def workers_of(self, job: str) -> int:
         return self.held[job] + self.added[job]
@@ -85,7 +127,7 @@ def spare_fill(ledger: Ledger, fill: Fill, speeds: SpeedMatrix, jobs: Iterable[J
         return
     key = by_priority if fill == "priority" else by_deadline
     for job in sorted(ledger.jobs.values() if jobs is None else jobs, key=key):  # type: ignore[arg-type]
-        if not ledger.free:
+        if not ledger.free or ledger.late():
             return
         room = ledger.room(job.id)
         for w in ledger.fastest(job, speeds)[: max(0, room)]:

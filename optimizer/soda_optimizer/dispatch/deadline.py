@@ -94,7 +94,7 @@ class EdfPolicy:
     ) -> Assignment:
         led = Ledger(jobs, workers)
         for job in sorted(jobs, key=_edf_key):
-            if not led.free:
+            if not led.free or led.late():
                 break
             for w in led.fastest(job, speeds)[: max(0, job.queued)]:
                 led.give(w, job.id)

@@ -19,6 +19,9 @@ Input, as the status checker sees the system (3.5.1): each job's ``queued`` task
 3. each idle worker (and each preempted one), in id order, starts the next queued task of the job the plan gives
    it, while that job has one (a task killed in 2 is queued again first); a worker whose planned job has no task
    waiting stays idle until the next decision.
+
+``deadline_s`` (issue 45): the policy stops before its next job once it passes (:func:`.base.budget`) and the plan
+is what it assigned so far; :attr:`Step.timed_out` says so. The dispatcher's steps 2-3 always run on that plan.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from .base import Assignment, Policy, check
+from .base import Assignment, Policy, budget, check
 from .model import JobView, SpeedMatrix, WorkerView
 
 
@@ -38,6 +41,7 @@ class Step:
     plan: Assignment = field(default_factory=dict)  #: every worker the plan uses -> its job
     start: Assignment = field(default_factory=dict)  #: worker -> the job whose next queued task it starts now
     preempt: Assignment = field(default_factory=dict)  #: busy worker -> the job the plan gives it (its task is killed)
+    timed_out: bool = False  #: the deadline passed: the plan is the policy's best so far (some jobs not planned)
 
 
 def plan_views(jobs: Sequence[JobView], workers: Sequence[WorkerView]) -> tuple[list[JobView], list[WorkerView]]:
@@ -49,12 +53,13 @@ def plan_views(jobs: Sequence[JobView], workers: Sequence[WorkerView]) -> tuple[
 
 
 def step(policy: Policy, jobs: Sequence[JobView], workers: Sequence[WorkerView], now: float,
-         speeds: SpeedMatrix | None = None, *, preempt: bool = False) -> Step:
+         speeds: SpeedMatrix | None = None, *, preempt: bool = False, deadline_s: float | None = None) -> Step:
     """The plan over every worker and what the dispatcher does with it now (module docstring)."""
     pj, pw = plan_views(jobs, workers)
     if not pj or not pw:
         return Step()
-    plan = policy.assign(pj, pw, now, speeds if speeds is not None else SpeedMatrix())
+    with budget(deadline_s) as b:
+        plan = policy.assign(pj, pw, now, speeds if speeds is not None else SpeedMatrix())
     check(pj, pw, plan)
     busy = {w.id: w.job for w in workers if w.job is not None}
     killed = {w: j for w, j in sorted(plan.items()) if preempt and w in busy and busy[w] != j}
@@ -67,7 +72,7 @@ def step(policy: Policy, jobs: Sequence[JobView], workers: Sequence[WorkerView],
         if waiting[j] > 0:
             waiting[j] -= 1
             start[w] = j
-    return Step(plan, start, killed)
+    return Step(plan, start, killed, b.timed_out)
 
 
 __all__ = ["Step", "plan_views", "step"]

@@ -62,7 +62,7 @@ class PriorityPolicy:
         cap = min(top.remaining_tasks, max(1, keep) if self.reading == "text" else led.up - keep)
         led.give_first(top.id, cap - led.workers_of(top.id))
         for job in order[1:]:
-            if not led.free:
+            if not led.free or led.late():
                 break
             led.give_first(job.id, 1 - led.workers_of(job.id))
         spare_fill(led, self.fill, speeds)

@@ -54,6 +54,8 @@ class ProportionPolicy:
     ) -> Assignment:
         led = Ledger(jobs, workers)
         for job_id, c in self.shares(jobs, led.up).items():
+            if led.late():
+                break
             led.give_first(job_id, c - led.workers_of(job_id))
         spare_fill(led, self.fill, speeds)
         return led.out

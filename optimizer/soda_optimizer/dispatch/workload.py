@@ -43,7 +43,7 @@ def greedy_by_rate(
         if w.job is not None:
             classes[w.job].append(w.node_class)
     for job in sorted(jobs, key=by_priority):
-        if not led.free:
+        if not led.free or led.late():
             break
         if one_each:
             if not classes[job.id] and led.room(job.id) > 0:

@@ -30,7 +30,9 @@ Departures from the paper, on purpose:
 - a subflow with no legal path is refused (no pool is loaded) rather than sent to pools where it would drop;
 - ``admit`` and ``hold`` modes of the builder give the planner's admit-on-arrival and backlog-all candidates;
 - the ledger holds offered load as routed (rates after the losses the builder predicted), and is not revised when
-  later flows take throughput from earlier ones.
+  later flows take throughput from earlier ones;
+- bounded (issue 45): N is at most :data:`.limits.MAX_SPLITS` (past it the subflows load a pool above the threshold),
+  and the deadline (``stop``) is checked before every subflow and inside the DP's search, not only between items.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import time
 from dataclasses import dataclass
 
 from .compiled import Compiled, class_throughput, mean_survival, survival
+from .limits import MAX_SPLITS
 from .model import INITIAL_COHORT
 from .sim import Decision, Policy
 
@@ -113,7 +116,8 @@ class Ledger:
 
 
 def split_count(cp: Compiled, f: int, e: int, rate: float, threshold: float) -> int:
-    """N of section 3.1: the smallest number of identical subflows that keeps every pool's load <= threshold."""
+    """N of section 3.1: the smallest number of identical subflows that keeps every pool's load <= threshold, at most
+    :data:`.limits.MAX_SPLITS` (a rate of 1e308 asked for 1e307)."""
     worst = 0.0
     for s, pools in enumerate(cp.allowed[f]):
         for c in pools:
@@ -122,7 +126,9 @@ def split_count(cp: Compiled, f: int, e: int, rate: float, threshold: float) -> 
                 worst = max(worst, rate * cp.run_time[f][s] / cap)
     if worst <= threshold:
         return 1
-    return max(1, math.ceil(worst / threshold - 1e-9))
+    if not math.isfinite(worst) or worst / threshold >= MAX_SPLITS:
+        return MAX_SPLITS
+    return max(1, min(MAX_SPLITS, math.ceil(worst / threshold - 1e-9)))
 
 
 def hop_penalty(
@@ -209,10 +215,11 @@ def _transfer(cp: Compiled, f: int, a: int, e_prev: int, e_next: int, rate: floa
 
 
 def route_subflow(
-    cp: Compiled, ledger: Ledger, item: Item, rate: float, admit_only: bool = False
+    cp: Compiled, ledger: Ledger, item: Item, rate: float, admit_only: bool = False, stop: float | None = None
 ) -> tuple[RouteSpec, float]:
     """Best single-path route of one subflow (greedy pools, DP over (step, epoch)); returns it and its penalty.
-    ``admit_only``: every step in the cohort's own epoch (admit on arrival at the best pool per step, no backlog)."""
+    ``admit_only``: every step in the cohort's own epoch (admit on arrival at the best pool per step, no backlog).
+    ``stop`` (a time.monotonic() value): raise :class:`Late` when it passes during the search."""
     f, a = item.flow, item.cohort
     start_epoch = max(a, 0)
     S = cp.n_steps[f]
@@ -236,6 +243,8 @@ def route_subflow(
         heap.append((0.0, 0, first - 1, start_epoch, rate, (), (), ()))
     last_epoch = E - 1 if not admit_only else start_epoch
     while heap:
+        if stop is not None and time.monotonic() >= stop:
+            raise Late
         pen, _, s, e, r, hops, rates, carries = heapq.heappop(heap)
         if s == S - 1:
             return RouteSpec(f, a, item.share, first, hops, item.pool is not None, rates, carries), pen
@@ -312,18 +321,20 @@ def build_epoch(
         it = items[i]
         e = max(it.cohort, 0)
         n = split_count(cp, it.flow, e, it.rate, threshold)
-        for _ in range(n):
+        for j in range(n):
+            if j and stop is not None and time.monotonic() >= stop:
+                raise Late
             sub = Item(it.flow, it.cohort, it.rate, it.first_step, it.pool, it.share / n)
             if mode == "hold" and it.pool is None:
-                rs = hold_subflow(cp, ledger, sub, it.rate / n)
+                rs = hold_subflow(cp, ledger, sub, it.rate / n, stop)
             else:
-                rs, _ = route_subflow(cp, ledger, sub, it.rate / n, admit_only=mode == "admit")
+                rs, _ = route_subflow(cp, ledger, sub, it.rate / n, admit_only=mode == "admit", stop=stop)
             commit(cp, ledger, rs)
             routes.append(rs)
     return routes
 
 
-def hold_subflow(cp: Compiled, ledger: Ledger, item: Item, rate: float) -> RouteSpec:
+def hold_subflow(cp: Compiled, ledger: Ledger, item: Item, rate: float, stop: float | None = None) -> RouteSpec:
     """Backlog everything possible: the subflow waits in backlog until the latest epoch in which at least half of
     its jobs are still alive when released, then runs every step there (best pool per step); if that epoch has no
     pool for some step, the route builder's own route."""
@@ -336,7 +347,7 @@ def hold_subflow(cp: Compiled, ledger: Ledger, item: Item, rate: float) -> Route
         if g0 > 0 and mean_survival(e2 * cp.tau, (e2 + 1) * cp.tau, lo, hi) / g0 >= 0.5:
             target = e2
     if target == start:
-        return route_subflow(cp, ledger, item, rate, admit_only=True)[0]
+        return route_subflow(cp, ledger, item, rate, admit_only=True, stop=stop)[0]
     _, r2 = _transfer(cp, f, a, start, target, rate)
     hops: list[tuple[int, int]] = []
     rates: list[float] = []
@@ -351,7 +362,7 @@ def hold_subflow(cp: Compiled, ledger: Ledger, item: Item, rate: float) -> Route
             if best is None or hp < best[0]:
                 best = (hp, out, c, cr)
         if best is None:
-            return route_subflow(cp, ledger, item, rate)[0]
+            return route_subflow(cp, ledger, item, rate, stop=stop)[0]
         hops.append((target, best[2]))
         rates.append(r)
         carries.append(best[3])
