@@ -232,8 +232,9 @@ class _LimitedSite(web.TCPSite):
 
     async def stop(self) -> None:
         await super().stop()
-        for conn in self.slots.all():  # those aiohttp does not know of yet (in their TLS handshake)
-            conn.raw.abort()  # type: ignore[attr-defined]
+        for conn in self.slots.all():  # those aiohttp does not know of (in their TLS handshake); it shuts down its own
+            if conn.handler is None:
+                conn.raw.abort()  # type: ignore[attr-defined]
 
 
 class ThreadedApp:
