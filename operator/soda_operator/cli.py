@@ -368,6 +368,9 @@ def _extender_flags(p: argparse.ArgumentParser, prefix: str = "") -> None:
                    help=f"require client certificates signed by this CA (default ${env}CLIENT_CA)")
     p.add_argument(f"--{prefix}max-body-bytes", dest="max_body_bytes", type=int, default=2 * 1024 * 1024,
                    help="requests with a larger body get 413 (default 2 MiB: docs/extender.md)")
+    p.add_argument(f"--{prefix}health-port", dest="health_port", type=int, default=0,
+                   help="also serve /healthz and /metrics over plain HTTP on this port, for probes and Prometheus "
+                        "(0: only on the extender's own port; docs/extender.md)")
 
 
 def _priority(v: str) -> int | None:

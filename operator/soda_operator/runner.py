@@ -171,8 +171,8 @@ def main(args: argparse.Namespace) -> int:
     srv = None
     if getattr(args, "extender_port", 0):
         srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port, extender.tls_from_args(args),
-                             max_body=getattr(args, "max_body_bytes", extender.MAX_BODY))
-        log.info("extender on %s", srv.url)
+                             max_body=getattr(args, "max_body_bytes", extender.MAX_BODY), health_port=getattr(args, "health_port", 0) or None)
+        log.info("extender on %s%s", srv.url, f", /healthz and /metrics also on http port {srv.health_port}" if srv.health_port else "")
     memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
     memo.pods = pod_watch(loops.core, memo)
     memo.jobs, memo.templates = stream_watches(loops.custom, memo)

@@ -230,17 +230,31 @@ def make_app(max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S, cli
         metrics.EXTENDER_LATENCY.labels(name).observe(time.perf_counter() - t0)
         return web.Response(body=out, content_type="application/json")
 
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def metrics_(_: web.Request) -> web.Response:
-        body, ctype = metrics.exposition()
-        return web.Response(body=body, headers={"Content-Type": ctype})
-
     app = web.Application(client_max_size=max_body)
     app.router.add_post("/{verb}", verb)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_)
+    _health_routes(app)
+    return app
+
+
+async def _healthz(_: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def _metrics(_: web.Request) -> web.Response:
+    body, ctype = metrics.exposition()
+    return web.Response(body=body, headers={"Content-Type": ctype})
+
+
+def _health_routes(app: web.Application) -> None:
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/metrics", _metrics)
+
+
+def make_health_app() -> web.Application:
+    """``/healthz`` and ``/metrics`` alone, for the health port (plain HTTP: kubelet's probes and
+    Prometheus; issue 45): probes never compete with anyone for the verbs port's connections."""
+    app = web.Application(client_max_size=4096)
+    _health_routes(app)
     return app
 
 
@@ -268,11 +282,18 @@ class Server(ThreadedApp):
     with Kopf's loop; ``kubesoda extender`` just waits on it)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8888, ssl_context: ssl.SSLContext | None = None,
-                 max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S, **limits: Any) -> None:
-        """``limits``: the connection limits of :class:`.threaded.ThreadedApp` (idle_timeout,
-        handshake_timeout, max_connections)."""
+                 max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT_S, health_port: int | None = None, **limits: Any) -> None:
+        """``health_port``: also serve /healthz and /metrics over plain HTTP on this port (0: a free
+        one; None: none), on the same event loop, so a probe answers only when the verbs can.
+        ``limits``: the connection limits of :class:`.threaded.ThreadedApp` (idle_timeout,
+        handshake_timeout, max_connections, max_per_client, max_authenticated)."""
         super().__init__(make_app(max_body, read_timeout, client_certs=ssl_context is not None and ssl_context.verify_mode != ssl.CERT_NONE),
-                         host, port, "extender", ssl_context, **limits)
+                         host, port, "extender", ssl_context, extra=[] if health_port is None else [(make_health_app(), health_port)],
+                         **limits)
+
+    @property
+    def health_port(self) -> int | None:
+        return self.extra_ports[0] if self.extra_ports else None
 
     @property
     def scheme(self) -> str:
@@ -298,11 +319,12 @@ def main(args: argparse.Namespace) -> int:
     logs.setup()
     try:
         ctx = tls_from_args(args)
-        srv = serve(getattr(args, "host", "127.0.0.1"), args.port, ctx, max_body=getattr(args, "max_body_bytes", MAX_BODY))
+        srv = serve(getattr(args, "host", "127.0.0.1"), args.port, ctx, max_body=getattr(args, "max_body_bytes", MAX_BODY),
+                    health_port=getattr(args, "health_port", 0) or None)
     except (OSError, ValueError, ssl.SSLError) as e:
         log.error("extender cannot start: %s", e)
         return 2
-    log.info("extender listening on %s", srv.url)
+    log.info("extender listening on %s%s", srv.url, f", /healthz and /metrics also on http port {srv.health_port}" if srv.health_port else "")
     try:
         srv.thread.join()
     except KeyboardInterrupt:
