@@ -206,7 +206,8 @@ def template_signatures(template: Mapping[str, Any], digests: Mapping[str, str] 
                                command=[str(x) for x in p.get("command") or []], args=[str(x) for x in p.get("args") or []],
                                env=_env(p), namespace=ns)
 
-    by_ref = {name: base(name, None).at(Level.arguments).key for name in pes}
+    # producers by their unscoped key: a path is the same in every namespace (the namespace is in the key only)
+    by_ref = {name: base(name, None).at(Level.arguments).shared().key for name in pes}
     out = {}
     for name in pes:
         inputs = [(by_ref[src], f"{src}->{name}") for src in into.get(name, [])]
