@@ -8,10 +8,13 @@ and planning uses it only when an administrator pinned it. Without a cluster: th
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_learning import NODE, FakeCustom
 
 from soda_operator.soda import crd
@@ -22,8 +25,9 @@ from soda_operator.soda.learning import (
     profile_status,
     template_signatures,
 )
-from soda_optimizer.learn import Learner, Sample
+from soda_optimizer.learn import Learner, Sample, Signature
 from soda_optimizer.learn.functions import DECLARED, DEFAULT, PINNED
+from soda_optimizer.learn.signature import Level
 from soda_optimizer.model import pe_id
 from soda_optimizer.observed import PEObservation
 from soda_optimizer.plan import JobDecision, Plan
@@ -181,3 +185,15 @@ def test_a_profile_whose_status_names_another_namespace_is_refused():
     obj["status"]["namespace"] = "healthy"
     with pytest.raises(ValueError, match="not the scope of its name"):
         model_from_profile(obj)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z"), st.sampled_from(["kind", "executable", "arguments", "flowspec"]))
+def test_a_scoped_key_is_a_dns_subdomain_that_no_other_scope_shares(ns, level):
+    sig = Signature.build("transform", "example.com/parse:1", command=["run"], inputs=[("primal", "primal")], namespace=ns).at(Level(level))
+    assert sig.key == f"{ns}.{sig.shared().key}" and sig.path == sig.shared().path and len(sig.key) <= 95
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", sig.key)
+    other = "x" + ns[1:] if ns[0] != "x" else "y" + ns[1:]
+    assert sig.model_copy(update={"namespace": other}).key != sig.key and "." not in sig.shared().key
+    with pytest.raises(ValueError):
+        Signature.build("transform", "example.com/parse:1", namespace=ns + ".evil")
