@@ -202,7 +202,7 @@ def _free_port() -> int:
 
 def _pod_monitor_endpoint() -> dict[str, Any]:
     """The chart's PodMonitor endpoint, as helm renders it."""
-    out = subprocess.run([str(HELM_BIN), "template", "kubesoda", str(ROOT / "charts/kubesoda"), "--set", "observation.podMonitor.enabled=true",
+    out = subprocess.run([str(HELM_BIN), "template", "kubesoda", str(ROOT / "charts/kubesoda"), "--kube-version", "1.35.0", "--set", "observation.podMonitor.enabled=true",
                           "--show-only", "templates/extras.yaml"], capture_output=True, text=True, check=True, timeout=60)
     monitors = [d for d in yaml.safe_load_all(out.stdout) if d and d.get("kind") == "PodMonitor"]
     assert len(monitors) == 1, out.stdout
@@ -258,7 +258,10 @@ def test_a_pe_cannot_report_under_another_namespaces_labels():
                 rows = prom.query(q)
             except observe.ObservationError:
                 rows = []
-            if len(rows) == 2 and all(v > 0 for _, v in rows):
+            # rate() divides by the whole window: wait until both targets' samples cover it
+            covered = prom.query(f"count_over_time(kubesoda_pe_tuples_received_total[{window}s])") if len(rows) == 2 else []
+            if len(covered) == 2 and all(v >= window - 1 for _, v in covered):
+                rows = prom.query(q)
                 break
             time.sleep(0.5)
         assert len(rows) == 2, (rows, (work / "prometheus.log").read_text()[-2000:])
