@@ -2,7 +2,9 @@
 wrong by 2x runs on the fluid data plane (``kubesoda simulate --true-functions``) with the true ones;
 the operator (``--prometheus-url``) learns them from what Prometheus observed, keeps them as
 ResourceProfiles, plans with them and says so in the job's status; restarted, it plans with them
-from its first macro epoch.
+from its first macro epoch. Issue 45: the profiles are the job's namespace's (``<namespace>.<key>``,
+``status.namespace``), and the same job in a second namespace is planned with its declared functions,
+not with what the first namespace learned.
 
 Declared: every PE half as efficient as it truly is (a / 2) and a transform/sink twice as selective
 (b x 2), so SODA gives each PE about four times the mips it needs: the PEs run input-bound, their
@@ -116,13 +118,22 @@ def test_learns_the_true_functions_keeps_them_and_uses_them_after_a_restart(kube
         levels = {(p.get("status") or {}).get("level") for p in profiles}
         assert levels == {"kind", "executable", "arguments", "flowspec"}, levels
         assert all((p.get("status") or {}).get("window") for p in profiles)
+        # issue 45: every profile is the namespace's (the API server keeps status.namespace)
+        assert all(p["metadata"]["name"].startswith(f"{namespace}.") and p["status"].get("namespace") == namespace
+                   and p["metadata"]["labels"].get("kubesoda.io/namespace") == namespace for p in profiles), \
+            [(p["metadata"]["name"], p["status"].get("namespace")) for p in profiles]
         out = kubectl("get", "resourceprofiles").stdout
         assert "CONFIDENCE" in out and "flowspec" in out
     finally:
         op.stop()
     assert "Traceback" not in open(log1).read()
 
-    # restarted: the profiles are loaded before the first macro epoch plans
+    # restarted: the profiles are loaded before the first macro epoch plans; the very same job in a
+    # second namespace (same template: the same signature paths) learned nothing, so it is planned
+    # with its declared functions (before issue 45: with the first namespace's, "6 learned")
+    other = f"{namespace}-b"
+    kubectl("create", "namespace", other)
+    kubectl("apply", "-n", other, "-f", "-", input=JOB)
     log2 = tempfile.mktemp(suffix=".log", prefix="kubesoda-learning-")
     op = Operator("run", "--extender-port", str(extender_port), "--prometheus-url", str(PROM), log=log2)
     op.start()
@@ -131,11 +142,13 @@ def test_learns_the_true_functions_keeps_them_and_uses_them_after_a_restart(kube
             lines = [ln for ln in op.output().splitlines() if "planning with resource functions" in ln]
             return lines[0] if lines else None
         line = wait_for(first_plan, timeout=30, what="the restarted operator's first macro epoch")
-        assert "3 learned" in line, line
+        assert "3 learned, 3 declared" in line, line
         fns = wait_for(lambda: _learned(kube, namespace), timeout=20, what="the status still learned after the restart")
         assert _close(fns, 0.2), fns
     finally:
         op.stop()
+        kubectl("delete", "streamjobs", "--all", "-n", other, "--wait=false", check=False)
+        kubectl("delete", "namespace", other, "--wait=false", check=False)
     print(f"e2e learning: {time.monotonic() - t0:.0f}s")
 
 

@@ -52,7 +52,7 @@ def _learn(report_offered: bool, windows: int = 40, seed: int = 3) -> tuple[Lear
         pe.metrics.emitted(OUT, round(took * float(np.exp(rng.normal(0, 0.03))) * W), 0)
         after = {k: _value(pe, f"kubesoda_pe_tuples_{k}_total", s) for k, s in (("received", "primal"), ("arrived", "primal"),
                                                                                  ("emitted", OUT))}
-        lab = {"namespace": NS, "streamjob": JOB, "pe": NAME}
+        lab = {"namespace": NS, "pod": "job-src-0"}  # the scraped target's (issue 45: its PE comes from the pod index)
         rate = {k: (after[k] - before[k]) / W for k in after}
         cores = m * float(np.exp(rng.normal(0, 0.03))) / 1000.0  # starved: all of its CPU
         obs = pe_observations([({**lab, "stream": "primal"}, rate["received"])], [({**lab, "stream": OUT}, rate["emitted"])],

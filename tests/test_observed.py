@@ -97,3 +97,38 @@ def test_hand_computed_losses_and_imports():
     got = evaluate(glued, obs, {"ns/up": 200.0, "ns/down": 400.0})
     assert got["ns/down"].importance == 0.0 and got["ns/down"].observed_pes == 0
     assert got["ns/up"].observed_pes == 2
+
+
+# ------------------------------------------------------------------------------------ issue 45: attribution
+
+_PODS = [{"metadata": {"namespace": ns, "name": pod, "labels": {"kubesoda.io/job": jb, "kubesoda.io/pe": pe}}, "spec": {"nodeName": "n1"}}
+         for ns, pod, jb, pe in (("healthy", "feat-parse-0", "feat", "parse"), ("healthy", "feat-parse-1", "feat", "parse"),
+                                 ("tenant", "spy-0", "spy", "p"))]
+_LABEL = st.text("abcdefghijklmnopqrstuvwxyz-./>0123456789", min_size=0, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["spy-0", "feat-parse-0", "ghost-0", ""]),
+                          st.dictionaries(st.sampled_from(["exported_namespace", "exported_pod", "streamjob", "pe", "job", "instance"]),
+                                          _LABEL), _LABEL, st.floats(0, 1e6)), max_size=6))
+def test_a_series_counts_for_the_pe_of_the_pod_scraped_never_for_the_labels_it_carries(tenant_rows):
+    """Rows as the operator's queries return them (the scraped target's namespace and pod, and
+    whatever else the PE exported): healthy's two pods give healthy's PE their sum; rows scraped from
+    the tenant's namespace, whatever pod name and labels they carry, change nothing of healthy's and
+    count only for the tenant's own PE of that pod (a pod not in the operator's index: nobody).
+    (Fails on the code before issue 45, which took the PE from the ``streamjob``/``pe`` labels.)"""
+    from soda_operator.soda.observe import pe_observations
+
+    mine = [({"namespace": "healthy", "pod": "feat-parse-0", "stream": "src->parse"}, 4.0),
+            ({"namespace": "healthy", "pod": "feat-parse-1", "stream": "src->parse"}, 6.0)]
+    theirs = [({**extra, "namespace": "tenant", "pod": pod, "stream": stream or "x"}, v) for pod, extra, stream, v in tenant_rows]
+    alone = pe_observations(mine, [], [], _PODS, {"n1": 1000.0})
+    both = pe_observations(mine + theirs, [], [], _PODS, {"n1": 1000.0})
+    assert both["healthy/feat:parse"] == alone["healthy/feat:parse"]
+    assert alone["healthy/feat:parse"].received == {"src->parse": 10.0}
+    assert set(both) <= {"healthy/feat:parse", "tenant/spy:p"}
+    spy = [v for lab, v in theirs if lab["pod"] == "spy-0"]
+    if spy:
+        assert sum(both["tenant/spy:p"].received.values()) == pytest.approx(sum(spy))
+    else:
+        assert "tenant/spy:p" not in both

@@ -38,7 +38,7 @@ def window(offered: float, cost: float, m: float, capacity: float, q0: float, se
 
 
 def rows(c: dict[str, float], with_queue: bool = True) -> dict[str, list[tuple[dict[str, str], float]]]:
-    lab = {"namespace": NS, "streamjob": JOB, "pe": PE}
+    lab = {"namespace": NS, "pod": "job-t-0"}  # the scraped target's (issue 45: its PE comes from the pod index)
     out = {"received": [({**lab, "stream": STREAM}, c["received"] / W)],
            "emitted": [({**lab, "stream": OUT}, c["emitted"] / W)],
            "cpu": [({"namespace": NS, "pod": "job-t-0"}, c["cores"] / W)]}

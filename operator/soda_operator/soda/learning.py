@@ -3,6 +3,12 @@ epoch's observations fed to a :class:`soda_optimizer.learn.Learner`, the models 
 cluster-scoped ``ResourceProfile`` objects (one per signature node, named by its key), and the
 functions each macro epoch plans with.
 
+- **Namespaces** (issue 45): every signature is scoped to the namespace of its template (and so
+  of the job and pods it is observed through): a profile's name is ``<namespace>.<key>``, its status
+  and label ``kubesoda.io/namespace`` say the namespace, and one namespace's observations reach only
+  its own profiles (its own kind roots included). A profile without a namespace (written before
+  issue 45, or by an administrator) is cluster-wide: no observation ever updates it, and planning
+  uses it only when pinned (:func:`soda_optimizer.learn.functions.choose`), a read-only prior;
 - **Signatures** (:func:`template_signatures`): a PE's kind (``source`` when the template feeds it
   no stream), its image (by digest when a pod's status reports one: ``imageID`` of container
   ``pe``), the hash of its command, args and env, and its flowspec: the template streams into it,
@@ -109,6 +115,7 @@ GROWTH = 0.25  # an untrusted fit whose window grew by this share is refitted
 # by field selector); the other levels (a new PE's fallbacks) in the cycles after it, so no macro
 # epoch lists every profile (21,002 at 7,000 PEs: 68 MB, 10 s under load)
 LEVEL_LABEL = "kubesoda.io/signature-level"
+NAMESPACE_LABEL = "kubesoda.io/namespace"  # issue 45: the namespace whose observations a profile learned from
 TIERS = (f"{LEVEL_LABEL} in (kind,flowspec)", f"{LEVEL_LABEL} in (arguments)", f"{LEVEL_LABEL} in (executable)",
          f"{LEVEL_LABEL} notin (kind,flowspec,arguments,executable)")
 ROLL = 10  # a template's functions are chosen again at least every ROLL cycles
@@ -185,8 +192,10 @@ def effective_kind(pe: Mapping[str, Any], inputs: int) -> PEKind:
 
 
 def template_signatures(template: Mapping[str, Any], digests: Mapping[str, str] | None = None) -> dict[str, Signature]:
-    """The full signature (down to the flowspec) of each PE of a StreamTemplate object, by PE name;
-    ``digests`` maps a PE name to the ``imageID`` its pods report (their executable then)."""
+    """The full signature (down to the flowspec) of each PE of a StreamTemplate object, by PE name,
+    scoped to the template's namespace (issue 45; ``default`` when it names none); ``digests`` maps
+    a PE name to the ``imageID`` its pods report (their executable then)."""
+    ns = str((template.get("metadata") or {}).get("namespace") or "default")
     sp = template.get("spec") or {}
     pes = {str(p.get("name")): p for p in sp.get("pes") or [] if isinstance(p, Mapping) and p.get("name")}
     streams = [(str(s.get("from")), str(s.get("to"))) for s in sp.get("streams") or [] if isinstance(s, Mapping)]
@@ -200,16 +209,17 @@ def template_signatures(template: Mapping[str, Any], digests: Mapping[str, str] 
         p = pes[name]
         return Signature.build(effective_kind(p, len(into.get(name, []))), str(p.get("image") or DEFAULT_IMAGE), digest=digest,
                                command=[str(x) for x in p.get("command") or []], args=[str(x) for x in p.get("args") or []],
-                               env=_env(p))
+                               env=_env(p), namespace=ns)
 
-    by_ref = {name: base(name, None).at(Level.arguments).key for name in pes}
+    # producers by their unscoped key: a path is the same in every namespace (the namespace is in the key only)
+    by_ref = {name: base(name, None).at(Level.arguments).shared().key for name in pes}
     out = {}
     for name in pes:
         inputs = [(by_ref[src], f"{src}->{name}") for src in into.get(name, [])]
         if name in primal:
             inputs.append((PRIMAL_PRODUCER, "primal"))
         sig = base(name, (digests or {}).get(name))
-        out[name] = Signature(kind=sig.kind, executable=sig.executable, arguments=sig.arguments,
+        out[name] = Signature(namespace=ns, kind=sig.kind, executable=sig.executable, arguments=sig.arguments,
                               flowspec=Signature.build(sig.kind, sig.image or DEFAULT_IMAGE, inputs=inputs).flowspec, image=sig.image)
     return out
 
@@ -286,7 +296,8 @@ def profile_status(model: Any, now: float) -> dict[str, Any]:
     of the window, as of the node's latest fit."""
     f = model.fit
     st: dict[str, Any] = {
-        "key": model.key, "kind": model.kind.value, "level": model.level.value, "path": list(model.path),
+        "key": model.key, **({"namespace": model.namespace} if model.namespace else {}),
+        "kind": model.kind.value, "level": model.level.value, "path": list(model.path),
         "a": _sig(model.a), "b": _sig(model.b), "samples": int(model.fitted_n or model.observed),
         "confidence": round(model.confidence, 4),
         "lastUpdate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(model.updated_at if model.updated_at is not None else now)),
@@ -321,7 +332,7 @@ def status_moved(old: Mapping[str, Any] | None, new: Mapping[str, Any], age_s: f
     older than ``STATUS_REFRESH_S`` (the summary's counts); the counts alone never cause a write."""
     if not old or age_s > STATUS_REFRESH_S:
         return True
-    for k in ("key", "kind", "level", "path", "drifts", "aIdentified", "bIdentified"):
+    for k in ("key", "namespace", "kind", "level", "path", "drifts", "aIdentified", "bIdentified"):
         if old.get(k) != new.get(k):
             return True
     for k, tol in (("a", 0.01), ("b", 0.01)):
@@ -351,12 +362,16 @@ def model_from_profile(obj: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"ResourceProfile {name}: no status.path/kind/level (not written by the operator yet)")
     if st.get("key", name) != name:
         raise ValueError(f"ResourceProfile {name}: status.key is {st.get('key')}")
+    scope, dot, _ = str(name).partition(".")
+    ns = scope if dot else None  # issue 45: the name's scope is the namespace (a status that says otherwise is refused)
+    if st.get("namespace") and st["namespace"] != ns:
+        raise ValueError(f"ResourceProfile {name}: status.namespace {st['namespace']} is not the scope of its name")
     win = st.get("window")
     samples = [{"r_i": s["ri"], "m": s["m"], "r_o": s["ro"], **({"m_used": s["mUsed"]} if s.get("mUsed") is not None else {}),
                 **({"t": s["t"]} if s.get("t") is not None else {}), **({"r_p": s["rp"]} if s.get("rp") is not None else {}),
                 **({"censored": True} if s.get("censored") else {})} for s in (win if isinstance(win, list) else [])]
     observed = int(st.get("samples", len(samples)))
-    out = {"key": name, "path": list(st["path"]), "level": st["level"], "kind": st["kind"], "samples": samples,
+    out = {"key": name, "path": list(st["path"]), "namespace": ns, "level": st["level"], "kind": st["kind"], "samples": samples,
            "observed": observed, "updated_at": st.get("updatedAt"), "stale": bool(samples),
            "pinned": bool(sp.get("pinned", False))}
     held = st.get("model") if isinstance(st.get("model"), Mapping) else {}
@@ -719,17 +734,18 @@ class Learning:
             if old is not None and not status_moved(old[0], st, at - old[1]):
                 self.dirty.discard(key)
                 return False
-            kind, level = model.kind.value, model.level.value
-        return self._write_one(key, st, kind, level, at)
+            kind, level, ns = model.kind.value, model.level.value, model.namespace
+        return self._write_one(key, st, kind, level, at, ns)
 
-    def _write_one(self, key: str, st: dict[str, Any], kind: str, level: str, at: float) -> bool:
+    def _write_one(self, key: str, st: dict[str, Any], kind: str, level: str, at: float, namespace: str | None = None) -> bool:
         assert self.custom is not None
         if self.fence():
             return False
         try:
             if key not in self.exists:
                 body = {"apiVersion": crd.API_VERSION, "kind": KIND,
-                        "metadata": {"name": key, "labels": {"kubesoda.io/pe-kind": kind, LEVEL_LABEL: level}},
+                        "metadata": {"name": key, "labels": {"kubesoda.io/pe-kind": kind, LEVEL_LABEL: level,
+                                                             **({NAMESPACE_LABEL: namespace} if namespace else {})}},
                         "spec": {"pinned": False}}
                 try:
                     self.custom.create_cluster_custom_object(crd.GROUP, crd.VERSION, PLURAL, body, _request_timeout=10)
@@ -971,6 +987,8 @@ class Learning:
                 continue
             tobj = by_name[dec.template]
             ns, jname = dec.job.split("/", 1)
+            if dec.template.split("/", 1)[0] != ns:  # issue 45: a job's samples only ever go to its own namespace's nodes
+                continue
             pes = {str(p.get("name")): p for p in (tobj.get("spec") or {}).get("pes") or []}
             sigs = template_signatures(tobj, {pe: d for (n, j, pe), d in digests.items() if n == ns and j == jname})
             sel = {f"{s.get('from')}->{s.get('to')}": float(s.get("selectivity", 1.0)) for s in (tobj.get("spec") or {}).get("streams") or []}

@@ -4,7 +4,7 @@ The operator asks a Prometheus server (``kubesoda run --prometheus-url``) three 
 per micro epoch (five with the learner's two), whatever the cluster's size (docs/pe-metrics.md is the contract the series follow,
 from the PE SDK on real pods or from ``kubesoda simulate`` on KWOK):
 
-- tuples/s received and emitted per (namespace, streamjob, pe, stream), ``rate()`` over the
+- tuples/s received and emitted per (namespace, pod, stream), ``rate()`` over the
   SchedulingPolicy's ``observation.windowSeconds`` (default 30);
 - CPU cores used per pod (cAdvisor's ``container_cpu_usage_seconds_total``, container ``pe``),
   turned into mips with the pod's node's mips-per-core;
@@ -12,6 +12,19 @@ from the PE SDK on real pods or from ``kubesoda simulate`` on KWOK):
   (the rate offered, which exceeds the received rate by the queue's growth) and the share of the
   window the input waited on a full queue (the offered rate then a lower bound). A PE without
   these series (an SDK before them, a simulator) reports none: the learner then falls back.
+
+**Attribution (issue 45).** A series counts for the pod Prometheus scraped it from, never for the
+labels the PE put on it: the queries group by ``namespace`` and ``pod`` only, the labels the
+scrape attaches from service discovery (the chart's PodMonitor: ``honorLabels: false`` and
+relabelings from ``__meta_kubernetes_namespace`` / ``__meta_kubernetes_pod_name``, so a
+``namespace`` or ``pod`` label the PE exports itself is renamed ``exported_namespace`` /
+``exported_pod`` and summed away), and :func:`pe_observations` maps that (namespace, pod) to its
+job and PE through the operator's own pod index (the ``kubesoda.io/job`` / ``kubesoda.io/pe``
+labels it set on the pods it created). The ``streamjob`` and ``pe`` labels a PE exports are not
+read; a series of a pod that is not a PE pod in the index counts for nobody; the ``stream`` label
+names a stream of the pod's own PE only. So a PE can at most misreport its own PE's rates, in its
+own namespace: never another namespace's. (The fluid data plane, an administrator's process
+scraped with ``honor_labels``, exports the pods' ``namespace`` and ``pod`` labels itself.)
 
 :func:`soda_optimizer.observed.evaluate` then scores them with the plan's own objective, job by
 job. Each job's status gets an ``observed`` block (ingest rate, observed next to projected
@@ -50,10 +63,10 @@ CHANGE = 0.05  # a block is rewritten when a figure moved by more than this (rel
 REFRESH_S = 300.0  # ... or when it is older than this
 NO_SOURCE = {"source": "none", "message": "no observation source: the operator runs without --prometheus-url (projections only)"}
 
-Q_RECEIVED = "sum by (namespace, streamjob, pe, stream) (rate(kubesoda_pe_tuples_received_total[{w}s]))"
-Q_EMITTED = "sum by (namespace, streamjob, pe, stream) (rate(kubesoda_pe_tuples_emitted_total[{w}s]))"
-Q_ARRIVED = "sum by (namespace, streamjob, pe, stream) (rate(kubesoda_pe_tuples_arrived_total[{w}s]))"
-Q_BLOCKED = "sum by (namespace, streamjob, pe, stream) (rate(kubesoda_pe_input_blocked_seconds_total[{w}s]))"
+Q_RECEIVED = "sum by (namespace, pod, stream) (rate(kubesoda_pe_tuples_received_total[{w}s]))"
+Q_EMITTED = "sum by (namespace, pod, stream) (rate(kubesoda_pe_tuples_emitted_total[{w}s]))"
+Q_ARRIVED = "sum by (namespace, pod, stream) (rate(kubesoda_pe_tuples_arrived_total[{w}s]))"
+Q_BLOCKED = "sum by (namespace, pod, stream) (rate(kubesoda_pe_input_blocked_seconds_total[{w}s]))"
 Q_CPU = 'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{{container="pe"}}[{w}s]))'
 
 
@@ -109,24 +122,31 @@ def pe_observations(received: list[tuple[dict[str, str], float]], emitted: list[
                     blocked: list[tuple[dict[str, str], float]] | None = None) -> dict[str, PEObservation]:
     """Per global PE id (``namespace/job:pe``): rates per stream and the mips its pods used; with
     ``arrived`` and ``blocked`` (the input queue series) the offered rate per input stream and the
-    share of the window it waited on a full queue."""
+    share of the window it waited on a full queue.
+
+    Every row is attributed by its ``namespace`` and ``pod`` labels (the scraped target's) to the
+    PE whose pod that is in ``pods`` (the operator's index: its labels ``kubesoda.io/job`` and
+    ``kubesoda.io/pe``, the pod's own namespace): a row of any other pod counts for nobody, and the
+    ``streamjob``/``pe`` labels a PE exports are never read (issue 45)."""
+    where: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, pod) -> (pe id, node)
+    for pod in pods:
+        md = pod.get("metadata") or {}
+        lab = md.get("labels") or {}
+        if lab.get(crd.LABEL_JOB) and lab.get(crd.LABEL_PE) and md.get("namespace") and md.get("name"):
+            where[(md["namespace"], md["name"])] = (
+                pe_id(f"{md['namespace']}/{job_of(md)}", lab[crd.LABEL_PE]), (pod.get("spec") or {}).get("nodeName") or "")
     rec: dict[str, dict[str, float]] = {}
     emi: dict[str, dict[str, float]] = {}
     arr: dict[str, dict[str, float]] = {}
     blk: dict[str, dict[str, float]] = {}
     for rows, into in ((received, rec), (emitted, emi), (arrived or [], arr), (blocked or [], blk)):
         for lab, v in rows:
-            if not (lab.get("namespace") and lab.get("streamjob") and lab.get("pe") and lab.get("stream")):
+            w = where.get((lab.get("namespace", ""), lab.get("pod", "")))
+            stream = lab.get("stream")
+            if w is None or not stream:
                 continue
-            p = pe_id(f"{lab['namespace']}/{lab['streamjob']}", lab["pe"])
-            into.setdefault(p, {})[lab["stream"]] = into.get(p, {}).get(lab["stream"], 0.0) + v
-    where: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, pod) -> (pe id, node)
-    for pod in pods:
-        md = pod.get("metadata") or {}
-        lab = md.get("labels") or {}
-        if lab.get(crd.LABEL_JOB) and lab.get(crd.LABEL_PE):
-            where[(md.get("namespace", ""), md.get("name", ""))] = (
-                pe_id(f"{md.get('namespace')}/{job_of(md)}", lab[crd.LABEL_PE]), (pod.get("spec") or {}).get("nodeName") or "")
+            mine = into.setdefault(w[0], {})
+            mine[stream] = mine.get(stream, 0.0) + v
     used: dict[str, float] = {}
     for lab, cores in cpu:
         w = where.get((lab.get("namespace", ""), lab.get("pod", "")))

@@ -4,7 +4,10 @@
 Per PE, in this order (the first that applies wins):
 
 1. a **pinned** model on the PE's signature path (the most specific pinned node): an
-   administrator's word;
+   administrator's word. Issue 45: a PE's signature is scoped to its namespace; at each level its
+   own namespace's node is looked at first, then the cluster-wide node of the same path
+   (:meth:`.signature.Signature.shared`): the only model shared between namespaces, read-only
+   (no observation ever reaches it) and used only when pinned;
 2. the **declared** ``resourceFunction``, when the policy says declared ones win (``declared_wins``);
 3. the **learned** model of the most specific signature node with at least ``min_confidence``
    (:meth:`.learner.Learner.lookup`). A PE that declares a function only gives it up for a node at
@@ -92,10 +95,12 @@ def choose(kind: PEKind, declared: ResourceFunction | None, signature: Signature
     comb = combine or (declared.combine if declared is not None else "sum")
     if settings.enabled and learner is not None and signature is not None:
         sig = learner.resolve(signature)
-        for node in sig.lineage():
-            m = learner.models.get(node.key)
-            if m is not None and m.pinned:
-                return Choice(rf=ResourceFunction(a=m.a, b=m.b, combine=comb), source=PINNED, key=node.key)  # type: ignore[arg-type]
+        shared = sig.shared() if sig.namespace is not None else None  # resolved by the namespace's own aliases
+        for i, node in enumerate(sig.lineage()):
+            for n in (node, None if shared is None else shared.lineage()[i]):
+                m = None if n is None else learner.models.get(n.key)
+                if n is not None and m is not None and m.pinned:
+                    return Choice(rf=ResourceFunction(a=m.a, b=m.b, combine=comb), source=PINNED, key=n.key)  # type: ignore[arg-type]
         if not (declared is not None and settings.declared_wins):
             hit = learner.lookup(sig, settings.min_confidence)
             deep_enough = hit is not None and LEVELS.index(hit.level) >= LEVELS.index(settings.override_level)

@@ -14,6 +14,9 @@ observations, looked up by the most specific node that can be trusted.
 - pinning: an administrator's model is never updated and always trusted;
 - :meth:`Learner.export` / :meth:`Learner.load`: the whole state as plain JSON-ready dicts (the
   operator keeps one object per node in the API server);
+- namespaces (issue 45): a node's key holds its signature's namespace, so observations of one
+  namespace's PEs reach only that namespace's nodes (its own kind roots included), and a lookup
+  walks only its own namespace's path; the aliases are kept per namespace too;
 - image aliases: a signature observed with both an image reference and a digest records
   reference -> digest, and :meth:`Learner.resolve` rewrites a reference-only signature (what is known
   at submission time) to the digest, so a new job finds what running pods taught.
@@ -90,7 +93,7 @@ class Learner:
         reference (unchanged when it already names a digest or no alias is known)."""
         if signature.image is None or signature.executable != normalize_image(signature.image):
             return signature
-        digest = self.state.aliases.get(signature.executable)
+        digest = self.state.aliases.get(signature.alias_key(signature.executable))
         return signature if digest is None else signature.with_executable(digest)
 
     # ------------------------------------------------------------------ updates
@@ -101,14 +104,14 @@ class Learner:
         if signature.image is not None and signature.executable is not None:
             ref = normalize_image(signature.image)
             if signature.executable != ref:
-                self.state.aliases[ref] = signature.executable
+                self.state.aliases[signature.alias_key(ref)] = signature.executable
         if not batch:
             return []
         updated: list[str] = []
         for node in signature.lineage():
             model = self.state.models.get(node.key)
             if model is None:
-                model = LearnedModel(key=node.key, path=list(node.path), level=node.level, kind=node.kind)
+                model = LearnedModel(key=node.key, path=list(node.path), namespace=node.namespace, level=node.level, kind=node.kind)
                 self.state.models[node.key] = model
             if model.pinned:
                 continue
@@ -248,7 +251,8 @@ class Learner:
             key = self.resolve(target).key
             if key not in self.state.models:
                 node = self.resolve(target)
-                self.state.models[key] = LearnedModel(key=key, path=list(node.path), level=node.level, kind=node.kind)
+                self.state.models[key] = LearnedModel(key=key, path=list(node.path), namespace=node.namespace, level=node.level,
+                                                      kind=node.kind)
         else:
             key = target
         model = self.state.models[key]

@@ -111,6 +111,7 @@ class LearnedModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     key: str
     path: list[str]
+    namespace: str | None = None  # issue 45: the node's scope (Signature.namespace); None: cluster-wide
     level: Level
     kind: PEKind
     a: float = Field(default=1.0, gt=0)

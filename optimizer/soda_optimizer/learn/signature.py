@@ -13,6 +13,15 @@ Every prefix of the path is a node of the tree and has its own model; :meth:`Sig
 walks from a node to the root. :attr:`Signature.key` names a node by a short DNS-1123 label
 (``transform-args-1f3a...``) so the operator can name a Kubernetes object after it.
 
+**Namespaces (issue 45).** A signature may carry the Kubernetes namespace of the PE it was taken
+from: the namespace is then a scope of the whole tree (the kind's root included), never shared
+with another namespace, and the key is prefixed with it (``team-a.transform-args-1f3a...``, a DNS
+subdomain: a namespace name has no dot, so no scoped key equals an unscoped one). The operator
+scopes every signature it observes or plans with, so a tenant's observations can only ever reach
+its own namespace's nodes. A signature without a namespace (:meth:`Signature.shared`) names the
+cluster-wide node of the same path: observations never reach it, an administrator may pin it
+(:func:`.functions.choose`: a read-only prior for every namespace).
+
 Departures from the paper:
 
 - hashes are SHA-256 (truncated to 16 hex digits), not MD5; the executable is the image digest, the
@@ -23,6 +32,8 @@ Departures from the paper:
 - the flowspec names producers by their arguments-level key, not their full signature: a full
   signature would make every PE's flowspec depend on the whole upstream graph (and be undefined on a
   cycle), while the paper's flowspec is about the immediate upstream connection;
+- one tree per namespace, not one per cluster (issue 45): the paper pools every PE of a kind in
+  one root; in a shared cluster that pool is a door from one tenant's PEs into another's plans;
 - an image known by reference at submission time and by digest once running would give two
   executables; :class:`.learner.Learner` records reference -> digest aliases when it observes a
   signature carrying both and resolves references through them (:meth:`.learner.Learner.resolve`).
@@ -34,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 
@@ -44,6 +56,7 @@ from ..model import PEKind
 HASH_LEN = 16
 IGNORED_ENV_PREFIXES: tuple[str, ...] = ("KUBESODA_",)
 PRIMAL_PRODUCER = "primal"
+NAMESPACE_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # a Kubernetes namespace name (DNS-1123 label)
 
 
 class Level(str, Enum):
@@ -125,9 +138,12 @@ class Signature(BaseModel):
     """A node of the signature tree: the levels down to the deepest one that is set.
 
     ``image`` is metadata (the reference the template names), not part of the path or the key.
+    ``namespace`` is the scope of the node (issue 45): part of the key, not of the path; None is
+    the cluster-wide scope.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    namespace: str | None = Field(default=None, pattern=NAMESPACE_RE.pattern)
     kind: PEKind
     executable: str | None = Field(default=None, min_length=1)
     arguments: str | None = Field(default=None, min_length=1)
@@ -147,9 +163,10 @@ class Signature(BaseModel):
     @classmethod
     def build(cls, kind: PEKind | str, image: str, *, digest: str | None = None, command: Sequence[str] = (),
               args: Sequence[str] = (), env: Mapping[str, str] | None = None,
-              inputs: Iterable[tuple[str, str]] | None = None) -> Signature:
-        """The full signature of a PE (down to flowspec when ``inputs`` is given, else arguments)."""
-        return cls(kind=PEKind(kind), executable=executable_of(image, digest),
+              inputs: Iterable[tuple[str, str]] | None = None, namespace: str | None = None) -> Signature:
+        """The full signature of a PE (down to flowspec when ``inputs`` is given, else arguments),
+        scoped to ``namespace`` when given."""
+        return cls(namespace=namespace, kind=PEKind(kind), executable=executable_of(image, digest),
                    arguments=arguments_hash(command, args, env),
                    flowspec=None if inputs is None else flowspec_hash(inputs), image=image)
 
@@ -176,7 +193,8 @@ class Signature(BaseModel):
             raise ValueError(f"signature {self.display} has no {level.value} level")
         vals = [self.executable, self.arguments, self.flowspec]
         vals = [v if i < depth else None for i, v in enumerate(vals)]
-        return Signature(kind=self.kind, executable=vals[0], arguments=vals[1], flowspec=vals[2], image=self.image)
+        return Signature(namespace=self.namespace, kind=self.kind, executable=vals[0], arguments=vals[1], flowspec=vals[2],
+                         image=self.image)
 
     def parent(self) -> Signature | None:
         depth = len(self.path) - 1
@@ -197,15 +215,24 @@ class Signature(BaseModel):
 
     @property
     def key(self) -> str:
-        """A stable DNS-1123 label naming this node: the kind at the root, else
-        ``<kind>-<level>-<16 hex digits of the path's hash>`` (at most 31 characters)."""
-        if self.level is Level.kind:
-            return self.kind.value
-        return f"{self.kind.value}-{_SHORT[self.level]}-{_digest(chr(31).join(self.path))}"
+        """A stable name of this node: the kind at the root, else ``<kind>-<level>-<16 hex digits of
+        the path's hash>`` (a DNS-1123 label of at most 31 characters); scoped to a namespace,
+        ``<namespace>.`` before it (a DNS subdomain of at most 95)."""
+        own = self.kind.value if self.level is Level.kind else f"{self.kind.value}-{_SHORT[self.level]}-{_digest(chr(31).join(self.path))}"
+        return own if self.namespace is None else f"{self.namespace}.{own}"
+
+    def shared(self) -> Signature:
+        """The cluster-wide node of the same path (no namespace): what an administrator may pin for
+        every namespace; the operator never observes it."""
+        return self if self.namespace is None else self.model_copy(update={"namespace": None})
+
+    def alias_key(self, reference: str) -> str:
+        """The key of an image reference in the learner's aliases, in this signature's scope."""
+        return reference if self.namespace is None else f"{self.namespace}/{reference}"
 
     @property
     def display(self) -> str:
-        return " | ".join(self.path)
+        return " | ".join(self.path) if self.namespace is None else f"{self.namespace}: " + " | ".join(self.path)
 
     def with_executable(self, executable: str) -> Signature:
         """The same signature with another executable (an alias resolved to a digest)."""
