@@ -222,8 +222,6 @@ def solve_milp(
     solver = pywraplp.Solver.CreateSolver(solver_name)
     if solver is None:  # pragma: no cover
         raise RuntimeError(f"OR-Tools has no {solver_name} solver")
-    if deadline_s is not None:
-        solver.SetTimeLimit(max(1, int(deadline_s * 1000)))
     makespan = formulation == "makespan"
     if makespan:
         e, obj = _build_makespan(solver, tasks, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
@@ -237,6 +235,9 @@ def solve_milp(
                     hv.append(e[t][j])
                     vals.append(1.0 if int(hint[t]) == j else 0.0)
         solver.SetHint(hv, vals)
+    if deadline_s is not None:  # what is left once the model is built, less a margin for SCIP's own overrun and the answer
+        left = deadline_s - (time.monotonic() - t0)
+        solver.SetTimeLimit(max(1, int(1000 * (0.85 * left - 0.005))))
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
     code = solver.Solve(params)
