@@ -272,3 +272,118 @@ def test_request_only_pods_pdb_and_a_cordoned_node(kube, kubectl, namespace, ext
         op.stop()
         kubectl("delete", "-n", namespace, "deployment/req", "deployment/lim", "pdb/req", "--wait=false", check=False)
     assert watch.samples > 5 and not worst, f"CPU requests above allocatable (millicores over, per node): {worst}"
+
+
+TAINT = "dedicated=infra:NoSchedule"
+TAINTED = ("z0-r0-n0", "z0-r0-n1")  # the first nodes by name: MCB8 filled them first, tainted or not
+
+
+def gated_deployment(name: str, replicas: int, cpu: str, selector: str = "", tolerations: str = TOL) -> str:
+    return f"""---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}, kubesoda.io/yield-group: zoned}}}}
+    spec:
+      schedulingGates: [{{name: kubesoda.io/yield}}]
+      {tolerations}
+      {selector}
+      {container(cpu)}
+"""
+
+
+ZONE1 = "nodeSelector: {topology.kubernetes.io/zone: zone-1}"
+ZONED = """apiVersion: kubesoda.io/v1alpha1
+kind: YieldGroup
+metadata: {name: zoned}
+spec: {epochSeconds: 2}
+""" + gated_deployment("web", 4, "4", ZONE1) + gated_deployment("stale", 1, "1", ZONE1) + gated_deployment(
+    "infra", 2, "2", "nodeSelector: {topology.kubernetes.io/zone: zone-0}",
+    "tolerations: [{key: kwok.x-k8s.io/node, operator: Exists}, {key: dedicated, operator: Exists}]") + f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: gpu, labels: {{kubesoda.io/yield-group: zoned}}}}
+spec:
+  schedulingGates: [{{name: kubesoda.io/yield}}]
+  nodeSelector: {{gpu: "true"}}
+  {TOL}
+  {container("1")}
+"""
+
+
+def zoned_pods(kube, ns, app=None):
+    sel = "kubesoda.io/yield-group=zoned" + (f",app={app}" if app else "")
+    return [p for p in kube.core.list_namespaced_pod(ns, label_selector=sel).items if not p.metadata.deletion_timestamp]
+
+
+def release_as_before(kube, ns, pod, node):
+    """What the operator before issue 47 did to a pod it planned on ``node`` (a tainted node of the wrong zone):
+    pinned there by name, annotated, its gate removed. The scheduler then leaves it Pending for good."""
+    from soda_operator.kube.pods import pinned_affinity
+
+    body = kube.core.api_client.sanitize_for_serialization(pod)
+    kube.core.patch_namespaced_pod(pod.metadata.name, ns, {
+        "metadata": {"annotations": {"kubesoda.io/yield-node": node, "kubesoda.io/yield-alpha": "1", "kubesoda.io/yield": "1.000000"}},
+        "spec": {"affinity": pinned_affinity(body, node)}})
+    kube.core.patch_namespaced_pod(pod.metadata.name, ns, [{"op": "replace", "path": "/spec/schedulingGates", "value": []}])
+
+
+def test_taints_node_selectors_and_a_stuck_pod(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    """Issue 47, live: two zone-0 nodes tainted dedicated=infra:NoSchedule; 4 pods of 4 cores with nodeSelector
+    zone-1 (they were all planned on the tainted nodes, Pending for good, and the group said optimal); 2 pods
+    tolerating the taint with nodeSelector zone-0; a pod asking for a gpu label no node has (reported, left
+    gated); a pod released as the operator did before onto a tainted zone-0 node, Pending (re-planned with
+    migrationBudget 0). No node's requests above its allocatable in any sample."""
+    watch = Overcommit(kube)
+    op = None
+    try:
+        for n in TAINTED:
+            kubectl("taint", "nodes", n, f"{TAINT}", "--overwrite")
+        kubectl("apply", "-n", namespace, "-f", "-", input=ZONED)
+        stale = wait_for(lambda: zoned_pods(kube, namespace, "stale") or None, timeout=30, what="the stale pod created")[0]
+        release_as_before(kube, namespace, stale, TAINTED[0])
+        wait_for(lambda: any(c.reason == "Unschedulable" for c in (kube.core.read_namespaced_pod(stale.metadata.name, namespace).status.conditions or [])),
+                 timeout=30, what="the stale pod Unschedulable")
+        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+
+        def settled():
+            pods = zoned_pods(kube, namespace)
+            run = [p for p in pods if p.metadata.name != "gpu"]
+            if len(run) != 7 or any(p.status.phase != "Running" for p in run) or any(p.metadata.uid == stale.metadata.uid for p in run):
+                return False
+            return pods
+
+        pods = wait_for(settled, timeout=120, interval=1, what="web, infra and the re-planned stale pod Running")
+        zone = {n.metadata.name: n.metadata.labels["topology.kubernetes.io/zone"] for n in kube.core.list_node().items}
+        for p in pods:
+            app = (p.metadata.labels or {}).get("app")
+            if app in ("web", "stale"):
+                assert zone[p.spec.node_name] == "zone-1" and p.spec.node_name not in TAINTED, (p.metadata.name, p.spec.node_name)
+            elif app == "infra":
+                assert zone[p.spec.node_name] == "zone-0", (p.metadata.name, p.spec.node_name)
+        gpu = kube.core.read_namespaced_pod("gpu", namespace)
+        assert gpu.spec.scheduling_gates and not gpu.spec.node_name  # left gated
+        st = wait_for(lambda: (s := kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "yieldgroups", "zoned").get("status")
+                               or {}).get("unplaceable") and s.get("pods") == 8 and s, timeout=30, interval=0.5,
+                      what="the group's status naming the unplaceable pod")
+        assert [u["pod"] for u in st["unplaceable"]] == ["gpu"] and "nodeSelector" in st["unplaceable"][0]["reason"], st
+        assert st["state"] == "partial" and st["conditions"][0]["reason"] == "Partial", st
+        assert st["decisionSeconds"] >= 0 and st["deadlineSeconds"] == 1
+        events = kube.core.list_namespaced_event(namespace, field_selector="involvedObject.name=zoned").items
+        said = {e.reason: e for e in events}
+        assert said["Unplaceable"].type == "Warning" and "gpu" in said["Unplaceable"].message
+        assert said["PendingReplanned"].type == "Warning" and stale.metadata.name in said["PendingReplanned"].message
+        print(f"\nzoned: web on {sorted(p.spec.node_name for p in pods if p.metadata.labels.get('app') == 'web')}, "
+              f"state {st['state']}, min yield {st['minYield']}, decision {st['decisionSeconds']} s")
+    finally:
+        worst = watch.stop()
+        if op is not None:
+            op.stop()
+        for n in TAINTED:
+            kubectl("taint", "nodes", n, f"{TAINT}-", check=False)
+        kubectl("delete", "-n", namespace, "deployment/web", "deployment/stale", "deployment/infra", "--wait=false", check=False)
+    assert watch.samples > 5 and not worst, f"CPU requests above allocatable (millicores over, per node): {worst}"

@@ -34,6 +34,7 @@ Key = tuple[str, str]  # (namespace, name) of an object
 @dataclass
 class FairYieldState:
     last: dict[Key, float] = field(default_factory=dict)  # monotonic time of each YieldGroup's last epoch
+    running: dict[Key, Any] = field(default_factory=dict)  # each YieldGroup's decision still running (fair_yield.worker)
 
 
 @dataclass

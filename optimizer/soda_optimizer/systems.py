@@ -122,7 +122,10 @@ REALLOCATION: dict[str, Literal["heuristic", "milp"]] = {"dynamic": "heuristic",
 
 class FairYieldSpec(BaseModel):
     """How to allocate: one of :data:`.fair_yield.ALGORITHMS`, or a re-placement (:data:`REALLOCATION`) of
-    ``previous`` (one host per task, -1 = new) moving at most ``budget``."""
+    ``previous`` (one host per task, -1 = new) moving at most ``budget``. With ``previous`` and one of
+    :data:`.fair_yield.ALGORITHMS`: a YieldGroup's epoch (:func:`.fair_yield.epoch.replace`: the algorithm within
+    the budget, its moves checked against the re-placement heuristic's). ``fixed[t]``: task t stays on its
+    previous host (a pod without a controller; issue 47 / 45: the operator's one entry)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     algorithm: str = fair_yield.DEFAULT
@@ -130,6 +133,7 @@ class FairYieldSpec(BaseModel):
     previous: tuple[int, ...] | None = None
     budget: float | None = Field(default=None, ge=0)
     by_count: bool = False
+    fixed: tuple[bool, ...] | None = None
 
 
 class FairYield:
@@ -146,16 +150,21 @@ class FairYield:
     ) -> Decision[fair_yield.Allocation]:
         s = FairYieldSpec() if spec is None else FairYieldSpec(algorithm=spec) if isinstance(spec, str) else spec
         method = REALLOCATION.get(s.algorithm)
+        fixed = None if s.fixed is None else list(s.fixed)
         if method is not None:
             if s.previous is None or s.budget is None:
                 raise ValueError(f"fair_yield algorithm {s.algorithm!r}: give previous and budget")
-            alloc = fair_yield.reallocate(inputs, list(s.previous), s.budget, method, s.by_count, deadline_s)
+            alloc = fair_yield.reallocate(inputs, list(s.previous), s.budget, method, s.by_count, deadline_s, fixed)
+        elif s.algorithm.lower() in fair_yield.ALLOCATORS and s.previous is not None:
+            alloc = fair_yield.epoch.replace(inputs, s.algorithm.lower(), list(s.previous), s.budget or 0.0,
+                                             fixed or [False] * len(s.previous), deadline_s)
         elif s.algorithm.lower() in fair_yield.ALLOCATORS:
             alloc = fair_yield.allocate(inputs, s.algorithm, deadline_s, s.seed)
         else:
             raise ValueError(f"fair_yield: unknown algorithm {s.algorithm!r}; one of {', '.join(self.algorithms)}")
         detail = f"min yield {alloc.min_yield:.6g}, average yield {alloc.avg_yield:.6g}" if alloc.ok else "no placement"
-        return Decision(self.name, s.algorithm, alloc.status, alloc, alloc.bound, detail)
+        ran = alloc.algorithm if s.previous is not None and method is None else s.algorithm
+        return Decision(self.name, ran, alloc.status, alloc, alloc.bound, detail)
 
 
 # -------------------------------------------------------------------------------------------------- dispatch

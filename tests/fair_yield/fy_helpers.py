@@ -18,7 +18,10 @@ def instances(
     max_tasks: int = 1,
     max_mem: float = 0.8,
     unequal: bool = False,
+    restrict: bool = False,
 ) -> Instance:
+    """Random instances; with ``restrict``, each job limited to a random subset of the hosts (possibly all, possibly
+    none: a pod whose constraints no node meets)."""
     h = draw(st.integers(*hosts))
     n = draw(st.integers(*jobs))
     js = []
@@ -26,7 +29,10 @@ def instances(
         a = draw(st.floats(0.02, 1.0))
         m = draw(st.floats(0.0, max_mem))
         k = draw(st.integers(1, max_tasks))
-        js.append(Job(alpha=a, mem=m, tasks=k))
+        allowed = None
+        if restrict and draw(st.integers(0, 3)):  # a quarter of the jobs unrestricted
+            allowed = tuple(sorted(draw(st.sets(st.integers(0, h - 1), min_size=0 if draw(st.integers(0, 9)) == 0 else 1))))
+        js.append(Job(alpha=a, mem=m, tasks=k, hosts=allowed))
     if unequal:
         cpu = tuple(draw(st.floats(0.5, 2.0)) for _ in range(h))
         mem = tuple(draw(st.floats(0.5, 2.0)) for _ in range(h))
@@ -46,6 +52,8 @@ def brute_force(
     mem = np.einsum("pth,t->ph", onehot, t.mem)
     load = np.einsum("pth,t->ph", onehot, t.alpha)
     ok = np.all(mem <= t.mem_cap[None, :] + 1e-9, axis=1)
+    if t.allowed is not None:  # every task on a host it may use
+        ok &= t.allowed[np.arange(t.n)[None, :], all_p].all(axis=1)
     if previous is not None and budget is not None:
         moved = (previous[None, :] >= 0) & (all_p != previous[None, :])
         ok &= (moved * t.mem[None, :]).sum(axis=1) <= budget + 1e-9

@@ -32,7 +32,7 @@ def pod(name, cpu="2", mem="1Gi", gated=True, owner=None, node=None, phase="Pend
 
 
 def test_task_of_takes_only_gated_or_released_pods():
-    assert task_of(pod("a")) == Task("ns", "a", "u-a", "", 2.0, GI, None, True)
+    assert task_of(pod("a")) == Task("ns", "a", "u-a", "", 2.0, GI, None, True, held=2.0)
     assert task_of(pod("b", gated=False)) is None  # labelled but never gated: not ours
     released = task_of(pod("c", gated=False, node="n1", phase="Running", ann={ANN_NODE: "n1", "kubesoda.io/yield-alpha": "3"}))
     assert released is not None and released.node == "n1" and released.alpha == 3.0 and not released.gated

@@ -1,73 +1,102 @@
 """A YieldGroup's epoch, pure: the group's tasks and the nodes' free capacity in, the allocator of
-:mod:`soda_optimizer.fair_yield` called, where each pod goes and how much CPU it gets out.
+:mod:`soda_optimizer.fair_yield` called through the one entry (``soda_optimizer.systems.decide
+('fair_yield', ...)``, issue 45), where each pod goes and how much CPU it gets out.
 
 - the hosts (section 2.3) are the usable nodes, each offering its allocatable CPU and memory minus
   the requests of every bound pod that is not a task of this group (other workloads, kubesoda's
-  stream PEs, other groups): a node is never overcommitted by the allocators together;
-- the pods of one controller with equal needs are the tasks of one parallel job (section 5.1: one
-  yield for all of them);
-- every epoch runs the chosen algorithm (:func:`allocation`). The first (no task running) allocates
-  from scratch (sections 3.2-3.4; the default ``anytime``: MCB8, then the MILP warm-started from it
-  within the deadline, with its proven bound and gap). Later ones re-place from where the pods run
-  within the migration budget B (section 6.1, constraint (31); new pods cost nothing to place, the
-  paper's e-bar = 1): ``anytime`` solves section 6.1's MILP warm-started from the re-placement
-  heuristic, ``dynamic`` is that heuristic alone (the paper's dynamic variant, explicitly), a named
-  algorithm's own allocation is taken when its moves fit the budget and beat the heuristic's
-  re-placement (else the re-placement, said in the message); then the average-yield phase (3.5). A
-  move is an eviction; a bare pod (no controller) is never moved (the allocator pins it);
+  stream PEs, other groups, pods terminating): a node is never overcommitted by the allocators together;
+- each task may only use the nodes its pod's own constraints admit (:mod:`.eligible`: nodeSelector,
+  required node affinity, taints and tolerations; issue 47), plus the node it runs on; nodes no
+  task may use are not offered. A pod no node admits is left gated, out of the allocation, and
+  reported (``unplaceable``, with the scheduler's kind of reason per node);
+- the pods of one controller with equal needs and equal allowed nodes are the tasks of one parallel
+  job (section 5.1: one yield for all of them);
+- every epoch runs the chosen algorithm (:func:`soda_optimizer.fair_yield.epoch.replace`): the first
+  (no task running) allocates from scratch, later ones re-place from where the pods run within the
+  migration budget B (section 6.1, constraint (31)); a move is an eviction; a bare pod (no
+  controller) is never moved (the allocator pins it);
+- a pod being moved keeps what it holds on its old node until it is gone (issue 47): the yields of
+  the pods that stay are computed with the moving pods' CPU taken off their nodes, so no neighbour
+  grows into CPU they still hold (nor while a PodDisruptionBudget refuses their eviction);
+- a released pod the scheduler has not bound is where kubesoda pinned it; when the scheduler says it
+  is Unschedulable, or its own constraints refuse that node, it is re-planned: evicted (its
+  controller recreates it gated; a pod that never started is no migration: free, whatever the
+  budget) and reported (``pending``); a bare one cannot be re-gated and is only reported;
 - a running pod on a node that is no longer usable (cordoned, NotReady, gone) is handled like SODA's
-  node loss: a pod with a controller is evicted (its controller recreates it gated, the next epoch
-  places it; free, not counted against B), a bare pod is left where it is, out of the allocation,
-  and named in the message.
+  node loss: a pod with a controller is evicted (free), a bare pod is left where it is, out of the
+  allocation, and named in the message.
+
+``status`` says one thing: the allocator's own (``optimal`` when proven, ``feasible``, ``deadline``,
+``infeasible``) only when what is applied is what it decided for every pod of the group; ``partial``
+when a pod is unplaceable or Pending for placement reasons, ``moving`` while pods move (evictions
+this epoch); the handler adds ``blocked`` and ``unapplied`` from the writes (:mod:`.status`).
 
 Departures: the paper's hosts are identical; here each node offers what it has left (the
 allocator's per-host capacities), in units of the largest node (or task). Pods without a controller
-are fixed tasks (they cannot move); the paper's tasks can all migrate.
+are fixed tasks (they cannot move); the paper's tasks can all migrate and go anywhere.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from soda_optimizer import fair_yield
+from soda_optimizer import fair_yield, systems
 from soda_optimizer.fair_yield.average import finish
-from soda_optimizer.fair_yield.dynamic import migration_cost
 
 from ..kube import quantities
-from .spec import DYNAMIC, GroupSpec
+from .eligible import NodeFacts, facts, summary, why_not
+from .spec import GroupSpec
 from .tasks import Task
 
 
 @dataclass
 class Decision:
     place: dict[str, str] = field(default_factory=dict)  # gated pod -> node
-    evict: list[str] = field(default_factory=list)  # running pods that move (their controller recreates them)
+    evict: list[str] = field(default_factory=list)  # pods that move or are re-planned (their controller recreates them gated)
     cpu: dict[str, float] = field(default_factory=dict)  # running pod -> cores (alpha x yield)
     yields: dict[str, float] = field(default_factory=dict)  # pod -> yield
     lost: list[str] = field(default_factory=list)  # running pods on a node no longer usable (evicted when they have a controller)
+    unplaceable: dict[str, str] = field(default_factory=dict)  # gated pod no node admits -> why (left gated)
+    pending: dict[str, str] = field(default_factory=dict)  # released pod Pending for placement reasons -> why (re-planned)
+    held: dict[str, tuple[str, float]] = field(default_factory=dict)  # moving pod -> (node, cores it still holds there)
     min_yield: float = 0.0
     avg_yield: float = 0.0
     bound: float | None = None  # a proven upper bound on the minimum yield (None: the algorithm has none)
     gap: float | None = None  # (bound - min_yield) / bound
     algorithm: str = ""  # what ran
+    allocator: str = ""  # the allocator's own status, for the pods it allocated
     status: str = "empty"
     message: str = ""
+    seconds: float = 0.0  # wall time of the decision
 
 
-def hosts_for(nodes: list[dict[str, Any]], bound: list[tuple[str, str, float, float]], mine: set[str]) -> dict[str, tuple[float, float]]:
+def _ready(node: Mapping[str, Any]) -> bool:
+    st, sp = node.get("status") or {}, node.get("spec") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
+    return ready and not sp.get("unschedulable")
+
+
+def hosts_for(nodes: list[dict[str, Any]], bound: list[tuple[str, str, float, float]], mine: set[str],
+              tasks: list[Task] | None = None) -> dict[str, tuple[float, float]]:
     """Per usable node (Ready and not cordoned), the (cores, bytes) left by every bound pod that is
-    not one of ``mine`` (``bound``: (node, namespace/name, cores, bytes))."""
+    not one of ``mine`` (``bound``: (node, namespace/name, cores, bytes)). With ``tasks``: only the
+    nodes one of them may use (its own constraints, or it runs there): a control-plane, tainted or
+    GPU-only node no pod of the group may use is not counted."""
     out: dict[str, tuple[float, float]] = {}
     for n in nodes:
-        md, st, sp = n.get("metadata") or {}, n.get("status") or {}, n.get("spec") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
-        if not ready or sp.get("unschedulable"):
+        md, st = n.get("metadata") or {}, n.get("status") or {}
+        if not _ready(n):
             continue
+        if tasks is not None:
+            f = facts(n)
+            if not any(t.node == f.name or why_not(t.constraints, f) is None for t in tasks):
+                continue
         alloc = st.get("allocatable") or {}
         out[md["name"]] = (quantities.amount(alloc.get("cpu")), quantities.amount(alloc.get("memory")))
     for node, key, cpu, mem in bound:
@@ -77,92 +106,138 @@ def hosts_for(nodes: list[dict[str, Any]], bound: list[tuple[str, str, float, fl
     return out
 
 
-def allocation(inst: fair_yield.Instance, prev: np.ndarray, fixed: np.ndarray, budget: float, spec: GroupSpec) -> tuple[fair_yield.Allocation, str]:
-    """The chosen algorithm at this epoch (see the module's docstring) and a word on what ran."""
-    deadline = spec.deadline_seconds
-    if (prev < 0).all():
-        if spec.algorithm == DYNAMIC:
-            return fair_yield.reallocate(inst, prev, budget, deadline_s=deadline), DYNAMIC
-        return fair_yield.allocate(inst, spec.algorithm, deadline_s=deadline), spec.algorithm
-    if spec.algorithm == fair_yield.DEFAULT:
-        return fair_yield.solve_anytime(inst, deadline_s=deadline, previous=prev, budget=budget, fixed=fixed), spec.algorithm
-    start = time.monotonic()
-    within = fair_yield.reallocate(inst, prev, budget, deadline_s=deadline / 2 if spec.algorithm != DYNAMIC else deadline, fixed=fixed)
-    if spec.algorithm == DYNAMIC:
-        return within, DYNAMIC
-    own = fair_yield.allocate(inst, spec.algorithm, deadline_s=max(0.01, deadline - (time.monotonic() - start)))
-    if own.ok:
-        p = np.array(own.placement, dtype=np.int64)
-        moved = (prev >= 0) & (p != prev)
-        fits = not (moved & fixed).any() and migration_cost(inst.tasks(), prev, p) <= budget + 1e-9
-        if fits and (not within.ok or own.min_yield >= within.min_yield - 1e-12):
-            return own, spec.algorithm
-    why = "moves beyond the migration budget" if own.ok else "no placement"
-    return within, f"{DYNAMIC} ({spec.algorithm}: {why})"
+def node_facts(nodes: list[dict[str, Any]]) -> dict[str, NodeFacts]:
+    """Labels and taints of every node, by name (what :func:`plan` checks each pod's constraints on)."""
+    return {f.name: f for f in (facts(n) for n in nodes)}
 
 
 def _down(v: float) -> float:
     return math.floor(v * 1e6) / 1e6
 
 
-def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSpec) -> Decision:
-    """The group's epoch: ``hosts`` maps a usable node to the (cores, bytes) it offers the group.
-    Returns where the gated pods go, which running pods move and every running pod's CPU."""
+def _jobs(order: list[Task], allowed: dict[str, frozenset[int]], hosts: int, c_unit: float, m_unit: float) -> list[fair_yield.Job]:
+    """The tasks in ``order`` as jobs: consecutive tasks of one controller with equal needs and equal allowed
+    hosts are one parallel job."""
+    jobs: list[fair_yield.Job] = []
+    key = None
+    for t in order:
+        k = (t.owner or t.uid, t.alpha, t.mem, allowed[t.name])
+        if k == key:
+            jobs[-1] = jobs[-1].model_copy(update={"tasks": jobs[-1].tasks + 1})
+            continue
+        key = k
+        may = allowed[t.name]
+        jobs.append(fair_yield.Job(alpha=min(1.0, t.alpha / c_unit), mem=min(1.0, t.mem / m_unit),
+                                   hosts=None if len(may) == hosts else tuple(sorted(may))))
+    return jobs
+
+
+def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSpec,
+         nodes: Mapping[str, NodeFacts] | None = None) -> Decision:
+    """The group's epoch: ``hosts`` maps a usable node to the (cores, bytes) it offers the group,
+    ``nodes`` its labels and taints (a node missing there has none). Returns where the gated pods
+    go, which pods move or are re-planned, and every running pod's CPU."""
+    t0 = time.monotonic()
     out = Decision()
     tasks = [t for t in tasks if t.alpha > 0]
     names = sorted(n for n, (c, m) in hosts.items() if c > 0 and m > 0)
     usable = set(names)
-    # node loss: running pods on a node that is not usable any more
-    stranded = []
+    fx = {n: (nodes or {}).get(n) or NodeFacts(n) for n in names}
+    stranded: list[str] = []
+    keep: list[Task] = []
     for t in tasks:
-        if not t.gated and t.node not in usable:
+        if t.gated:
+            keep.append(t)
+        elif t.pending is not None:  # released, not bound: where kubesoda pinned it, unless the scheduler or its constraints refuse
+            why = t.pending or ("its node is no longer usable" if t.node not in usable else why_not(t.constraints, fx[t.node]) or "")
+            if not why:
+                keep.append(t)
+                continue
+            out.pending[t.name] = f"{t.node}: {why}" + ("" if t.owner else " (no controller to recreate it gated: left as it is)")
+            if t.owner:
+                out.evict.append(t.name)  # never started: no migration, whatever the budget
+        elif t.node not in usable:
             out.lost.append(t.name)
             if t.owner:
                 out.evict.append(t.name)
             else:
                 stranded.append(t.name)
-    tasks = [t for t in tasks if t.name not in out.lost]
-    note = f"; left on a lost node (no controller to recreate them): {', '.join(sorted(stranded))}" if stranded else ""
+        else:
+            keep.append(t)
+    notes = [f"left on a lost node (no controller to recreate them): {', '.join(sorted(stranded))}"] if stranded else []
+    if out.pending:
+        notes.append("re-planned, Pending where they were placed: " + "; ".join(f"{p} ({w})" for p, w in sorted(out.pending.items())))
+    tasks = keep
+    if tasks and not names:
+        out.status, out.message = "infeasible", "; ".join(["no node offers CPU and memory", *notes])
+        out.seconds = time.monotonic() - t0
+        return out
+    allowed_names: dict[str, set[str]] = {}
+    for t in tasks:
+        reasons = {n: why_not(t.constraints, fx[n]) for n in names}
+        ok = {n for n, r in reasons.items() if r is None}
+        if not t.gated:
+            ok.add(str(t.node))  # it runs (or is pinned) there
+        if not ok:
+            out.unplaceable[t.name] = summary({n: r for n, r in reasons.items() if r})
+        allowed_names[t.name] = ok
+    if out.unplaceable:
+        notes.append("left gated, no node admits them: " + "; ".join(f"{p} ({w})" for p, w in sorted(out.unplaceable.items())))
+    tasks = [t for t in tasks if allowed_names[t.name]]
+    names = [n for n in names if any(n in allowed_names[t.name] for t in tasks)]  # nodes no pod may use are not offered
     if not tasks:
-        out.message = note[2:]
+        out.message = "; ".join(notes)
+        out.status = "partial" if out.unplaceable or out.pending else "empty"
+        out.seconds = time.monotonic() - t0
         return out
-    if not names:
-        out.status, out.message = "infeasible", "no node offers CPU and memory" + note
-        return out
+    index = {n: i for i, n in enumerate(names)}
+    allowed = {k: frozenset(index[n] for n in v) for k, v in allowed_names.items() if v}
     # units: the largest node (or task) is 1
     c_unit = max(max(hosts[n][0] for n in names), max(t.alpha for t in tasks))
     m_unit = max(max(hosts[n][1] for n in names), max(t.mem for t in tasks), 1.0)
-    groups: dict[tuple[str, float, float], list[Task]] = {}
-    for t in sorted(tasks, key=lambda t: (t.owner or t.uid, t.name)):
-        groups.setdefault((t.owner or t.uid, t.alpha, t.mem), []).append(t)
-    order = [t for g in groups.values() for t in g]
-    inst = fair_yield.Instance(
-        jobs=tuple(fair_yield.Job(alpha=min(1.0, k[1] / c_unit), mem=min(1.0, k[2] / m_unit), tasks=len(g)) for k, g in groups.items()),
-        hosts=len(names), cpu=tuple(hosts[n][0] / c_unit for n in names), mem=tuple(hosts[n][1] / m_unit for n in names))
-    index = {n: i for i, n in enumerate(names)}
-    prev = np.array([index[t.node] if not t.gated and t.node else -1 for t in order], dtype=np.int64)
-    fixed = np.array([not t.owner for t in order], dtype=bool)
-    alloc, ran = allocation(inst, prev, fixed, spec.migration_budget / m_unit, spec)
-    out.algorithm = ran
+    order = sorted(tasks, key=lambda t: (t.owner or t.uid, t.alpha, t.mem, sorted(allowed[t.name]), t.name))
+    inst = fair_yield.Instance(jobs=tuple(_jobs(order, allowed, len(names), c_unit, m_unit)), hosts=len(names),
+                               cpu=tuple(hosts[n][0] / c_unit for n in names), mem=tuple(hosts[n][1] / m_unit for n in names))
+    prev = [index[str(t.node)] if not t.gated else -1 for t in order]
+    fixed = [not t.owner for t in order]
+    want = systems.FairYieldSpec(algorithm=spec.algorithm, previous=tuple(prev), budget=spec.migration_budget / m_unit, fixed=tuple(fixed))
+    decided = systems.decide("fair_yield", want, inst, spec.deadline_seconds)
+    alloc: fair_yield.Allocation = decided.result
+    out.algorithm, out.allocator = decided.algorithm, alloc.status
     if not alloc.ok:
-        out.status, out.message = "infeasible", f"{ran}: the tasks' memory does not fit the nodes ({alloc.status})" + note
+        out.status = "infeasible" if alloc.status == "infeasible" else "deadline"
+        why = "the pods' memory does not fit the nodes they may use" if alloc.status == "infeasible" else "no placement found within the deadline"
+        out.message = "; ".join([f"{out.algorithm}: {why} ({alloc.status})", *notes])
+        out.seconds = time.monotonic() - t0
         return out
     placement = np.array(alloc.placement, dtype=np.int64)
-    for k, t in enumerate(order):
-        if prev[k] >= 0 and placement[k] != prev[k]:
-            out.evict.append(t.name)  # recreated gated by its controller (fixed pods never move): placed next epoch
-            placement[k] = prev[k]  # it still holds its node until it is gone (and if its eviction is refused)
-    final = finish(inst.tasks(), placement, ran, alloc.status, time.monotonic())
+    moving = [k for k, t in enumerate(order) if prev[k] >= 0 and placement[k] != prev[k]]
+    cpu_left = np.array([hosts[n][0] for n in names], dtype=float)
+    for k in moving:  # recreated gated by its controller (fixed pods never move); it holds its node until it is gone
+        t = order[k]
+        out.evict.append(t.name)
+        out.held[t.name] = (names[prev[k]], t.held)
+        cpu_left[prev[k]] -= t.held
+    stay = [k for k in range(len(order)) if k not in set(moving)]
+    final_order = [order[k] for k in stay]
+    final_inst = fair_yield.Instance(
+        jobs=tuple(_jobs(final_order, allowed, len(names), c_unit, m_unit)), hosts=len(names),
+        cpu=tuple(max(c, 1e-9) / c_unit for c in cpu_left), mem=inst.mem)
+    final = finish(final_inst.tasks(), np.array([prev[k] if prev[k] >= 0 else placement[k] for k in stay], dtype=np.int64),
+                   out.algorithm, alloc.status, time.monotonic())
     y = np.array(final.task_yield)
-    for k, t in enumerate(order):
+    for k, t in enumerate(final_order):
         out.yields[t.name] = _down(float(y[k]))  # rounded down: a share rounded up could overcommit its node
         if t.gated:
-            out.place[t.name] = names[int(placement[k])]
-        elif t.name not in out.evict:
+            out.place[t.name] = names[int(final.placement[k])]
+        else:
             out.cpu[t.name] = t.alpha * out.yields[t.name]
     out.min_yield, out.avg_yield = _down(final.min_yield), _down(final.avg_yield)
     out.bound = None if alloc.bound is None else round(float(alloc.bound), 6)
     out.gap = None if out.bound is None else round(max(0.0, (out.bound - out.min_yield) / out.bound) if out.bound > 0 else 0.0, 6)
-    out.status = alloc.status
-    out.message = note[2:]
+    if moving:
+        notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
+    out.status = "partial" if out.unplaceable or out.pending else "moving" if out.evict else alloc.status
+    out.message = "; ".join(notes)
+    out.seconds = time.monotonic() - t0
     return out

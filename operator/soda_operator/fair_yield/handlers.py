@@ -5,9 +5,12 @@ section 2.1, run periodically because pods come and go: section 6's dynamic work
 Every :data:`TICK_S` the timer of each group reads its spec (:mod:`.spec`; a refused spec sets
 ``Allocated`` False with reason ``InvalidSpec`` and posts one Warning Event, until it changes) and,
 when the group's ``epochSeconds`` have passed, copies what the epoch reads from the indexes on
-Kopf's event loop, decides (:mod:`.decide`, in a thread), writes (:mod:`.apply`, in a thread),
-patches the group's status (:mod:`.status`), sets the group's gauges (minimum yield, proven bound,
-gap; :mod:`..kube.metrics`) and posts its Events through :mod:`..kube.events`.
+Kopf's event loop, decides (:mod:`.decide`, through ``soda_optimizer.systems.decide``, on a thread
+of the group's own, waited for at most :func:`budget` seconds: :mod:`.worker`; past it, nothing is
+applied, the group's state is ``overBudget`` with a Warning Event, and no other group waits),
+writes (:mod:`.apply`, in a thread), patches the group's status (:mod:`.status`), sets the group's
+gauges (minimum yield, proven bound, gap; :mod:`..kube.metrics`) and posts its Events through
+:mod:`..kube.events`.
 
 The nodes and the other workloads' pods come from the indexes the operator keeps anyway
 (``kubesoda_nodes``, ``kubesoda_pods``: SODA's; ``foreign_pods``: :mod:`..kube.pods`).
@@ -27,12 +30,20 @@ from ..kube import api, conditions, events, metrics, pods
 from ..kube.errors import TranslationError
 from ..memo import Memo
 from . import status as group_status
+from . import worker
 from .apply import write
-from .decide import hosts_for, plan
+from .decide import hosts_for, node_facts, plan
 from .spec import parse
 from .tasks import LABEL, task_of
 
 TICK_S = 2.0
+
+
+def budget(deadline_s: float) -> float:
+    """How long an epoch waits for its decision: the group's deadline (the allocator's stages stop at
+    it) plus the translation on either side and a loaded machine's slack (twice the deadline, at
+    least one second)."""
+    return deadline_s + max(1.0, 2.0 * deadline_s)
 
 
 def yield_pods(body: Mapping[str, Any]) -> dict[Any, Any]:
@@ -75,16 +86,26 @@ async def yield_epoch(namespace: str | None, name: str, spec: kopf.Spec, status:
     nodes = [v for k in indexes["kubesoda_nodes"] for v in indexes["kubesoda_nodes"][k]]
     bound = pods.bound_requests(indexes["foreign_pods"], indexes["kubesoda_pods"])
     tasks = [t for t in (task_of(p) for p in members.values()) if t is not None]
-    hosts = hosts_for(nodes, bound, {f"{t.namespace}/{t.name}" for t in tasks})
-    decision = await asyncio.to_thread(plan, tasks, hosts, settings)
+    hosts = hosts_for(nodes, bound, {f"{t.namespace}/{t.name}" for t in tasks}, tasks)
+    facts = node_facts(nodes)
+    wait = budget(settings.deadline_seconds)
+    try:
+        decision = await worker.decide(memo.fair_yield.running, key, lambda: plan(tasks, hosts, settings, facts), wait)
+    except (worker.OverBudget, worker.Busy) as e:
+        late = group_status.over_budget(wait, settings.deadline_seconds, generation, status.get("conditions"), isinstance(e, worker.Busy))
+        patch.status.update(late)
+        if status.get("state") != "overBudget":
+            await asyncio.to_thread(events.post, core, body, "OverBudget", late["message"], "Warning")
+        return
     done = await asyncio.to_thread(write, core, key[0], decision, members)
-    patch.status.update(group_status.allocated(decision, len(tasks), generation, status.get("conditions"), done["blocked"]))
+    patch.status.update(group_status.allocated(decision, len(tasks), generation, status.get("conditions"), done["blocked"],
+                                               done["failed"], settings.deadline_seconds))
     labels = {"namespace": key[0], "group": name}
     metrics.YIELD_MIN.labels(**labels).set(decision.min_yield)
     metrics.YIELD_BOUND.labels(**labels).set(-1 if decision.bound is None else decision.bound)
     metrics.YIELD_GAP.labels(**labels).set(-1 if decision.gap is None else decision.gap)
     if done["blocked"]:
         metrics.YIELD_BLOCKED.labels(**labels).inc(len(done["blocked"]))
-    said = group_status.events(decision, done["placed"], done["evicted"], done["blocked"])
+    said = group_status.events(decision, done["placed"], done["evicted"], done["blocked"], done["failed"])
     if said:
         await asyncio.to_thread(events.post_all, core, [(body, reason, message, type_) for reason, message, type_ in said])

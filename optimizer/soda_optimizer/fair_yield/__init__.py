@@ -10,6 +10,8 @@ Pure: no Kubernetes, no I/O.
 - :mod:`.mcb` -- MCB1..MCB8, multi-capacity bin packing in a binary search on the yield (3.4);
 - :mod:`.average` -- the average-yield second phase (3.5, per job for parallel jobs 5.1);
 - :mod:`.dynamic` -- re-optimisation with a migration budget (6);
+- :mod:`.epoch` -- one epoch of a running allocation, the chosen algorithm within the migration budget (what
+  a YieldGroup runs, through :class:`soda_optimizer.systems.FairYield`);
 - :mod:`.anytime` -- the default: MCB8 (or the re-placement heuristic) first, then the MILP warm-started from it
   within the rest of the deadline; the best of both with its proven bound (ours: 2.5 + 3.4 + 6.1);
 - :mod:`.generator` -- the synthetic instances of 4.1 and the parallel-job sizes of 5.2.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import epoch as epoch
 from .anytime import solve_anytime
 from .dynamic import reallocate
 from .generator import Spec, generate, grid

@@ -1,8 +1,10 @@
 """The anytime exact allocator, the default: a sound answer in milliseconds, then the proven optimum where the
 deadline allows it (sections 2.5, 3.4 and 6.1 combined; the combination is ours, the paper runs them apart).
 
-1. a heuristic first: MCB8 (section 3.4, the paper's algorithm of choice) for a fresh allocation; with a
-   previous placement, the re-placement heuristic within the migration budget (:mod:`.dynamic`);
+1. a heuristic first: a complete MCB8 (section 3.4, the paper's algorithm of choice; it takes milliseconds, so it
+   runs to its end whatever the deadline: the first answer is never below MCB8's, issue 47) for a fresh
+   allocation, SG (3.3) when MCB8 finds no packing; with a previous placement, the re-placement heuristic within
+   the migration budget (:mod:`.dynamic`), given a fifth of the deadline (at least 5 ms) for its improvements;
 2. then the exact MILP (:mod:`.milp`, SCIP) warm-started from that answer and bounded by what is left of the
    deadline. SCIP measured better than CP-SAT: through OR-Tools' linear-solver wrapper CP-SAT rounds the
    continuous makespan variable and reported "optimal" on 29 of 29 off-grid instances of which only 12 were
@@ -10,6 +12,11 @@ deadline allows it (sections 2.5, 3.4 and 6.1 combined; the combination is ours,
 3. the answer is the better of the two -- never below the heuristic's -- with the best proven upper bound on the
    minimum yield (the MILP's, else the LP bound of section 3.1 or MCB's Y_max) in ``bound`` and status
    ``optimal`` when the MILP proved it (or the heuristic reached the bound), ``deadline`` otherwise.
+
+The MILP only gets what is left of the deadline after the heuristic; when the heuristic alone took it all, the
+answer is the heuristic's (status ``deadline`` unless it reached the bound): the wall time can pass a very short
+deadline by MCB8's own time (milliseconds), never by the MILP's. A heuristic failure is only ``infeasible`` when
+proven (the MILP or the relaxation says so); otherwise ``deadline``.
 
 ``Allocation.gap`` is then (bound - minimum yield) / bound, the distance to the optimum the answer can prove.
 
@@ -26,8 +33,9 @@ import time
 import numpy as np
 
 from .dynamic import reallocate
+from .greedy import solve_greedy
 from .mcb import solve_mcb
-from .milp import lp_bound, solve_milp
+from .milp import hopeless, lp_bound, solve_milp
 from .model import Allocation, Instance, Tasks
 
 #: a deadline this short goes to the heuristic alone (the MILP would not even be built in time)
@@ -56,7 +64,10 @@ def solve_anytime(
     end = t0 + deadline_s if deadline_s is not None else None
     share = None if deadline_s is None else max(0.005, 0.2 * deadline_s)  # the heuristic's part of the deadline
     if previous is None:
-        first = solve_mcb(tasks, 8, deadline_s=share)
+        first = solve_mcb(tasks, 8, deadline_s=None)  # complete: the first answer is sound and never below MCB8
+        if not first.ok:
+            sg = solve_greedy(tasks, sort=True, backtrack=False, deadline_s=None)
+            first = sg.model_copy(update={"bound": first.bound}) if sg.ok else first
     else:
         first = reallocate(tasks, previous, float(budget or 0.0), by_count=by_count, deadline_s=share, fixed=fixed)
     bound = first.bound if first.bound is not None else lp_bound(tasks)
@@ -64,7 +75,8 @@ def solve_anytime(
         return _named(first, "optimal", bound, t0)
     left = None if end is None else end - time.monotonic()
     if left is not None and left < MIN_MILP_S:
-        return _named(first, "deadline" if first.ok else first.status, bound, t0)
+        proven = not first.ok and hopeless(tasks, previous, fixed)
+        return _named(first, "infeasible" if proven else "deadline", bound, t0)
     hint = _hint(tasks, np.asarray(first.placement, dtype=np.int64)) if first.ok and previous is None else (
         np.asarray(first.placement, dtype=np.int64) if first.ok else None)
     exact = solve_milp(tasks, deadline_s=left, hint=hint, previous=previous, budget=budget if previous is not None else None,

@@ -14,7 +14,8 @@ Two methods:
   numpy), within the remaining budget. Moving a task back to its old host refunds its cost.
 
 ``fixed`` tasks (ours: pods without a controller) never move: the heuristic sheds and moves only the others, the
-MILP pins them.
+MILP pins them. A task restricted to some hosts (:attr:`.model.Tasks.allowed`, issue 47) only goes to those; one
+on a host it may no longer use is moved off it like a task over a host's memory (counted against B).
 
 Both return an :class:`~.model.Allocation` after the average-yield phase; :func:`migration_cost` measures B used.
 """
@@ -27,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 from .average import finish
-from .milp import solve_milp
+from .milp import hopeless, solve_milp
 from .model import EPS, Allocation, Instance, Tasks
 
 
@@ -48,6 +49,10 @@ def _heuristic(
     cost_of = np.ones(tasks.n) if by_count else tasks.mem.copy()
     placement = previous.copy()
     pinned = fixed & (previous >= 0)
+    may = tasks.may()
+    if hopeless(tasks, previous, fixed):
+        return None, False
+    placement[(placement >= 0) & ~may[np.arange(tasks.n), np.maximum(placement, 0)]] = -1  # forced: off a forbidden host
     if np.any(np.bincount(previous[pinned], weights=tasks.mem[pinned], minlength=tasks.hosts) > tasks.mem_cap + EPS):
         return None, False  # the tasks that cannot move overflow a host by themselves
     free = tasks.mem_cap - np.bincount(
@@ -64,7 +69,7 @@ def _heuristic(
     load = np.bincount(placement[placement >= 0], weights=tasks.alpha[placement >= 0], minlength=tasks.hosts)
     todo = np.flatnonzero(placement < 0)
     for t in todo[np.argsort(-tasks.mem[todo], kind="stable")]:
-        fits = free + EPS >= tasks.mem[t]
+        fits = (free + EPS >= tasks.mem[t]) & may[t]
         if not fits.any():
             return None, False
         j = int(np.argmin(np.where(fits, (load + tasks.alpha[t]) / tasks.cpu_cap, np.inf)))
@@ -90,6 +95,7 @@ def _heuristic(
         delta = np.where(previous[on_b][:, None] < 0, 0.0, delta)
         new_load = load[None, :] + tasks.alpha[on_b][:, None]  # target host load after the move
         ok = (free[None, :] + EPS >= tasks.mem[on_b][:, None]) & (used + delta <= budget + EPS)
+        ok &= may[on_b]
         ok[:, b] = False
         ok[pinned[on_b], :] = False
         target_y = np.minimum(tasks.cpu_cap[None, :] / new_load, 1.0)

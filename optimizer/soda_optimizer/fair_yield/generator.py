@@ -13,7 +13,8 @@ reached (the last job is cut to fit).
 Off the grid (:func:`off_grid`, ours, not the paper's): 4-8 hosts, some identical and some not, 8-18 tasks, in
 three regimes -- ``memory``-tight (the tasks' memory fills 80-95% of the hosts'), ``middle`` (45-70%) and
 ``cpu``-tight (15-35% of memory, the CPU need 2-3.5 times the capacity) -- the sizes at which the exact optimum
-can still be proven, used to measure how far a heuristic is from it (benchmarks/bench_yield.py, the tests).
+can still be proven, used to measure how far a heuristic is from it (benchmarks/bench_yield.py, the tests); with
+``restricted``, some tasks limited to some of the hosts (ours, issue 47).
 
 Departures: truncation is by rejection (redraw the values outside the interval), the paper does not say how;
 alpha excludes 0 (a yield divides by it); the Lublin-Feitelson parameters are the published ones (serial
@@ -85,10 +86,12 @@ def generate(spec: Spec, rng: np.random.Generator, parallel: bool = False) -> In
 REGIMES = ("memory", "middle", "cpu")
 
 
-def off_grid(rng: np.random.Generator, regime: str, hosts: tuple[int, int] = (4, 8), tasks: tuple[int, int] = (8, 18)) -> Instance:
+def off_grid(rng: np.random.Generator, regime: str, hosts: tuple[int, int] = (4, 8), tasks: tuple[int, int] = (8, 18),
+             restricted: float = 0.0) -> Instance:
     """One off-grid instance of ``regime`` (one of :data:`REGIMES`): H hosts in ``hosts``, T tasks in ``tasks``
-    (inclusive); half the instances have unequal hosts (CPU and memory each in [0.5, 1]). Not guaranteed
-    feasible."""
+    (inclusive); half the instances have unequal hosts (CPU and memory each in [0.5, 1]). With ``restricted`` > 0,
+    that share of the tasks may only use a random half of the hosts or more (a pod's nodeSelector, affinity or
+    taints, issue 47). Not guaranteed feasible."""
     if regime not in REGIMES:
         raise ValueError(f"off_grid: regime {regime!r} is not one of {', '.join(REGIMES)}")
     h = int(rng.integers(hosts[0], hosts[1] + 1))
@@ -104,7 +107,13 @@ def off_grid(rng: np.random.Generator, regime: str, hosts: tuple[int, int] = (4,
     if regime == "cpu":  # CPU need 2-3.5 times the capacity
         alpha = np.clip(alpha * rng.uniform(2.0, 3.5) * cpu.sum() / alpha.sum(), 0.01, 1.0)
     same = bool(np.all(cpu == 1.0))
-    return Instance(jobs=tuple(Job(alpha=float(a), mem=float(m)) for a, m in zip(alpha, mem)), hosts=h,
+    allowed: list[tuple[int, ...] | None] = [None] * t
+    if restricted > 0:
+        for k in range(t):
+            if rng.random() < restricted:
+                size = int(rng.integers((h + 1) // 2, h + 1))
+                allowed[k] = tuple(sorted(int(x) for x in rng.choice(h, size=size, replace=False)))
+    return Instance(jobs=tuple(Job(alpha=float(a), mem=float(m), hosts=w) for a, m, w in zip(alpha, mem, allowed)), hosts=h,
                     cpu=None if same else tuple(float(c) for c in cpu), mem=None if same else tuple(float(m) for m in mem_cap))
 
 

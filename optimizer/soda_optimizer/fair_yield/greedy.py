@@ -7,7 +7,8 @@ leaf is GR's / SG's answer), bounded by a number of placement attempts (the pape
 The placement's minimum yield is then min(1, min_j capacity / load) and the average-yield phase follows.
 
 Departures: with unequal hosts the load is total alpha divided by the host's CPU capacity; ties go to the lower
-host index; the deadline is checked every 1,024 placement attempts.
+host index; the deadline is checked every 1,024 placement attempts; a task restricted to some hosts
+(:attr:`.model.Tasks.allowed`, issue 47) only goes to those.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def _greedy(tasks: Tasks, order: np.ndarray) -> np.ndarray | None:
     load = np.zeros(tasks.hosts)
     free = tasks.mem_cap.astype(float).copy()
     placement = np.full(tasks.n, -1, dtype=np.int64)
+    may = tasks.may()
     for t in order:
-        fits = free + EPS >= tasks.mem[t]
+        fits = (free + EPS >= tasks.mem[t]) & may[t]
         if not fits.any():
             return None
         j = int(np.argmin(np.where(fits, load / tasks.cpu_cap, np.inf)))
@@ -56,8 +58,10 @@ def _backtrack(
     attempts = 0
     depth = 0
 
+    may = tasks.may()
+
     def candidates(t: int) -> np.ndarray:
-        fits = np.flatnonzero(free + EPS >= tasks.mem[t])
+        fits = np.flatnonzero((free + EPS >= tasks.mem[t]) & may[t])
         return fits[np.argsort(load[fits] / tasks.cpu_cap[fits], kind="stable")]
 
     cands.append(candidates(int(order[0])))

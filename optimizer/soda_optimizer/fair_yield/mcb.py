@@ -21,7 +21,9 @@ Departures from the paper:
 - if no probed yield packs, Y = 0 (memory only) is tried last before reporting a failure;
 - the search stops when the interval is narrower than ``tol`` (the paper does not give its precision);
 - with unequal hosts the imbalance compares the fractions of CPU and memory left; keys use absolute needs;
-- the deadline is checked between packings; the best placement so far is returned when it passes.
+- the deadline is checked between packings; the best placement so far is returned when it passes;
+- a task restricted to some hosts (:attr:`.model.Tasks.allowed`, issue 47) is only a candidate on those: the
+  scan of a host masks out the tasks that may not use it (Y_max stays a valid, looser, bound).
 """
 
 from __future__ import annotations
@@ -57,8 +59,10 @@ KEYS: dict[int, tuple[_Key, bool]] = {
 }
 
 
-def pack(cpu: np.ndarray, mem: np.ndarray, cpu_cap: np.ndarray, mem_cap: np.ndarray, variant: int) -> np.ndarray | None:
-    """One multi-capacity packing of tasks with fixed needs; the host of each task, or None on failure."""
+def pack(cpu: np.ndarray, mem: np.ndarray, cpu_cap: np.ndarray, mem_cap: np.ndarray, variant: int,
+         allowed: np.ndarray | None = None) -> np.ndarray | None:
+    """One multi-capacity packing of tasks with fixed needs; the host of each task, or None on failure.
+    ``allowed[t, j]``: task t may use host j (None: any); a task is only ever scanned on its hosts."""
     n = cpu.shape[0]
     if mem.sum() > mem_cap.sum() + EPS or cpu.sum() > cpu_cap.sum() + EPS:
         return None
@@ -71,7 +75,8 @@ def pack(cpu: np.ndarray, mem: np.ndarray, cpu_cap: np.ndarray, mem_cap: np.ndar
         kv = key[idx]
         order = np.argsort(-kv if desc else kv, kind="stable")
         idx = idx[order]
-        lists.append((idx, cpu[idx], mem[idx], np.ones(idx.shape[0], dtype=bool)))
+        lists.append((idx, cpu[idx], mem[idx], np.ones(idx.shape[0], dtype=bool),
+                      None if allowed is None else allowed[idx]))
     placement = np.full(n, -1, dtype=np.int64)
     left = n
     for j in range(cpu_cap.shape[0]):
@@ -84,10 +89,12 @@ def pack(cpu: np.ndarray, mem: np.ndarray, cpu_cap: np.ndarray, mem_cap: np.ndar
                 scan = (0, 1) if rc / cpu_cap[j] > rm / mem_cap[j] else (1, 0)
             placed = False
             for li in scan:
-                idx, c, m, alive = lists[li]
+                idx, c, m, alive, may = lists[li]
                 if not idx.size:
                     continue
                 fit = alive & (c <= rc + EPS) & (m <= rm + EPS)
+                if may is not None:
+                    fit &= may[:, j]
                 k = int(np.argmax(fit))
                 if fit[k]:
                     alive[k] = False
@@ -119,7 +126,7 @@ def solve_mcb(
 
     def attempt(y: float) -> bool:
         nonlocal best, best_y
-        p = pack(tasks.alpha * y, tasks.mem, tasks.cpu_cap, tasks.mem_cap, variant)
+        p = pack(tasks.alpha * y, tasks.mem, tasks.cpu_cap, tasks.mem_cap, variant, tasks.allowed)
         if p is None:
             return False
         got = tasks.max_min_yield(p)

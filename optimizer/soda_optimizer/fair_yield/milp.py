@@ -23,6 +23,10 @@ as written (the tests check both against brute force). In the paper's form: the 
 breaking "task t only on hosts 0..t" (valid: number hosts by first use), which the paper does not need with GLPK
 but which makes SCIP prove small instances in milliseconds; SCIP instead of GLPK (3.1), solved to a zero gap.
 
+A task restricted to some hosts (:attr:`.model.Tasks.allowed`, issue 47; ours) has no variable on the others
+(e[t, j] fixed at 0); the symmetry breaking and the closed-form bound then do not apply (``identical_hosts`` is
+False). A task with no host at all, or a ``fixed`` task on a host it may not use, makes the program infeasible.
+
 The LP bound: with identical hosts (capacity C, memory M) and sum m <= H M, section 3.1's closed form
 min(H C / sum alpha, 1); else the relaxation solved with GLOP (:func:`relaxation`), which also gives RRND/RRNZ
 their fractional e (section 3.2).
@@ -85,10 +89,11 @@ def _build(
     n, h = tasks.n, tasks.hosts
     mem = np.where(tasks.mem < 1e-12, 0.0, tasks.mem)  # GLOP reports ABNORMAL on coefficients like 1e-19
     symmetric = integer and previous is None and tasks.identical_hosts
+    may = tasks.may()
     e: list[list[Any]] = [
         [
             (solver.BoolVar(f"e{t}_{j}") if integer else solver.NumVar(0.0, 1.0, f"e{t}_{j}"))
-            if not (symmetric and j > t)
+            if not (symmetric and j > t) and may[t, j]
             else None
             for j in range(h)
         ]
@@ -133,8 +138,10 @@ def _build_makespan(
     n, h = tasks.n, tasks.hosts
     mem = np.where(tasks.mem < 1e-12, 0.0, tasks.mem)
     symmetric = previous is None and tasks.identical_hosts
+    may = tasks.may()
     e: list[list[Any]] = [
-        [solver.BoolVar(f"e{t}_{j}") if not (symmetric and j > t) else None for j in range(h)] for t in range(n)
+        [solver.BoolVar(f"e{t}_{j}") if not (symmetric and j > t) and may[t, j] else None for j in range(h)]
+        for t in range(n)
     ]
     z = solver.NumVar(1.0, solver.infinity(), "Z")
     for t in range(n):
@@ -148,6 +155,18 @@ def _build_makespan(
     _pin(solver, e, previous, fixed)
     solver.Minimize(z)
     return e, z
+
+
+def hopeless(tasks: Tasks, previous: np.ndarray | None = None, fixed: np.ndarray | None = None) -> bool:
+    """No placement can exist: a task with no host it may use, or a ``fixed`` task on a host it may not use."""
+    if tasks.allowed is None:
+        return False
+    if not tasks.allowed.any(axis=1).all():
+        return True
+    if previous is None or fixed is None:
+        return False
+    pin = np.flatnonzero(np.asarray(fixed, dtype=bool) & (previous >= 0))
+    return bool(pin.size) and not bool(tasks.allowed[pin, previous[pin]].all())
 
 
 def lp_bound(inst: Instance | Tasks) -> float:
@@ -165,6 +184,8 @@ def lp_bound(inst: Instance | Tasks) -> float:
 def relaxation(tasks: Tasks, time_limit_s: float | None = None) -> tuple[float, np.ndarray | None]:
     """Solve the rational LP with GLOP: (optimal Y, fractional e of shape (T, H)); (0, None) if infeasible;
     (min(1, total capacity / total alpha), None) if GLOP stops without an optimum."""
+    if hopeless(tasks):
+        return 0.0, None
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if time_limit_s is not None:
         solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
@@ -196,11 +217,11 @@ def solve_milp(
     the solver beats it. ``previous``/``budget``: section 6.1 (the hint must then respect the budget)."""
     t0 = time.monotonic()
     tasks = inst.tasks() if isinstance(inst, Instance) else inst
+    if hopeless(tasks, previous, fixed):
+        return finish(tasks, None, algorithm, "infeasible", t0, bound=0.0)
     solver = pywraplp.Solver.CreateSolver(solver_name)
     if solver is None:  # pragma: no cover
         raise RuntimeError(f"OR-Tools has no {solver_name} solver")
-    if deadline_s is not None:
-        solver.SetTimeLimit(max(1, int(deadline_s * 1000)))
     makespan = formulation == "makespan"
     if makespan:
         e, obj = _build_makespan(solver, tasks, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
@@ -214,13 +235,17 @@ def solve_milp(
                     hv.append(e[t][j])
                     vals.append(1.0 if int(hint[t]) == j else 0.0)
         solver.SetHint(hv, vals)
+    if deadline_s is not None:  # what is left once the model is built, less a margin for SCIP's own overrun and the answer
+        left = deadline_s - (time.monotonic() - t0)
+        solver.SetTimeLimit(max(1, int(1000 * (0.85 * left - 0.005))))
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
     code = solver.Solve(params)
     if code == pywraplp.Solver.INFEASIBLE:
         return finish(tasks, None, algorithm, "infeasible", t0, bound=0.0)
     # the hint is a valid answer too: when the deadline stops the solver below it, return it (best so far)
-    fallback = np.asarray(hint, dtype=np.int64) if hint is not None and tasks.memory_fits(np.asarray(hint)) else None
+    fallback = np.asarray(hint, dtype=np.int64) if hint is not None and tasks.memory_fits(np.asarray(hint)) and (
+        tasks.allowed is None or bool(tasks.allowed[np.arange(tasks.n), np.asarray(hint)].all())) else None
     if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         return finish(tasks, fallback, algorithm, "deadline", t0, bound=None)
     placement = np.array(

@@ -18,6 +18,10 @@ Departures from the paper, on purpose:
   the capacity in place of 1, and the identical-host case is detected where the paper's closed forms (the LP
   bound of 3.1) or symmetry breaking in the MILP depend on it;
 - alpha must be > 0 (a yield divides by it); the paper allows 0 <= alpha_i <= 1;
+- a job may be restricted to some hosts (``Job.hosts``: the hosts its tasks may use; None: every host), the
+  Kubernetes side's nodeSelector, required node affinity and taints/tolerations (issue 47). The paper's tasks may
+  go anywhere; every algorithm here keeps a task off the hosts it may not use (:attr:`Tasks.allowed`), and
+  hosts are only interchangeable (symmetry breaking, the closed-form LP bound) when no job is restricted;
 - ``status`` is one of ``optimal`` (proven: an exact MILP optimum, or a minimum yield equal to the LP bound),
   ``feasible`` (a heuristic's answer), ``deadline`` (the deadline passed; the best answer so far, possibly none)
   and ``infeasible`` (no placement: proven for the MILP, a failure for a heuristic -- the paper's "failure").
@@ -49,6 +53,7 @@ class Job(_Frozen):
     alpha: PosFrac
     mem: Frac
     tasks: int = Field(default=1, ge=1)
+    hosts: tuple[int, ...] | None = None  #: the hosts its tasks may use (None: every host; ours, issue 47)
 
 
 class Instance(_Frozen):
@@ -67,6 +72,9 @@ class Instance(_Frozen):
                 raise ValueError(f"Instance.{name}: one capacity per host ({self.hosts})")
         if not self.jobs:
             raise ValueError("Instance.jobs: at least one job")
+        for i, j in enumerate(self.jobs):
+            if j.hosts is not None and any(h < 0 or h >= self.hosts for h in j.hosts):
+                raise ValueError(f"Instance.jobs[{i}].hosts: host indices in [0, {self.hosts})")
         return self
 
     @classmethod
@@ -88,6 +96,7 @@ class Tasks:
     n_jobs: int
     cpu_cap: np.ndarray  # (H,)
     mem_cap: np.ndarray  # (H,)
+    allowed: np.ndarray | None = None  # (T, H) bool: task t may use host j (None: every task every host)
 
     @classmethod
     def of(cls, inst: Instance) -> Tasks:
@@ -97,7 +106,19 @@ class Tasks:
         mem = np.repeat(np.array([j.mem for j in inst.jobs], dtype=float), counts)
         cpu_cap = np.array(inst.cpu if inst.cpu is not None else (1.0,) * inst.hosts, dtype=float)
         mem_cap = np.array(inst.mem if inst.mem is not None else (1.0,) * inst.hosts, dtype=float)
-        return cls(alpha, mem, job, len(inst.jobs), cpu_cap, mem_cap)
+        allowed = None
+        if any(j.hosts is not None for j in inst.jobs):
+            per_job = np.ones((len(inst.jobs), inst.hosts), dtype=bool)
+            for i, j in enumerate(inst.jobs):
+                if j.hosts is not None:
+                    per_job[i] = False
+                    per_job[i, list(j.hosts)] = True
+            allowed = None if per_job.all() else per_job[job]
+        return cls(alpha, mem, job, len(inst.jobs), cpu_cap, mem_cap, allowed)
+
+    def may(self) -> np.ndarray:
+        """(T, H) bool: task t may use host j (every pair when no job is restricted)."""
+        return np.ones((self.n, self.hosts), dtype=bool) if self.allowed is None else self.allowed
 
     @property
     def n(self) -> int:
@@ -109,7 +130,8 @@ class Tasks:
 
     @property
     def identical_hosts(self) -> bool:
-        return bool(np.all(self.cpu_cap == self.cpu_cap[0]) and np.all(self.mem_cap == self.mem_cap[0]))
+        """Hosts interchangeable: equal capacities and no task restricted to some of them."""
+        return self.allowed is None and bool(np.all(self.cpu_cap == self.cpu_cap[0]) and np.all(self.mem_cap == self.mem_cap[0]))
 
     @property
     def parallel(self) -> bool:
@@ -180,6 +202,8 @@ def violations(inst: Instance, alloc: Allocation, tol: float = 1e-6) -> list[str
     if np.any(p < 0) or np.any(p >= t.hosts):
         out.append("task on no host (eq. 2)")
         return out
+    if t.allowed is not None and not np.all(t.allowed[np.arange(t.n), p]):
+        out.append(f"tasks on a host they may not use: {np.flatnonzero(~t.allowed[np.arange(t.n), p]).tolist()}")
     if np.any(y < -tol) or np.any(y > 1 + tol):
         out.append("yield outside [0, 1] (eq. 10)")
     mem = np.bincount(p, weights=t.mem, minlength=t.hosts)

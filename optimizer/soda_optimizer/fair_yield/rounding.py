@@ -41,10 +41,11 @@ def solve_rounding(
     rng = np.random.default_rng(seed)
     free = tasks.mem_cap.astype(float).copy()
     placement = np.full(tasks.n, -1, dtype=np.int64)
+    may = tasks.may()
     for t in range(tasks.n):
         if deadline is not None and time.monotonic() >= deadline:
             return finish(tasks, None, name, "deadline", t0)
-        p = np.where(free + EPS >= tasks.mem[t], e[t], 0.0)
+        p = np.where((free + EPS >= tasks.mem[t]) & may[t], e[t], 0.0)  # RRNZ's epsilon never opens a forbidden host
         total = p.sum()
         if total <= 0.0:
             return finish(tasks, None, name, "infeasible", t0)
