@@ -4,14 +4,16 @@
   once the changes have settled (:class:`Settle`): a ``kubectl apply`` of many jobs arrives over
   many seconds (2,219 objects in 54-91 s at 2,000 nodes), and planning on part of them places the
   rest around them and re-plans a minute later;
-- a micro epoch every ``microEpochSeconds`` or when a handler flags a node change;
+- a micro epoch every ``microEpochSeconds`` or when a handler flags a node change; while a zone is
+  disrupted (:mod:`.disruption`) only micro epochs run, the macro epoch waits for its end;
 - every second, on a thread of its own, a refresh that turns Admitted jobs Running as soon as
   their pods run, also while an epoch is still creating the pods of later jobs (a first macro
   epoch at 2,000 nodes creates thousands of pods over minutes; :meth:`.epochs.Loops.refresh_running`).
 
 An epoch that raises is logged, counted and retried a micro epoch later, never in a tight loop; a
 refresh that raises is logged, counted (``kubesoda_refresh_failures_total``) and retried 2 s later.
-Once ``stop`` is set the epoch in progress writes nothing more (the applier's fence).
+Once ``stop`` is set, or this replica's lease lapses (:mod:`..kube.lease`), the epoch in progress
+writes nothing more (the applier's fence) and the loops return.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..kube import metrics
+from ..kube.lease import Lease, fence
 from . import state
 from .apply import Fenced
 
@@ -80,8 +83,10 @@ class Settle:
 
 
 def run(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, max_debounce_s: float = MAX_DEBOUNCE_S,
-        refresh_s: float = 1.0, per_object_s: float = SETTLE_PER_OBJECT_S) -> None:
-    loops.applier.fence = stop.is_set
+        refresh_s: float = 1.0, per_object_s: float = SETTLE_PER_OBJECT_S, lease: Lease | None = None) -> None:
+    """Both loops and the Running refresh until ``stop`` is set or a write is fenced: the applier's
+    fence is ``stop`` and, with peering, this replica's lease (:func:`..kube.lease.fence`)."""
+    loops.applier.fence = fence(stop.is_set, lease)
     done = threading.Event()  # ``stop`` may be Kopf's DaemonStopped, which only the daemon's owner sets
     refresher = threading.Thread(target=refresh, args=(loops, stop, done, refresh_s), name="kubesoda-refresh", daemon=True)
     refresher.start()
@@ -134,7 +139,9 @@ def epochs(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, 
                 if waited > debounce_s + 1:
                     log.info("macro epoch after %.1fs of changes (%d StreamJobs and StreamTemplates)", waited, loops.objects())
                 next_macro = 0.0
-            if settle.first is None and now >= next_macro:
+            # while a zone is disrupted (issue 46) the macro epoch waits: admission and candidates planned on
+            # nodes that only look gone would move running work once they are back; micro epochs keep what runs
+            if settle.first is None and now >= next_macro and not getattr(loops, "deletions_paused", False):
                 next_macro = next_micro = time.monotonic() + micro_s  # if it raises: a micro epoch later
                 loops.macro_epoch()
                 next_macro = time.monotonic() + macro_s
