@@ -16,6 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from soda_operator import threaded
 from soda_operator.soda import extender
@@ -173,3 +175,66 @@ def test_one_address_cannot_take_the_open_slots_of_others(pki):
             s.close()
     finally:
         srv.stop()
+
+
+# ----------------------------------------------------------------------------- the rule, by property
+class Transport:
+    """What Slots reads of a transport: the peer's address; abort() marks it closed."""
+
+    def __init__(self, ip: str) -> None:
+        self.ip, self.aborted = ip, False
+
+    def get_extra_info(self, name: str):
+        return (self.ip, 1) if name == "peername" else None
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class Busy:
+    _request_in_progress = True
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["accept", "authenticate", "busy", "close"]), st.integers(0, 5), st.integers(0, 10**6)),
+               max_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=OPS, limit=st.integers(1, 12), per_client=st.integers(1, 6), authenticated=st.integers(1, 4))
+def test_slots_keep_their_bounds_and_never_close_a_certificate_holder_for_an_open_connection(ops, limit, per_client, authenticated):
+    slots = threaded.Slots(limit, per_client, authenticated)
+    live: list[threaded._Conn] = []
+    for op, who, pick in ops:
+        if op == "accept":
+            before = {c: c.raw.aborted for c in live}
+            ip = f"10.0.0.{who}"
+            mine = [c for c in live if not c.authenticated and c.ip == ip]
+            open_ = [c for c in live if not c.authenticated]
+            conn = slots.accept(Transport(ip))
+            newly = [c for c in live if c.raw.aborted and not before[c]]
+            assert all(not c.authenticated and not c.busy() for c in newly)  # only an idle open connection makes room
+            assert len(newly) <= 1
+            if conn is None:  # refused only when every connection that could go is busy
+                pool = mine if len(mine) >= per_client else open_
+                assert all(c.busy() for c in pool) and not newly
+            else:
+                live.append(conn)
+        elif live:
+            conn = live[pick % len(live)]
+            if op == "authenticate" and not conn.authenticated:
+                n_auth = sum(c.authenticated for c in live)
+                ok = slots.authenticate(conn)
+                assert ok or n_auth >= authenticated
+                if not ok:
+                    conn.raw.abort()
+            elif op == "busy":
+                conn.handler = Busy()
+            elif op == "close":
+                conn.raw.abort()
+        for c in [c for c in live if c.raw.aborted]:  # the transport's connection_lost
+            slots.drop(c)
+            live.remove(c)
+        opened = [c for c in live if not c.authenticated]
+        assert slots.n_open == len(opened) == sum(map(len, slots.open.values())) <= limit
+        assert all(len(m) <= per_client for m in slots.open.values())
+        assert len(slots.authenticated) == sum(c.authenticated for c in live) <= authenticated
