@@ -81,7 +81,7 @@ def chart(kube, kubectl, wait_for, tmp_path_factory):
     names = [n.metadata.name for n in nodes]
     replicas = min(2, len(names))
     base = int(os.environ["KUBESODA_API_PORT"]) - 2  # KUBESODA_PORT_BASE (cluster-up.sh: api = base+2)
-    health_port, metrics_port = base + 20, base + 21  # free in the cluster's port range (docs/local-control-plane.md)
+    health_port, metrics_port = base + 20, base + 21  # free in the cluster's port range (docs/local-control-plane.md); +22 the extender's health port
     ext_port = int(os.environ["KUBESODA_EXTENDER_PORT"])
     pki = Path(os.environ["KUBESODA_EXTENDER_TLS_CERT"]).parent
 
@@ -107,7 +107,7 @@ def chart(kube, kubectl, wait_for, tmp_path_factory):
                      "peeringLifetimeSeconds": 20, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
                                                                  "limits": {"memory": "1Gi"}}, **placement},
         "apiServerOverride": {"host": "127.0.0.1", "port": base + 2},
-        "extender": {"replicas": 1, "port": ext_port, "tls": {"enabled": True, "secretName": f"{REL}-local-tls",
+        "extender": {"replicas": 1, "port": ext_port, "healthPort": base + 22, "tls": {"enabled": True, "secretName": f"{REL}-local-tls",
                                                                "requireClientCert": True}, **placement},
         "scheduler": {"enabled": False},  # the local control plane's kubesoda scheduler calls the extender
         "policy": {"macroEpochSeconds": 6, "microEpochSeconds": 2, "macroQDeadlineSeconds": 1, "macroWDeadlineSeconds": 1},

@@ -28,7 +28,7 @@ from soda_optimizer.model import (
 
 NS = "ns"
 JOB = "ns/j"
-UNLIMITED = LinkCapacities(rack_uplink=float("inf"), zone_uplink=float("inf"))
+UNLIMITED = LinkCapacities(rack_uplink=1e15, zone_uplink=1e15)  # no link binds (the model takes finite capacities)
 
 
 def node(name: str, rack: str = "r0", zone: str = "z0", mpc: float = 1000.0, cores: float = 8.0) -> Node:
