@@ -3,7 +3,7 @@ observations only ever change its own namespace's learned functions, even when a
 runs the very same template (same images, arguments, producers: the same signature path); profiles
 are kept per namespace (``<namespace>.<key>``); a cluster-wide profile (no namespace) is read-only
 and planning uses it only when an administrator pinned it. Without a cluster: the operator's
-:class:`Learning` over a dict-backed CustomObjectsApi (tests/test_learning.py's)."""
+:class:`Learning` over a dict-backed CustomObjectsApi (as tests/test_learning.py's)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_learning import NODE, FakeCustom
+from kubernetes import client
 
 from soda_operator.soda import crd
 from soda_operator.soda.learning import (
@@ -31,6 +31,36 @@ from soda_optimizer.learn.signature import Level
 from soda_optimizer.model import pe_id
 from soda_optimizer.observed import PEObservation
 from soda_optimizer.plan import JobDecision, Plan
+
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubesoda.io/mips-per-core": "1000"}},
+        "status": {"allocatable": {"cpu": "4"}}}
+
+
+class FakeCustom:
+    """The CustomObjectsApi calls :class:`Learning` makes, on a dict (the API server's selectors as
+    the operator uses them: ``<label> in|notin (a,b)`` and ``spec.pinned=true``)."""
+
+    def __init__(self, items: list[dict[str, Any]] | None = None):
+        self.objects = {o["metadata"]["name"]: o for o in items or []}
+
+    def list_cluster_custom_object(self, group, version, plural, label_selector=None, field_selector=None, **_):
+        items = list(self.objects.values())
+        if field_selector == "spec.pinned=true":
+            items = [o for o in items if (o.get("spec") or {}).get("pinned")]
+        if label_selector:
+            label, op, rest = label_selector.split(" ", 2)
+            values = set(rest.strip("()").split(","))
+            items = [o for o in items if (((o["metadata"].get("labels") or {}).get(label) in values) == (op == "in"))]
+        return {"items": items}
+
+    def create_cluster_custom_object(self, group, version, plural, body, **_):
+        if body["metadata"]["name"] in self.objects:
+            raise client.ApiException(status=409, reason="AlreadyExists")
+        self.objects[body["metadata"]["name"]] = dict(body)
+
+    def patch_cluster_custom_object_status(self, group, version, plural, name, body, **_):
+        self.objects[name]["status"] = body["status"]
+
 
 POLICY = {"spec": {"observation": {"windowSeconds": 6}, "learning": {"enabled": True}}}
 TEMPLATE: dict[str, Any] = {
