@@ -89,13 +89,15 @@ def hosts_for(nodes: list[dict[str, Any]], bound: list[tuple[str, str, float, fl
     nodes one of them may use (its own constraints, or it runs there): a control-plane, tainted or
     GPU-only node no pod of the group may use is not counted."""
     out: dict[str, tuple[float, float]] = {}
+    kinds = None if tasks is None else list({repr(t.constraints): t.constraints for t in tasks}.values())  # one per distinct ask
+    where = {t.node for t in tasks or [] if not t.gated}
     for n in nodes:
         md, st = n.get("metadata") or {}, n.get("status") or {}
         if not _ready(n):
             continue
-        if tasks is not None:
+        if kinds is not None:
             f = facts(n)
-            if not any(t.node == f.name or why_not(t.constraints, f) is None for t in tasks):
+            if f.name not in where and not any(why_not(c, f) is None for c in kinds):
                 continue
         alloc = st.get("allocatable") or {}
         out[md["name"]] = (quantities.amount(alloc.get("cpu")), quantities.amount(alloc.get("memory")))
@@ -173,8 +175,12 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         out.seconds = time.monotonic() - t0
         return out
     allowed_names: dict[str, set[str]] = {}
+    seen: dict[str, dict[str, str | None]] = {}  # the pods of one controller ask the same: checked once
     for t in tasks:
-        reasons = {n: why_not(t.constraints, fx[n]) for n in names}
+        ask = repr(t.constraints)
+        if ask not in seen:
+            seen[ask] = {n: why_not(t.constraints, fx[n]) for n in names}
+        reasons = seen[ask]
         ok = {n for n, r in reasons.items() if r is None}
         if not t.gated:
             ok.add(str(t.node))  # it runs (or is pinned) there
