@@ -226,6 +226,13 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         cpu_left[prev[k]] -= t.held
     stay = [k for k in range(len(order)) if k not in set(moving)]
     final_order = [order[k] for k in stay]
+    out.bound = None if alloc.bound is None else round(float(alloc.bound), 6)
+    if not final_order:  # every pod moves: nothing stays to resize; the yields are the plan's, once they are re-placed
+        out.min_yield, out.avg_yield = _down(alloc.min_yield), _down(alloc.avg_yield)
+        out.gap = None if out.bound is None else round(max(0.0, (out.bound - out.min_yield) / out.bound) if out.bound > 0 else 0.0, 6)
+        notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
+        out.status, out.message, out.seconds = "partial" if out.unplaceable or out.pending else "moving", "; ".join(notes), time.monotonic() - t0
+        return out
     final_inst = fair_yield.Instance(
         jobs=tuple(_jobs(final_order, allowed, len(names), c_unit, m_unit)), hosts=len(names),
         cpu=tuple(max(c, 1e-9) / c_unit for c in cpu_left), mem=inst.mem)
@@ -239,7 +246,6 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         else:
             out.cpu[t.name] = t.alpha * out.yields[t.name]
     out.min_yield, out.avg_yield = _down(final.min_yield), _down(final.avg_yield)
-    out.bound = None if alloc.bound is None else round(float(alloc.bound), 6)
     out.gap = None if out.bound is None else round(max(0.0, (out.bound - out.min_yield) / out.bound) if out.bound > 0 else 0.0, 6)
     if moving:
         notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
