@@ -46,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from soda_optimizer import fair_yield, systems
+import soda_optimizer.fair_yield as fair_yield
+import soda_optimizer.systems as systems
 from soda_optimizer.fair_yield.average import finish
 
 from ..kube import quantities
