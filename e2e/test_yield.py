@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from live import GROUP, VERSION, milli, start_operator
+from live import FAST_POLICY, GROUP, VERSION, install_crds_and_policy, milli, start_operator
 
 TOL = "tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]"
 
@@ -343,6 +343,7 @@ def test_taints_node_selectors_and_a_stuck_pod(kube, kubectl, namespace, extende
     try:
         for n in TAINTED:
             kubectl("taint", "nodes", n, f"{TAINT}", "--overwrite")
+        install_crds_and_policy(kubectl, FAST_POLICY)  # the operator starts once the stale pod is stuck
         kubectl("apply", "-n", namespace, "-f", "-", input=ZONED)
         stale = wait_for(lambda: zoned_pods(kube, namespace, "stale") or None, timeout=30, what="the stale pod created")[0]
         release_as_before(kube, namespace, stale, TAINTED[0])

@@ -266,3 +266,11 @@ def test_no_node_is_ever_over_its_offer(c, algorithm):
         assert not d.evict and not d.unplaceable and not d.pending
     for name in d.evict:
         assert by[name].owner
+
+
+def test_no_placement_within_the_deadline_is_not_allocated():
+    from soda_operator.fair_yield.decide import Decision
+
+    d = Decision(status="deadline", allocator="deadline", algorithm="anytime", message="anytime: no placement found within the deadline (deadline)")
+    st = group_status.allocated(d, 2, 1, None)
+    assert st["state"] == "deadline" and (st["conditions"][0]["status"], st["conditions"][0]["reason"]) == ("False", "NoPlacement")

@@ -46,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from soda_optimizer import fair_yield, systems
+import soda_optimizer.fair_yield as fair_yield
+import soda_optimizer.systems as systems
 from soda_optimizer.fair_yield.average import finish
 
 from ..kube import quantities
@@ -89,13 +90,15 @@ def hosts_for(nodes: list[dict[str, Any]], bound: list[tuple[str, str, float, fl
     nodes one of them may use (its own constraints, or it runs there): a control-plane, tainted or
     GPU-only node no pod of the group may use is not counted."""
     out: dict[str, tuple[float, float]] = {}
+    kinds = None if tasks is None else list({repr(t.constraints): t.constraints for t in tasks}.values())  # one per distinct ask
+    where = {t.node for t in tasks or [] if not t.gated}
     for n in nodes:
         md, st = n.get("metadata") or {}, n.get("status") or {}
         if not _ready(n):
             continue
-        if tasks is not None:
+        if kinds is not None:
             f = facts(n)
-            if not any(t.node == f.name or why_not(t.constraints, f) is None for t in tasks):
+            if f.name not in where and not any(why_not(c, f) is None for c in kinds):
                 continue
         alloc = st.get("allocatable") or {}
         out[md["name"]] = (quantities.amount(alloc.get("cpu")), quantities.amount(alloc.get("memory")))
@@ -173,8 +176,12 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         out.seconds = time.monotonic() - t0
         return out
     allowed_names: dict[str, set[str]] = {}
+    seen: dict[str, dict[str, str | None]] = {}  # the pods of one controller ask the same: checked once
     for t in tasks:
-        reasons = {n: why_not(t.constraints, fx[n]) for n in names}
+        ask = repr(t.constraints)
+        if ask not in seen:
+            seen[ask] = {n: why_not(t.constraints, fx[n]) for n in names}
+        reasons = seen[ask]
         ok = {n for n, r in reasons.items() if r is None}
         if not t.gated:
             ok.add(str(t.node))  # it runs (or is pinned) there
@@ -220,6 +227,13 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         cpu_left[prev[k]] -= t.held
     stay = [k for k in range(len(order)) if k not in set(moving)]
     final_order = [order[k] for k in stay]
+    out.bound = None if alloc.bound is None else round(float(alloc.bound), 6)
+    if not final_order:  # every pod moves: nothing stays to resize; the yields are the plan's, once they are re-placed
+        out.min_yield, out.avg_yield = _down(alloc.min_yield), _down(alloc.avg_yield)
+        out.gap = None if out.bound is None else round(max(0.0, (out.bound - out.min_yield) / out.bound) if out.bound > 0 else 0.0, 6)
+        notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
+        out.status, out.message, out.seconds = "partial" if out.unplaceable or out.pending else "moving", "; ".join(notes), time.monotonic() - t0
+        return out
     final_inst = fair_yield.Instance(
         jobs=tuple(_jobs(final_order, allowed, len(names), c_unit, m_unit)), hosts=len(names),
         cpu=tuple(max(c, 1e-9) / c_unit for c in cpu_left), mem=inst.mem)
@@ -233,7 +247,6 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         else:
             out.cpu[t.name] = t.alpha * out.yields[t.name]
     out.min_yield, out.avg_yield = _down(final.min_yield), _down(final.avg_yield)
-    out.bound = None if alloc.bound is None else round(float(alloc.bound), 6)
     out.gap = None if out.bound is None else round(max(0.0, (out.bound - out.min_yield) / out.bound) if out.bound > 0 else 0.0, 6)
     if moving:
         notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")

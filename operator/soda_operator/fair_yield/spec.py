@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from soda_optimizer import bounds, fair_yield
+import soda_optimizer.fair_yield as fair_yield
+from soda_optimizer import bounds
 
 from ..kube import quantities
 from ..kube.errors import from_validation

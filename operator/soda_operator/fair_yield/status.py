@@ -18,7 +18,8 @@ passed the group's budget, nothing applied), ``invalid`` (the spec is refused), 
 ``Allocated`` is True when the epoch placed the group's pods (reason ``Allocated``, or ``Moving``,
 ``MoveBlocked`` while moves are under way or refused), False with reason ``Infeasible`` when
 their memory does not fit the nodes, ``Partial`` when some pods cannot run where they may go,
-``WriteRefused``, ``OverBudget``, or ``InvalidSpec`` when the spec is refused (the message names
+``WriteRefused``, ``OverBudget``, ``NoPlacement`` (the deadline passed before any placement was found;
+the pods stay gated), or ``InvalidSpec`` when the spec is refused (the message names
 the field; nothing is planned until it is fixed), Unknown with ``NoPods`` when the group has no
 pod to place.
 """
@@ -58,7 +59,8 @@ def allocated(decision: Decision, pods: int, generation: int | None, old: Condit
     """The status an epoch writes (``old``: the group's current conditions; ``blocked``: the pods
     whose eviction the API server refused, with its reason; ``failed``: the other writes refused)."""
     st = state(decision, blocked, failed)
-    ok = None if st == "empty" else st not in FALSE
+    unplaced = st == "deadline" and not decision.yields  # the deadline passed before any placement was found
+    ok = None if st == "empty" else st not in FALSE and not unplaced
     notes = [decision.message] if decision.message else []
     if failed:
         notes.append("refused: " + "; ".join(f"{p} ({r})" for p, r in sorted(failed.items())))
@@ -81,7 +83,7 @@ def allocated(decision: Decision, pods: int, generation: int | None, old: Condit
         "message": message,
         "yields": [{"pod": p, "yield": y} for p, y in sorted(decision.yields.items())],
         "conditions": [conditions.condition(
-            "Allocated", ok, REASONS.get(st, "Allocated"),
+            "Allocated", ok, "NoPlacement" if unplaced else REASONS.get(st, "Allocated"),
             message or f"{pods} pod(s), minimum yield {decision.min_yield:.3f}", generation, old)],
     }
 
