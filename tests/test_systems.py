@@ -63,10 +63,13 @@ def test_registry_lists_the_four_systems_and_refuses_others() -> None:
 
 def test_soda_decides_like_pipeline_run() -> None:
     scen = _scenario()
-    d = systems.decide("soda", None, scen)
+    d = systems.decide("soda", None, scen, 30.0)  # no deadline bites, however loaded the machine
     assert isinstance(d, systems.Decision) and d.system == "soda" and d.algorithm == "soda"
     assert d.status == "feasible" and d.bound is None and "2/2 jobs admitted" in d.detail
-    assert _plan_view(d.result) == _plan_view(pipeline.run(scen))
+    assert _plan_view(d.result) == _plan_view(pipeline.run(scen, 30.0))
+    # a micro epoch: the previous plan given, the entry is pipeline.rerun
+    m = systems.decide("soda", systems.SodaSpec(previous=d.result), scen, 30.0)
+    assert _plan_view(m.result) == _plan_view(pipeline.rerun(scen, d.result, 30.0))
     # the spec replaces the Scenario's policy: a baseline placement
     rr = scen.policy.model_copy(update={"placement": "rr"})
     d = systems.decide("soda", rr, scen)
