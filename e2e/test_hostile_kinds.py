@@ -10,7 +10,8 @@
    the operator started. Namespace ``healthy`` holds a BatchDispatch with a gated Job and a JobFlow: its released pods,
    its BatchDispatch's decision and its flow's plan do not change over two decision intervals of each, the operator's
    liveness endpoint answers every probe throughout, and each hostile object says why in its own status, naming the
-   field.
+   field; and the tenant can delete them while the operator runs (Kopf's finalizer released: the issue's 1n
+   BatchDispatch could not be deleted until a restart).
 """
 
 from __future__ import annotations
@@ -298,5 +299,8 @@ def test_hostile_dispatch_and_flows_cost_the_healthy_namespace_nothing(kube, kub
         assert probes >= 2 * EPOCH
         jf = _obj(kube, healthy, "jobflows", "h")["status"]
         assert jf["plan"]["flows"] == 1  # planned alone: the refused flows on its pool are in no plan
+        # the tenant's objects can be deleted while the operator runs (its loop releases their finalizers)
+        kubectl("delete", "-n", tenant, "batchdispatch/default", "jobflow/huge", "jobflow/slow", "--timeout=30s")
+        assert _live(url)
     finally:
         op.stop()
