@@ -119,7 +119,7 @@ def test_kubesoda_plan_leaves_out_the_job_that_makes_planning_fail(monkeypatch, 
             raise ValueError("attempt to get argmax of an empty sequence")
         return real(s, deadline_s, functions)
 
-    monkeypatch.setattr(cli.pipeline, "run", run)
+    monkeypatch.setattr(pipeline, "run", run)  # systems.decide("soda") calls it
     ex = Path(__file__).resolve().parents[1] / "examples"
     rc = cli.main(["plan", "-f", str(ex / "nodes" / "small-8.yaml"), "-f", str(ex / "alternatives"), "-f", str(ex / "small-pipeline"),
                    "--deadline-scale", "0.2", "--json"])
@@ -128,3 +128,41 @@ def test_kubesoda_plan_leaves_out_the_job_that_makes_planning_fail(monkeypatch, 
     assert rc == 2
     assert [d["job"] for d in doc["jobs"]] == ["default/clicks"] and doc["jobs"][0]["admitted"]
     assert "StreamJob default/video: planning failed with this job (ValueError: attempt to get argmax" in err
+
+
+# ------------------------------------------------------------------ the policy is a suspect before any job (issue 45)
+
+BAD = POLICY.model_copy(update={"macrow_deadline_s": 1.0e308})  # the admin's value that breaks a stage
+
+
+def policy_faulty(culprits: set[str]):
+    """The real pipeline, failing under BAD's macroW deadline (as an OverflowError in a stage would) and whenever a
+    culprit job is planned."""
+    def plan_fn(s: Scenario):
+        if s.policy.macrow_deadline_s > 1e6:
+            raise OverflowError("timeout value is too large")
+        if culprits & {j.name for j in s.jobs}:
+            raise ValueError("attempt to get argmax of an empty sequence")
+        return pipeline.run(s)
+    return plan_fn
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sets(st.sampled_from(JOBS), min_size=0, max_size=2), st.sampled_from(JOBS), st.booleans())
+def test_a_policy_fault_never_costs_a_job_its_place(culprits, changed, all_suspect):
+    """Planning fails under the policy: with a fallback policy the guard plans under it, blames the policy and sets
+    aside exactly the jobs that fail on their own (the changed healthy job among the suspects keeps its place: main
+    quarantined it, the only suspect, for the policy's OverflowError)."""
+    scen = SCEN.model_copy(update={"policy": BAD})
+    suspects = None if all_suspect else sorted(culprits | {changed})
+    if suspects is not None and len(suspects) > 1 and set(suspects) == culprits:
+        return  # every suspect fails alone: not a job's fault (test above)
+    out = guard.run(scen, policy_faulty(culprits), suspects, fallback=POLICY)
+    assert "OverflowError" in out.policy_fault
+    assert set(out.quarantined) == culprits
+    assert decisions(out.plan) == decisions(pipeline.run(guard.without(SCEN, culprits)))
+
+
+def test_a_sound_policy_is_never_blamed():
+    out = guard.run(SCEN, faulty({JOBS[2]}, "raise"), [JOBS[2], JOBS[3]], fallback=Policy())
+    assert out.policy_fault == "" and set(out.quarantined) == {JOBS[2]}

@@ -53,10 +53,15 @@ def check(s, res) -> None:
     assert admitted & req == promised_exact(s)
     assert sum(res.goals.values()) <= s.capacity_mips + 1e-6
     b, gap = res.report.bound, res.report.gap
-    assert b is not None and gap is not None
-    assert b >= res.importance * (1 - 1e-9) - 1e-9
-    assert gap == pytest.approx(max(0.0, b - res.importance) / b if b > 0 else 0.0, abs=1e-9)
-    assert res.report.status != "optimal" or gap <= 1e-9
+    assert b is not None
+    assert res.report.bound_proven == res.bound_proven
+    if res.bound_proven:
+        assert gap is not None and b >= res.importance * (1 - 1e-9) - 1e-9
+        assert gap == pytest.approx(max(0.0, b - res.importance) / b if b > 0 else 0.0, abs=1e-9)
+    else:  # an estimate (issue 49): published as computed, its gap unknown (None) where the answer reaches it, never 0
+        assert res.report.status != "optimal"
+        assert (gap is None) == (b <= res.importance) and (gap is None or gap == pytest.approx((b - res.importance) / b, abs=1e-9))
+    assert res.report.status != "optimal" or (gap is not None and gap <= 1e-9)
 
 
 @settings(max_examples=40, deadline=None)
@@ -197,11 +202,11 @@ def test_bound_and_gap_reach_the_scheduling_policy_status():
     s = F.lone(True)
     plan = Soda().plan(s, deadline_s=5)
     st = status.policy_plan(plan, {"budgetSpent": {"a": 1.0}})
-    assert st == {"planImportance": round(plan.importance, 6), "planBound": round(plan.bound, 6),
+    assert st == {"planImportance": round(plan.importance, 6), "planBound": round(plan.bound, 6), "planBoundProven": plan.bound_proven,
                   "planGap": round(plan.gap, 6), "planJobsAdmitted": 1}
     assert status.policy_plan(plan, {**st, "budgetSpent": {}}) is None  # unchanged: no write
     assert status.policy_plan(plan.model_copy(update={"bound": None, "gap": None}), {}) is None
     crd = yaml.safe_load((Path(__file__).resolve().parents[1] / "crds" / "schedulingpolicies.yaml").read_text())
     props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     for k, v in st.items():
-        assert props[k]["type"] == ("integer" if isinstance(v, int) else "number"), k
+        assert props[k]["type"] == ("boolean" if isinstance(v, bool) else "integer" if isinstance(v, int) else "number"), k

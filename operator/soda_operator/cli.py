@@ -12,8 +12,8 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from soda_optimizer import guard, pipeline, steps
-from soda_optimizer.model import Scenario
+from soda_optimizer import guard, steps, systems
+from soda_optimizer.model import Policy, Scenario
 from soda_optimizer.plan import Plan
 
 if TYPE_CHECKING:  # scipy, through the learner: imported only where functions are chosen
@@ -168,7 +168,7 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
     try:
         # the operator's pipeline guard: a job that makes planning fail is left out with an error,
         # the others are planned as without it (soda_optimizer.guard)
-        out = guard.run(scen, lambda s: pipeline.run(s, functions=functions))
+        out = guard.run(scen, lambda s: systems.decide("soda", systems.SodaSpec(functions=functions), s).result, fallback=Policy())
     except guard.Unplannable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -177,6 +177,11 @@ def _plan_files(args: argparse.Namespace) -> tuple[Plan, list[crd.ObjectError]] 
         th.join()
         if time.monotonic() - t0 >= 1.0:
             print(f"\r[kubesoda plan] done in {time.monotonic() - t0:.1f}s   ", file=sys.stderr)
+    if out.policy_fault:  # the policy, not a job, made planning fail: planned under the defaults
+        errors.append(crd.ObjectError("SchedulingPolicy", "default", "", f"planning fails with this policy ({out.policy_fault}); planned with the defaults",
+                                      m.source.get("SchedulingPolicy/default"), "PlanningFailed"))
+        print(f"error: {errors[-1]}", file=sys.stderr)
+        scen = scen.model_copy(update={"policy": Policy()})
     for job, why in out.quarantined.items():
         errors.append(crd.ObjectError("StreamJob", job, "", f"planning failed with this job ({why}); it was left out", m.source.get(f"StreamJob/{job}"),
                                       "Quarantined"))

@@ -13,6 +13,13 @@ plan without any suspect fails, when no job is suspect, or when every one of sev
 alone (a fault that comes with any job: a node, the policy, a stage), the fault is not in a job:
 :class:`Unplannable` is raised and the caller keeps its last good plan rather than quarantine
 everyone.
+
+The policy is a suspect before any job (issue 45): a job is blamed only for its own fields. When
+planning fails and a ``fallback`` policy is given (the caller's last policy that planned, else the
+defaults) that differs from the scenario's, the plan is made again under the fallback; when that
+plans, the fault is the policy's (:attr:`Outcome.policy_fault`), no job is set aside, and the plan
+made under the fallback is the one returned. When even the fallback fails, the jobs are tested as
+above, under the scenario's policy and then under the fallback.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .model import Scenario
+from .model import Policy, Scenario
 from .plan import Plan
 
 PlanFn = Callable[[Scenario], Plan]
@@ -36,6 +43,9 @@ class Outcome:
     plan: Plan
     quarantined: dict[str, str]  # job -> why (the error it caused)
     runs: int  # planning runs made (1 when nothing failed)
+    # why planning failed under the scenario's own policy when only the fallback planned ("": the policy planned);
+    # the plan is then the fallback's
+    policy_fault: str = ""
 
 
 def unsound(plan: Plan) -> str | None:
@@ -67,23 +77,41 @@ def without(scenario: Scenario, jobs: Iterable[str]) -> Scenario:
     return scenario.model_copy(update={"jobs": keep, "templates": tuple(t for t in scenario.templates if t.name in used)})
 
 
-def run(scenario: Scenario, plan_fn: PlanFn, suspects: Iterable[str] | None = None) -> Outcome:
-    """``plan_fn(scenario)``, or the plan without the suspects that make it fail (see the module)."""
-    runs = 0
-
-    def attempt(s: Scenario) -> tuple[Plan | None, str]:
-        nonlocal runs
-        runs += 1
-        try:
-            plan = plan_fn(s)
-        except Exception as e:  # noqa: BLE001 - any stage's fault is what the guard is for
-            return None, f"{type(e).__name__}: {e}"
-        why = unsound(plan)
-        return (None, why) if why else (plan, "")
-
-    plan, why = attempt(scenario)
+def run(scenario: Scenario, plan_fn: PlanFn, suspects: Iterable[str] | None = None, fallback: Policy | None = None) -> Outcome:
+    """``plan_fn(scenario)``; when it fails, the plan under the ``fallback`` policy when that plans (the policy's
+    fault), else the plan without the suspects that make it fail (see the module)."""
+    counted = [0]
+    plan, why = _attempt(scenario, plan_fn, counted)
     if plan is not None:
-        return Outcome(plan, {}, runs)
+        return Outcome(plan, {}, counted[0])
+    if fallback is None or fallback == scenario.policy:
+        return _jobs(scenario, plan_fn, suspects, why, counted)
+    alt = scenario.model_copy(update={"policy": fallback})
+    plan, _ = _attempt(alt, plan_fn, counted)
+    if plan is not None:
+        return Outcome(plan, {}, counted[0], policy_fault=why)
+    try:  # a job's fault under either policy
+        return _jobs(scenario, plan_fn, suspects, why, counted)
+    except Unplannable:
+        out = _jobs(alt, plan_fn, suspects, why, counted)
+        return Outcome(out.plan, out.quarantined, out.runs, policy_fault=why)
+
+
+def _attempt(s: Scenario, plan_fn: PlanFn, counted: list[int]) -> tuple[Plan | None, str]:
+    counted[0] += 1
+    try:
+        plan = plan_fn(s)
+    except Exception as e:  # noqa: BLE001 - any stage's fault is what the guard is for
+        return None, f"{type(e).__name__}: {e}"
+    why = unsound(plan)
+    return (None, why) if why else (plan, "")
+
+
+def _jobs(scenario: Scenario, plan_fn: PlanFn, suspects: Iterable[str] | None, why: str, counted: list[int]) -> Outcome:
+    """The plan without the suspects that make ``scenario`` fail (its first attempt failed with ``why``)."""
+    def attempt(s: Scenario) -> tuple[Plan | None, str]:
+        return _attempt(s, plan_fn, counted)
+
     names = [j.name for j in scenario.jobs]
     sus = names if suspects is None else [n for n in names if n in set(suspects)]
     if not sus:
@@ -120,4 +148,4 @@ def run(scenario: Scenario, plan_fn: PlanFn, suspects: Iterable[str] | None = No
         # not from one of them; quarantining them all would cost everyone their place
         raise Unplannable(f"planning fails with each of the {len(sus)} suspect jobs alone, so the fault is not in one of them: {why}")
     assert best is not None
-    return Outcome(best, culprits, runs)
+    return Outcome(best, culprits, counted[0])

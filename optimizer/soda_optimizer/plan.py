@@ -48,6 +48,7 @@ class StageReport(_Frozen):
     objective: float | None = None
     bound: float | None = None  # an upper bound of the objective's best value (macroQ: importance), when known
     gap: float | None = None  # (bound - objective) / bound: how far the answer may be from the best
+    bound_proven: bool = False  # the bound holds; False: an estimate (Plan.bound_proven)
     detail: str = ""
 
 
@@ -57,9 +58,12 @@ class Plan(_Frozen):
     message: str = ""
     importance: float = 0.0
     # an upper bound of the best importance of any plan (macroQ's, over each job's own grid and
-    # continuous allocations; soda.refine) and gap = (bound - importance) / bound; None: not known
+    # continuous allocations; soda.refine) and gap = (bound - importance) / bound; None: not known.
+    # bound_proven: the bound holds (every curve it rests on exact); False: an estimate (issue 49), published as
+    # computed, never raised to the answer, its gap None when the answer already passes it
     bound: float | None = None
     gap: float | None = None
+    bound_proven: bool = False
     jobs: tuple[JobDecision, ...] = ()
     pes: tuple[PEPlan, ...] = ()
     stream_rates: dict[str, float] = Field(default_factory=dict)  # "p1->p2" (pe ids) -> t(p1,p2)
@@ -67,3 +71,14 @@ class Plan(_Frozen):
     # the policy's own macro decisions that its replan() reads (SODA: macroQ's and macroW's
     # results, with macroQ's component curves); opaque to everyone else, not serialised
     state: Any = Field(default=None, exclude=True, repr=False)
+
+
+def gap_of(bound: float | None, importance: float, proven: bool) -> float | None:
+    """(bound - importance) / bound. A proven bound is at least the answer (rounding aside: clipped at 0); an
+    estimate at or below the answer proves nothing, and its gap is None (unknown), never 0 (issue 49)."""
+    if bound is None:
+        return None
+    if bound <= 0:
+        return 0.0 if proven or importance <= 0 else None
+    g = (bound - importance) / bound
+    return max(0.0, g) if proven else (g if g > 0 else None)

@@ -10,9 +10,10 @@ objective where the system has one (else None), a ``detail`` line, and the syste
 
 The four systems, found by name (:func:`get`, :func:`names`):
 
-- ``soda`` (SODA paper sections 3-5, the macroQ paper): spec a :class:`~.model.Policy` (None: the Scenario's
-  own; its ``placement`` is the algorithm), inputs a :class:`~.model.Scenario`, result the :class:`~.plan.Plan`
-  of :func:`.pipeline.run`;
+- ``soda`` (SODA paper sections 3-5, the macroQ paper): spec a :class:`SodaSpec` or a :class:`~.model.Policy`
+  (None: the Scenario's own; its ``placement`` is the algorithm), inputs a :class:`~.model.Scenario`, result the
+  :class:`~.plan.Plan` of :func:`.pipeline.run` (a macro epoch) or, given the ``previous`` plan, of
+  :func:`.pipeline.rerun` (a micro epoch);
 - ``fair_yield`` (Stillwell et al. 2.5, 3, 6.1): spec a :class:`FairYieldSpec` or an algorithm name, inputs a
   :class:`~.fair_yield.Instance`, result the :class:`~.fair_yield.Allocation` of :func:`.fair_yield.allocate` or,
   for :data:`REALLOCATION`'s names, of :func:`.fair_yield.reallocate`;
@@ -31,15 +32,18 @@ sits on top of them and changes nothing they return.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import dispatch, fair_yield, flows, pipeline, policy
 from .model import Policy, Scenario
 from .plan import Plan
+
+if TYPE_CHECKING:
+    from .learn.functions import Choice
 
 Status = Literal["optimal", "feasible", "deadline", "infeasible"]
 R = TypeVar("R")
@@ -74,8 +78,20 @@ class AllocationSystem(Protocol):
 # ----------------------------------------------------------------------------------------------------- SODA
 
 
+@dataclass(frozen=True)
+class SodaSpec:
+    """How SODA decides: under ``policy`` (None: the Scenario's own), a macro epoch (:func:`.pipeline.run`) or,
+    given the ``previous`` feasible plan, a micro epoch from it (:func:`.pipeline.rerun`), with the learner's
+    resource ``functions`` (None: the Scenario's own)."""
+
+    policy: Policy | None = None
+    previous: Plan | None = None
+    functions: Mapping[str, Choice] | None = None
+
+
 class Soda:
-    """SODA through :func:`.pipeline.run` (the steps, then the policy the ``placement`` names)."""
+    """SODA through :func:`.pipeline.run` / :func:`.pipeline.rerun` (the steps, then the policy the ``placement``
+    names)."""
 
     name = "soda"
 
@@ -83,9 +99,13 @@ class Soda:
     def algorithms(self) -> tuple[str, ...]:
         return tuple(policy.names())
 
-    def decide(self, spec: Policy | None, inputs: Scenario, deadline_s: float | None = None) -> Decision[Plan]:
-        scenario = inputs if spec is None else inputs.model_copy(update={"policy": spec})
-        plan = pipeline.run(scenario, deadline_s)
+    def decide(self, spec: SodaSpec | Policy | None, inputs: Scenario, deadline_s: float | None = None) -> Decision[Plan]:
+        s = spec if isinstance(spec, SodaSpec) else SodaSpec(policy=spec)
+        scenario = inputs if s.policy is None else inputs.model_copy(update={"policy": s.policy})
+        if s.previous is None:
+            plan = pipeline.run(scenario, deadline_s, s.functions)
+        else:
+            plan = pipeline.rerun(scenario, s.previous, deadline_s, s.functions)
         timed_out = any(s.status == "deadline" for s in plan.stages)
         status: Status = "infeasible" if not plan.feasible else "deadline" if timed_out else "feasible"
         admitted = sum(d.admitted for d in plan.jobs)
@@ -265,6 +285,7 @@ __all__ = [
     "FairYieldSpec",
     "Flows",
     "Soda",
+    "SodaSpec",
     "Status",
     "decide",
     "get",

@@ -131,7 +131,9 @@ def _healthy(memo: Memo, nodes: list[dict[str, Any]]) -> tuple[dict[str, Any], l
     bd["metadata"]["namespace"] = "healthy"
     patch = tick("healthy", bd, memo, jobs, pods, nodes)
     core = memo.loops.core
-    st = {k: v for k, v in patch.status.items() if k != "conditions"}
+    st = {k: v for k, v in patch.status.items() if k not in ("conditions", "jobs")}
+    # each Job's row, less what moves with the wall clock (the projection from now, the penalty so far)
+    st["jobs"] = [{k: v for k, v in j.items() if k not in ("projectedFinish", "meetsDeadline", "penalty")} for j in patch.status["jobs"]]
     conds = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in patch.status["conditions"]]
     return {**st, "conditions": conds}, copy.deepcopy(core.patches)
 
@@ -152,8 +154,9 @@ def test_a_hostile_batchdispatch_leaves_a_healthy_ones_decision_identical(slot: 
     st_h = dict(tp.status)
     if slot in ("1n", "1u", "100u", "9m"):
         assert st_h["state"] == "invalid" and st_h["message"].startswith("spec.slotCPU:"), st_h
-    else:  # at the bound: 400 slots of 10m per 4-core node, cut to the 110 pods it holds
-        assert st_h["slots"] == 8 * 110 and st_h["conditions"][1]["reason"] == "Capped", st_h
+    else:  # at the bound: 400 slots of 10m per 4-core node, cut to the 110 pods it holds (and on a loaded machine
+        # the 1 s deadline may stop the policy too: the message names the cap either way)
+        assert st_h["slots"] == 8 * 110 and st_h["conditions"][1]["reason"] in ("Capped", "DeadlinePassed"), st_h
         assert "spec.slotCPU" in st_h["conditions"][1]["message"]
     memo.loops.core.patches.clear()
     assert _healthy(memo, nodes) == alone

@@ -16,6 +16,8 @@ STAGE_SECONDS = Histogram("kubesoda_stage_seconds", "Duration of each optimizer 
 EPOCH_SECONDS = Histogram("kubesoda_epoch_seconds", "Duration of a macro or micro epoch (snapshot to applied)", ["epoch"], buckets=(0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60))
 IMPORTANCE = Gauge("kubesoda_projected_importance", "Projected importance of the current plan")
 IMPORTANCE_BOUND = Gauge("kubesoda_importance_bound", "An upper bound of the best importance any plan could project (macroQ's)")
+IMPORTANCE_BOUND_PROVEN = Gauge("kubesoda_importance_bound_proven",
+                                "1: kubesoda_importance_bound is proven; 0: an estimate (some curves greedy), possibly below the best")
 IMPORTANCE_GAP = Gauge("kubesoda_importance_gap", "(bound - projected importance) / bound: how far the current plan may be from the best")
 YIELD_MIN = Gauge("kubesoda_yield_min", "A YieldGroup's minimum yield at its last epoch", ["namespace", "group"])
 YIELD_BOUND = Gauge("kubesoda_yield_bound", "A proven upper bound on a YieldGroup's optimal minimum yield (the anytime allocator's; -1: none)", ["namespace", "group"])

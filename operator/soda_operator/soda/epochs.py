@@ -1,11 +1,12 @@
 """The macro and micro epochs: snapshot -> crd -> optimizer -> Plan -> apply (SODA paper section 4).
 
 - macro epoch (every ``Policy.macro_epoch_s``, and soon after a relevant change, debounced):
-  ``pipeline.run`` (the managers, then the allocation policy the SchedulingPolicy selects) on a
+  ``systems.decide("soda", ...)``, i.e. ``pipeline.run`` (the managers, then the allocation policy the SchedulingPolicy selects) on a
   consistent snapshot, then apply: admitted jobs get their PE instances, rejected jobs lose theirs,
   every StreamJob gets its status and an Event when its admission changes. A running job's
   template never changes (crd reads it back from status);
-- micro epoch (every ``Policy.micro_epoch_s``): ``pipeline.rerun`` from the last feasible Plan on
+- micro epoch (every ``Policy.micro_epoch_s``): ``systems.decide`` with the previous plan (``pipeline.rerun``)
+  from the last feasible Plan on
   the live node set and the fractions read back from the pods (never from memory); creates,
   resizes in place, deletes. A node that went NotReady or away loses its fractions within one micro
   epoch; when a PE has no usable candidate left, a macro epoch is triggered.
@@ -32,9 +33,9 @@ from typing import Any
 
 from kubernetes import client
 
-from soda_optimizer import guard, pipeline, steps
+from soda_optimizer import guard, steps, systems
 from soda_optimizer.managers import budget as budget_managers
-from soda_optimizer.model import Budgets, Scenario
+from soda_optimizer.model import Budgets, Policy, Scenario
 from soda_optimizer.plan import Plan
 
 from ..kube import conditions, metrics
@@ -77,6 +78,10 @@ class Loops:
         self.good_prints: dict[str, str] = {}
         self.quarantine: dict[str, tuple[str, str]] = {}
         self.failpoint = os.environ.get(FAILPOINT_ENV) or None
+        # the guard's policy suspect (issue 45): the last policy that planned (the fallback when the current one
+        # makes planning fail), and while the current one fails: it, and why (the SchedulingPolicy's Planned condition)
+        self.good_policy: Policy | None = None
+        self.policy_fault: tuple[Policy, str] | None = None
         self.reported: set[tuple[str, str, str]] = set()  # invalid Nodes/templates/policies already given an Event
         self.known = 0  # StreamJobs and StreamTemplates in the last snapshot (without the indexes' count)
         self.macro_due = threading.Event()
@@ -183,13 +188,13 @@ class Loops:
                 raise RuntimeError(f"failpoint {FAILPOINT_ENV}: a job lists template {self.failpoint}")
             # the pipeline's first step, made here once: the Scenario planned with is also written with the plan
             learned[:] = [steps.learned(s, self.learning.macro(s, snap.templates, snap.policy))]
-            return pipeline.run(learned[0])
+            return systems.decide("soda", None, learned[0]).result  # type: ignore[no-any-return]
 
         for _ in range(3):  # a quarantine changes the capacity the others see: plan once more
             scen, errors = snap.scenario(quarantined={j: why for j, (_, why) in self.quarantine.items()})
             suspects = None if self.last is None else [j.name for j in scen.jobs if prints.get(j.name) != self.good_prints.get(j.name)]
             try:
-                out = guard.run(scen, plan_fn, suspects)
+                out = guard.run(scen, plan_fn, suspects, fallback=self.good_policy or Policy())
             except guard.Unplannable as e:
                 metrics.EPOCH_FAILURES.inc()
                 log.error("macro epoch failed, keeping the last plan: %s", e)
@@ -203,12 +208,30 @@ class Loops:
         else:
             log.error("macro epoch: the pipeline guard did not settle, keeping the last plan")
             return scen, errors, None
+        self._policy_suspect(scen.policy, out.policy_fault, errors)
         metrics.QUARANTINED.set(len(self.quarantine))
         metrics.INVALID_OBJECTS.clear()
         for (kind, reason), n in Counter((e.kind, e.reason) for e in errors).items():
             metrics.INVALID_OBJECTS.labels(kind, reason).set(n)
         self.good_prints = {j.name: prints.get(j.name, "") for j in scen.jobs}
         return learned[0], errors, out.plan
+
+    def _policy_suspect(self, policy: Policy, fault: str, errors: list[crd.ObjectError]) -> None:
+        """The guard's verdict on the policy: planned (it becomes the fallback), or at fault (planned under the
+        fallback meanwhile; the SchedulingPolicy's condition ``Planned`` False and a Warning Event say why, naming
+        the fields that differ from the fallback, and no job is blamed)."""
+        if not fault:
+            self.good_policy, self.policy_fault = policy, None
+            return
+        fallback = self.good_policy or Policy()
+        fields = ", ".join(policy_fields_changed(policy, fallback)) or "spec"
+        used = "the defaults" if self.good_policy is None else "the last policy that planned"
+        why = f"planning fails with this policy ({fault[:300]}); planned with {used} meanwhile; fields that differ from it: {fields}"
+        if self.policy_fault is None or self.policy_fault[0] != policy:
+            log.error("SchedulingPolicy at fault, no job blamed: %s", why)
+        self.policy_fault = (policy, why)
+        metrics.EPOCH_FAILURES.inc()
+        errors.append(crd.ObjectError("SchedulingPolicy", "default", "", why, reason="PlanningFailed"))
 
     def _charge_budgets(self, snap: Snapshot, scen: Scenario, plan: Plan) -> None:
         """The budget managers' bookkeeping (SODA 6.2.1): after an overloaded macro epoch (a job
@@ -248,9 +271,11 @@ class Loops:
             if self.seen_usable != usable and any(not (set(p.candidates) & usable) for p in self.last.pes if p.candidates):
                 self.macro_due.set()  # a PE lost all its candidates (asked once per change of the usable nodes)
             self.seen_usable = usable
+            if self.policy_fault is not None and scen.policy == self.policy_fault[0]:
+                scen = scen.model_copy(update={"policy": self.good_policy or Policy()})  # the policy at fault: its fallback
             scen = steps.learned(scen, self.learning.planned())  # the pipeline's first step, once: observed and written too
             try:
-                plan = pipeline.rerun(scen, self.last)
+                plan = systems.decide("soda", systems.SodaSpec(previous=self.last), scen).result
                 why = guard.unsound(plan)
             except Exception as e:  # noqa: BLE001 - the macro epoch's guard finds the job it came from
                 why = f"{type(e).__name__}: {e}"
@@ -294,9 +319,10 @@ class Loops:
         counts["status"] = updates
         admitted = sum(d.admitted for d in plan.jobs)
         metrics.IMPORTANCE.set(plan.importance)
-        if plan.bound is not None and plan.gap is not None:
+        if plan.bound is not None:  # proven or estimated (issue 49); an unknown gap is NaN, never 0
             metrics.IMPORTANCE_BOUND.set(plan.bound)
-            metrics.IMPORTANCE_GAP.set(plan.gap)
+            metrics.IMPORTANCE_BOUND_PROVEN.set(1 if plan.bound_proven else 0)
+            metrics.IMPORTANCE_GAP.set(float("nan") if plan.gap is None else plan.gap)
         if snap.policy is not None:  # the plan's importance, bound and gap on the SchedulingPolicy too (issue 34)
             pol_st = status.policy_plan(plan, snap.policy.get("status"))
             if pol_st is not None:
@@ -381,7 +407,7 @@ class Loops:
         """The StreamTemplates' and the SchedulingPolicy's status: PE and stream counts, and the
         condition ``Valid`` (False, ``InvalidSpec``, with the field, when the translation refused
         the object). Written only when it changed (the watch-fed snapshot holds the current one)."""
-        bad = {(e.kind, e.name): (f"{e.field}: {e.message}" if e.field else e.message) for e in errors}
+        bad = {(e.kind, e.name): (f"{e.field}: {e.message}" if e.field else e.message) for e in errors if e.reason == "InvalidSpec"}
         at = conditions.now()
         writes: list[tuple[str, str | None, str, dict[str, Any]]] = []
         for t in snap.templates:
@@ -400,7 +426,10 @@ class Loops:
             md, old = snap.policy.get("metadata") or {}, snap.policy.get("status") or {}
             why = bad.get(("SchedulingPolicy", crd.key(snap.policy)))
             conds = [conditions.condition("Valid", why is None, "InvalidSpec" if why else "Valid",
-                                          f"{why} (the defaults are used meanwhile)" if why else "", md.get("generation"), old.get("conditions"), at)]
+                                          f"{why} (the defaults are used meanwhile)" if why else "", md.get("generation"), old.get("conditions"), at),
+                     # the pipeline guard's verdict (issue 45): False while planning fails with this policy
+                     conditions.condition("Planned", self.policy_fault is None, "PlanningFailed" if self.policy_fault else "Planned",
+                                          self.policy_fault[1] if self.policy_fault else "", md.get("generation"), old.get("conditions"), at)]
             if not conditions.same(old.get("conditions"), conds):
                 writes.append(("schedulingpolicies", None, md.get("name", "default"), {"conditions": conds}))
         self.applier.object_statuses(writes)  # concurrently: one at a time, 1,179 templates took tens of seconds
@@ -422,7 +451,7 @@ class Loops:
                     if (e.kind, e.name) in others:
                         api_version, o = others[(e.kind, e.name)]
                         self.applier.event({"apiVersion": api_version, "kind": e.kind, "metadata": o.get("metadata") or {}},
-                                           "InvalidSpec", f"{e.field}: {e.message}" if e.field else e.message, "Warning")
+                                           e.reason, f"{e.field}: {e.message}" if e.field else e.message, "Warning")
                 continue
             log.warning("invalid object: %s", e)
             if e.name not in jobs_by_key:
@@ -437,3 +466,12 @@ class Loops:
                     self.applier.event(obj, e.reason, st["message"], "Warning")
                 if status_changed(old, st):
                     self._write_statuses([(obj, st)])
+
+
+def policy_fields_changed(a: Policy, b: Policy) -> list[str]:
+    """The SchedulingPolicy fields (as the CRD names them) in which ``a`` and ``b`` differ."""
+    names = {dst: f"spec.{src}" for src, dst in crd.POLICY_FIELDS.items()}
+    names.update({w: f"spec.objectiveWeights.{w}" for w in ("w1", "w2", "w3", "w4")})
+    names.update({"links": "spec.links", "node_reserved_cores": "spec.nodeReservedCpu", "budgets": "spec.budgets", "merit": "spec.merit",
+                  "rank_overrides": "spec.rankOverrides", "licenses": "spec.licenses", "incompatible_colors": "spec.incompatibleColors"})
+    return sorted(names.get(f, f) for f in type(a).model_fields if getattr(a, f) != getattr(b, f))

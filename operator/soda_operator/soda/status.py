@@ -109,8 +109,9 @@ def planned(plan: Plan, job_key: str, generation: int | None, instances: Instanc
         "mips": round(dec.mips, 3),
         "pes": pes,
     }
-    if plan.bound is not None and plan.gap is not None:  # how far the whole plan may be from the best (issue 34)
-        status.update(planImportance=round(plan.importance, 6), planBound=round(plan.bound, 6), planGap=round(plan.gap, 6))
+    if plan.bound is not None:  # how far the whole plan may be from the best (issue 34), proven or estimated (issue 49)
+        status.update(planImportance=round(plan.importance, 6), planBound=round(plan.bound, 6), planBoundProven=plan.bound_proven,
+                      planGap=None if plan.gap is None else round(plan.gap, 6))
     if dec.template:
         status["chosenTemplate"] = dec.template.split("/", 1)[-1]
     if dec.admitted and pod_phases is not None:
@@ -175,12 +176,13 @@ def event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, s
 
 def policy_plan(plan: Plan, old: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The SchedulingPolicy status fields of the plan in force (issue 34): ``planImportance``,
-    ``planBound``, ``planGap`` and ``planJobsAdmitted``; None when they are what ``old`` (the
-    policy's status) already says, or the plan has no bound."""
-    if plan.bound is None or plan.gap is None:
+    ``planBound``, ``planBoundProven`` (False: an estimate, issue 49), ``planGap`` (None: unknown, an estimate
+    the answer passes) and ``planJobsAdmitted``; None when they are what ``old`` (the policy's status) already
+    says, or the plan has no bound."""
+    if plan.bound is None:
         return None
-    new = {"planImportance": round(plan.importance, 6), "planBound": round(plan.bound, 6), "planGap": round(plan.gap, 6),
-           "planJobsAdmitted": sum(d.admitted for d in plan.jobs)}
+    new = {"planImportance": round(plan.importance, 6), "planBound": round(plan.bound, 6), "planBoundProven": plan.bound_proven,
+           "planGap": None if plan.gap is None else round(plan.gap, 6), "planJobsAdmitted": sum(d.admitted for d in plan.jobs)}
     old = old or {}
     return None if all(old.get(k) == v for k, v in new.items()) else new
 

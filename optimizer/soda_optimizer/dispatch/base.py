@@ -15,7 +15,9 @@ free workers are used up ("allocate the rest workers one by one until workers ar
 enough workers"; we read "one by one" as one worker at a time to the first job in the order still in need, not as a
 round robin over the jobs). The free worker handed out first is the fastest for that job's kind
 (heterogeneity-aware; the paper does not say which worker). Among equal workers, one already running the job
-(``WorkerView.current``) comes first, then id order.
+(``WorkerView.current``) comes first, then an idle one, then one busy with another job, then id order (issue 51:
+ranking a worker busy with another job like an idle one planned an arriving job onto the busy worker and left the
+idle one planned for a job with nothing queued: the job waited, and in kill mode the other was killed needlessly).
 
 Budget (issue 45): a decision's trip counts are the caller's numbers (jobs x workers), so every policy loop over the
 jobs asks :meth:`Ledger.late` before the next job and stops there when the decision's deadline has passed, returning
@@ -112,13 +114,19 @@ class Ledger:
     def give_first(self, job: str, count: int) -> int:
         """Give ``job`` up to ``count`` free workers in id order (heterogeneity-unaware); returns how many."""
         n = max(0, min(count, self.room(job), len(self.free)))
-        for w in sorted(self.free, key=lambda w: (w.current != job, w.id))[:n]:
+        for w in sorted(self.free, key=lambda w: idle_first(w, job))[:n]:
             self.give(w, job)
         return n
 
     def fastest(self, job: JobView, speeds: SpeedMatrix) -> list[WorkerView]:
         """The free workers, fastest first for ``job``'s kind (ties by id)."""
-        return sorted(self.free, key=lambda w: (-speeds.throughput(job.kind, w.node_class), w.current != job.id, w.id))
+        return sorted(self.free, key=lambda w: (-speeds.throughput(job.kind, w.node_class), *idle_first(w, job.id)))
+
+
+def idle_first(w: WorkerView, job: str) -> tuple[bool, bool, str]:
+    """The order among equal workers for ``job``: one running ``job`` already, then an idle one, then one busy with
+    another job (moving it costs that job a task), then id order."""
+    return (w.current != job, w.current is not None, w.id)
 
 
 def spare_fill(ledger: Ledger, fill: Fill, speeds: SpeedMatrix, jobs: Iterable[JobView] | None = None) -> None:

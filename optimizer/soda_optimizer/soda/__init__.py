@@ -26,7 +26,7 @@ import math
 import networkx as nx
 
 from ..model import Scenario, split_pe_id
-from ..plan import JobDecision, PEPlan, Plan
+from ..plan import JobDecision, PEPlan, Plan, gap_of
 from ..policy import register
 from . import macroq as _macroq
 from . import macrow as _macrow
@@ -105,14 +105,16 @@ def to_plan(scenario: Scenario, mq: MacroQResult, mw: MacroWResult, uq: MicroQRe
     stages = [mq.report, mw.report] + ([uq.report] if uq else []) + ([uw.report] if uw else [])
     infeasible = [s for s in stages if s.status == "infeasible"]
     importance = uq.importance if uq is not None else mq.importance
-    bound = None if mq.bound is None else max(mq.bound, importance)
+    # a proven bound holds for microQ's answer too (rounding aside); an estimate is published as computed (issue 49)
+    bound = None if mq.bound is None else max(mq.bound, importance) if mq.bound_proven else mq.bound
     return Plan(
         policy=policy,
         feasible=not infeasible,
         message="; ".join(f"{s.stage}: {s.detail}" for s in infeasible),
         importance=importance,
         bound=bound,
-        gap=None if bound is None else ((bound - importance) / bound if bound > 0 else 0.0),
+        gap=gap_of(bound, importance, mq.bound_proven),
+        bound_proven=mq.bound_proven,
         jobs=mq.decisions,
         pes=tuple(pes),
         stream_rates={f"{a}->{b}": t for (a, b), t in mq.stream_rates.items()},

@@ -66,7 +66,7 @@ import numpy as np
 
 from ..importance import Evaluator, value
 from ..model import Job, Scenario, floor_mips, floor_units
-from ..plan import JobDecision, StageReport
+from ..plan import JobDecision, StageReport, gap_of
 from . import admission, exact, refine
 from .curves import Curve
 from .knee import at_the_knee
@@ -150,13 +150,13 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     deadline = t0 + (deadline_s if deadline_s is not None else pol.macroq_deadline_s)
     H = scenario.capacity_mips
 
-    def report(status: str, objective: float | None, detail: str, bound: float | None = None) -> StageReport:
-        gap = None if bound is None or objective is None else (max(0.0, bound - objective) / bound if bound > 0 else 0.0)
+    def report(status: str, objective: float | None, detail: str, bound: float | None = None, proven: bool = True) -> StageReport:
+        gap = None if objective is None else gap_of(bound, objective, proven)
         return StageReport(stage="macroq", seconds=time.monotonic() - t0, status=status, objective=objective, detail=detail,  # type: ignore
-                           bound=bound, gap=gap)
+                           bound=bound, gap=gap, bound_proven=proven and bound is not None)
 
     if not scenario.jobs:
-        return MacroQResult((), {}, {}, {}, (), 0.0, report("optimal", 0.0, "no jobs", 0.0), 0.0, 0.0, 0.0)
+        return MacroQResult((), {}, {}, {}, (), 0.0, report("optimal", 0.0, "no jobs", 0.0), 0.0, 0.0, 0.0, True)
     fixed_unit = pol.unit_mips or (H / pol.resolution_units if pol.resolution_units else None)
     if fixed_unit and H > 0:
         fixed_unit = max(fixed_unit, H / MAX_UNITS)  # a policy's tiny unit never exhausts time or memory
@@ -304,8 +304,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                                                max_units=AUTO_UNITS)
         except admission.Expired:
             bound = None
-        if bound is not None:
-            bound = max(bound, best.importance)  # an estimate (greedy curves) is at least what was found
+        if bound is not None and proven:
+            bound = max(bound, best.importance)  # proven: at least any answer, rounding aside (an estimate stays as computed)
     if best is not None:
         pr, hopeless = best.promise, best.hopeless
     rev = revised_ranks(scenario, pr.refused)
@@ -327,7 +327,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         status = "infeasible" if H <= 0 else "optimal"
         return MacroQResult(decisions, {}, {}, {}, (), 0.0, report(status, None, msg), 0.0)
     level, unit, U = best.level, best.unit, best.U
-    gap = None if bound is None else (max(0.0, bound - best.importance) / bound if bound > 0 else 0.0)
+    gap = gap_of(bound, best.importance, proven)
     if cut:
         status = "deadline"
     elif fixed_unit:
@@ -411,7 +411,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             ("" if fixed_unit else
              f"{'optimal' if status == 'optimal' else 'best found'} on {'each job own grid, exact minima' if best.per_job else 'the plain grid'}; "
              f"passes {'; '.join(grids)}; ")
-            + (f"upper bound {bound:,.6g} ({'proven' if proven else 'estimated: some curves are greedy'}), gap {100 * (gap or 0):.3g}%; "
+            + (f"upper bound {bound:,.6g} ({'proven' if proven else 'estimated: some curves are greedy'}), "
+               f"gap {'unknown (the answer passes the estimate)' if gap is None else f'{100 * gap:.3g}%'}; "
                if bound is not None else "no upper bound (deadline); ")
             + f"unit {unit:.1f} mips ({U} units{', each job on its own finer grid' if best.per_job else ''}), waterline rank {level}, "
             f"knapsack over {best.items} items, {len(comps)} components" + (" (stopped at the deadline: coarser resolutions or "
@@ -420,10 +421,12 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             if status == "deadline" else "")
             + (f"; {len(pr.refused)} required job(s) refused: {', '.join(sorted(pr.refused))}" if pr.refused else ""),
             bound,
+            proven,
         ),
         resolution_mips=unit,
         bound=bound,
         gap=gap,
+        bound_proven=proven and bound is not None,
     )
 
 

@@ -43,6 +43,7 @@ class MacroQResult:
     resolution_mips: float = 0.0
     bound: float | None = None  # an upper bound of the best importance (continuous allocations); None: not computed
     gap: float | None = None  # (bound - importance) / bound
+    bound_proven: bool = False  # the bound holds (every curve exact); False: an estimate, possibly below the answer
 
 
 @dataclass(frozen=True)
