@@ -160,3 +160,20 @@ def test_a_hostile_batchdispatch_leaves_a_healthy_ones_decision_identical(slot: 
         assert "spec.slotCPU" in st_h["conditions"][1]["message"]
     memo.loops.core.patches.clear()
     assert _healthy(memo, nodes) == alone
+
+
+def test_a_ledger_gives_nothing_once_the_deadline_passed() -> None:
+    """A Job of many queued tasks is one trip of a policy's loop but as many gives: the decision stops inside it."""
+    import time
+
+    from soda_optimizer.dispatch.base import Ledger
+
+    job = dp.JobView("j", 0, 0.0, None, "default", 3, 0, 3.0)
+    workers = [dp.WorkerView(f"w{i}", "default") for i in range(3)]
+    with dp.budget(60.0) as b:
+        led = Ledger([job], workers)
+        led.give(workers[0], "j")
+        b.stop = time.monotonic() - 1
+        led.give(workers[1], "j")
+        assert led.give_first("j", 2) == 2  # asked, none given
+    assert led.out == {"w0": "j"} and b.timed_out and len(led.free) == 2
