@@ -177,3 +177,14 @@ def test_a_ledger_gives_nothing_once_the_deadline_passed() -> None:
         led.give(workers[1], "j")
         assert led.give_first("j", 2) == 2  # asked, none given
     assert led.out == {"w0": "j"} and b.timed_out and len(led.free) == 2
+
+
+def test_a_job_annotation_beyond_1e12_counts_as_absent() -> None:
+    """A penalty of 1e308 x seconds late was an infinity in the status (which JSON cannot carry to the API server)."""
+    from bd_fixtures import job_body
+
+    from soda_operator.dispatch import objects as ob
+
+    j = ob.job_of(job_body("j", 3, "600", **{ob.ANN_PENALTY: "1e308", ob.ANN_WORK: "-1e300"}))
+    assert j is not None and j.penalty == 3.0 and j.work is None  # the priority, and tasks counted
+    assert ob.job_of(job_body("j", 3, "1e300")).deadline is None  # type: ignore[union-attr]
