@@ -19,8 +19,7 @@ The four systems, found by name (:func:`get`, :func:`names`):
   for :data:`REALLOCATION`'s names, of :func:`.fair_yield.reallocate`;
 - ``dispatch`` (Lin 2014, 3.5.2, 5, 6.3.2): spec a :class:`DispatchSpec`, a policy name
   (:func:`.dispatch.policy`) or a built policy, inputs :class:`DispatchInputs`, result the ``{free worker: job}``
-  assignment of :func:`.dispatch.decide` (or :class:`DispatchStep`, result the :class:`.dispatch.Step` of
-  :func:`.dispatch.step`: the operator's path), within its deadline and work caps (issue 45);
+  assignment of :func:`.dispatch.decide`;
 - ``flows`` (Montana & Zinky 3.2, 3.3): spec :class:`~.flows.PlannerParams` (None: the defaults), inputs a
   :class:`~.flows.Problem`, result the :class:`~.flows.PlanResult` of :func:`.flows.plan_flows`.
 

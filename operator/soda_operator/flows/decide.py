@@ -49,6 +49,7 @@ class Planned:
     seconds: float
     at: str
     capped: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # flow key -> (asked, cap), jobs per epoch
+    epoch0: Mapping[str, list[fl.PolicyEntry]] | None = None  # the plan's epoch-0 entries by flow, built in the thread
 
 
 def problem_of(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs: Mapping[str, Sequence[FlowJob]], now: float,
@@ -129,10 +130,13 @@ def plan(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs:
         deadline = min(f.deadline_s for f in flows)
         params = fl.PlannerParams(evaluations=max(f.evaluations for f in flows), deadline_s=deadline, seed=flows[0].seed)
         res = systems.decide("flows", params, problem, deadline).result
+        # the plan's entries are built on first access, their size the horizon's square x steps: here, in the worker
+        # thread, never on Kopf's loop by a tick (issue 45)
+        index = _epoch0(res.plan)
     except Exception as e:  # noqa: BLE001  (an invalid problem is reported in status, the flows keep their jobs)
         return Planned(fp, k, None, str(e)[:500], time.monotonic() - t0, clock.iso(time.time()) or "")
     return Planned(fp, k, res, None, time.monotonic() - t0, clock.iso(time.time()) or "",
-                   {c.flow: (c.asked * em, c.cap * em) for c in capped})
+                   {c.flow: (c.asked * em, c.cap * em) for c in capped}, index)
 
 
 # the last plans' epoch-0 entries by flow (each JobFlow's tick reads its own: one pass per plan, not one per flow,
@@ -154,11 +158,16 @@ def _epoch0(plan: fl.Plan) -> dict[str, list[fl.PolicyEntry]]:
     return got[1]
 
 
-def current_entries(plan: fl.Plan, flow_key: str) -> dict[tuple[str, int], tuple[dict[str, float], float]]:
+def current_entries(plan: fl.Plan | Planned, flow_key: str) -> dict[tuple[str, int], tuple[dict[str, float], float]]:
     """The plan's entries of the problem's epoch 0 (the current epoch) for one flow: (cohort, step) -> (pool
-    probabilities, backlog probability); cohort ``current`` = arrived in this epoch, ``earlier`` = waiting at 0."""
+    probabilities, backlog probability); cohort ``current`` = arrived in this epoch, ``earlier`` = waiting at 0.
+    Given a :class:`Planned`, its index built with the plan."""
+    if isinstance(plan, Planned):
+        index = plan.epoch0 if plan.epoch0 is not None else _epoch0(plan.result.plan) if plan.result is not None else {}
+    else:
+        index = _epoch0(plan)
     out: dict[tuple[str, int], tuple[dict[str, float], float]] = {}
-    for e in _epoch0(plan).get(flow_key, ()):
+    for e in index.get(flow_key, ()):
         cohort = CURRENT if e.cohort == 0 else EARLIER if e.cohort == fl.model.INITIAL_COHORT else None
         if cohort is not None:
             # the share the plan refuses (no route can complete it) is held in backlog: a suspended Job takes nothing

@@ -150,7 +150,7 @@ async def flow_tick(namespace: str | None, name: str, body: kopf.Body, status: k
     jobs, bodies, requests, errors = await _jobs(members, group, me, pools, flow_local_jobs)
     planned = await _plan(memo.flows, group, pools, k, jobs, now) if not missing else None
     result = planned.result if planned is not None else None
-    entries = decide.current_entries(result.plan, me.key) if result is not None else {}
+    entries = decide.current_entries(planned, me.key) if planned is not None and result is not None else {}
     uid = (body.get("metadata") or {}).get("uid")
     c = memo.flows.counters.get(me.key)
     if c is None or c.uid != uid:

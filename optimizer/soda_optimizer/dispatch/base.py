@@ -20,8 +20,8 @@ ranking a worker busy with another job like an idle one planned an arriving job 
 idle one planned for a job with nothing queued: the job waited, and in kill mode the other was killed needlessly).
 
 Budget (issue 45): a decision's trip counts are the caller's numbers (jobs x workers), so every policy loop over the
-jobs asks :meth:`Ledger.late` before the next job and stops there when the decision's deadline has passed, returning
-what it assigned so far (sound: only free workers, never more than a job's queued tasks). The deadline reaches the
+jobs asks :meth:`Ledger.late` before the next job and stops there when the decision's deadline has passed (and
+:meth:`Ledger.give` gives nothing more once it has), returning what it assigned so far (sound: only free workers, never more than a job's queued tasks). The deadline reaches the
 policies through :func:`budget` (a context variable, so :class:`Policy`'s signature, shared with the simulator, is
 unchanged): :func:`.follow.step` and ``systems.Dispatch`` open one and report :attr:`Budget.timed_out`.
 """
@@ -107,6 +107,10 @@ class Ledger:
         return self.jobs[job].queued - self.added[job]
 
     def give(self, worker: WorkerView, job: str) -> None:
+        """Give ``worker`` to ``job``; nothing once the deadline has passed (a job of many tasks is one trip of a
+        policy's loop, but as many gives: the decision stops inside it too)."""
+        if self.late():
+            return
         self.free.remove(worker)
         self.out[worker.id] = job
         self.added[job] += 1
