@@ -213,7 +213,7 @@ def test_glued_exporter_deleted_only_its_importer_notices(operator, kube, kubect
     still_running(kube, namespace, before, wait_for, seconds=8)
 
 
-@pytest.mark.parametrize("spec", [{"unitMips": 0.001}, {"resolutionUnits": 2000000000}, {"microEpochSeconds": 0.001}])
+@pytest.mark.parametrize("spec", [{"unitMips": 0.001}, {"resolutionUnits": 16384}, {"microEpochSeconds": 0.001}])
 def test_policy_edited_to_nonsense_keeps_jobs_running(operator, kube, kubectl, namespace, wait_for, spec):
     before = clicks_running(kube, kubectl, namespace, wait_for)
     kube.custom.patch_cluster_custom_object(GROUP, VERSION, "schedulingpolicies", "default", {"spec": spec})

@@ -87,7 +87,7 @@ def test_managers_without_implementation_are_refused(field, value):
 def test_policy_object_with_unimplemented_manager_names_the_field():
     with pytest.raises(crd.TranslationError) as e:
         crd.policy_from_object({"spec": {"rankManager": "oracle"}})
-    assert e.value.field == "spec.rank_manager"
+    assert e.value.field == "spec.rankManager"  # as the SchedulingPolicy spells it (issue 45)
 
 
 def test_rank_overrides_come_after_the_rank_manager_and_spare_required_jobs():

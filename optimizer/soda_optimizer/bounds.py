@@ -29,3 +29,23 @@ MAX_FAIRNESS = 1e3
 MAX_JOB_IMPORTANCE = 1e15
 MAX_STREAM_RATE = 1e18
 MAX_TRAFFIC = 1e21
+
+# issue 45: every other number of a StreamJob, StreamTemplate, SchedulingPolicy, YieldGroup and ResourceProfile
+# spec has a maximum too, the CRDs' (tests/test_crd_bounds.py walks them), mirrored where the code reads it, so an
+# object stored before its CRD had the bound (or a file for ``kubesoda plan -f``) gets the same one error
+MAX_MIPS = MAX_CORES * MAX_MIPS_PER_CORE  # any mips figure of the policy: peFloorMips, unitMips, microW's change limits
+MAX_MEMORY = 1e18  # bytes (1E): a PE's memory, a YieldGroup's migrationBudget
+MAX_RANK = 1_000_000  # a StreamJob's rank and the administrator's rankOverrides
+MAX_COUNT = 1_000_000  # counts of nodes, candidates, instances, changes, license tokens, epochs between probes
+MAX_INTEGRITY = 1_000_000  # |integrity level| of a PE
+MAX_EPOCH_S = 86_400.0  # a macro or micro epoch, a YieldGroup's epoch: a day
+MAX_DEADLINE_S = 600.0  # one SODA stage's time budget: 10 minutes (an epoch of the paper is minutes)
+MAX_UNITS = 16_384  # macroQ's resolutionUnits (soda.macroq.MAX_UNITS: the finest it uses)
+MAX_OBJECTIVE_WEIGHT = 1e3  # macroW's W1..W4: x 100 (CP_WEIGHT_SCALE) x 1e11 (its largest term) stays an int64
+MIN_LINK, MAX_LINK = 1.0, 1e15  # bytes/s of a network link
+MAX_RISK_LIMIT = 1e15  # the policy's globalRiskLimit (MAX_RISK x nodes)
+MAX_OVERALLOCATION = MAX_FAIRNESS
+MAX_BUDGET = 1e21  # mips x seconds: MAX_MIPS for 300 years
+MAX_MERIT = 1e6  # |a merit weight|, |an owner's priority|
+MIN_BUCKET, MAX_BUCKET = 1e-6, 1e12  # merit bucket: merit (< 1e18) / bucket stays finite
+MAX_SAMPLES = 1e6  # exploration's minSamples

@@ -60,6 +60,17 @@ Value = Annotated[float, Field(ge=0, le=bounds.MAX_VALUE, allow_inf_nan=False)]
 Selectivity = Annotated[float, Field(ge=0, le=bounds.MAX_SELECTIVITY, allow_inf_nan=False)]
 RF = Annotated[float, Field(gt=0, le=bounds.MAX_RF, allow_inf_nan=False)]
 BytesPerTuple = Annotated[float, Field(gt=0, le=bounds.MAX_BYTES_PER_TUPLE, allow_inf_nan=False)]
+# issue 45: the other numbers of the CRDs' specs, bounded as the CRDs bound them (:mod:`.bounds`)
+Count = Annotated[int, Field(ge=0, le=bounds.MAX_COUNT)]
+PosCount = Annotated[int, Field(ge=1, le=bounds.MAX_COUNT)]
+Mips = Annotated[float, Field(ge=0, le=bounds.MAX_MIPS, allow_inf_nan=False)]
+EpochS = Annotated[float, Field(gt=0, le=bounds.MAX_EPOCH_S, allow_inf_nan=False)]
+DeadlineS = Annotated[float, Field(gt=0, le=bounds.MAX_DEADLINE_S, allow_inf_nan=False)]
+ObjectiveWeight = Annotated[float, Field(ge=0, le=bounds.MAX_OBJECTIVE_WEIGHT, allow_inf_nan=False)]
+Link = Annotated[float, Field(ge=bounds.MIN_LINK, le=bounds.MAX_LINK, allow_inf_nan=False)]
+Budget = Annotated[float, Field(ge=0, le=bounds.MAX_BUDGET, allow_inf_nan=False)]
+MeritNumber = Annotated[float, Field(ge=-bounds.MAX_MERIT, le=bounds.MAX_MERIT, allow_inf_nan=False)]
+Rank = Annotated[int, Field(ge=1, le=bounds.MAX_RANK)]
 
 
 def pe_id(job: str, pe: str) -> str:
@@ -262,21 +273,21 @@ class PE(_Frozen):
     kind: PEKind = PEKind.transform
     min_mips: NonNeg = 0.0  # m_p
     max_mips: Pos = float("inf")  # M_p
-    memory_bytes: NonNeg = DEFAULT_PE_MEMORY  # each instance's memory request = limit (rigid, never resized)
+    memory_bytes: Annotated[float, Field(ge=0, le=bounds.MAX_MEMORY, allow_inf_nan=False)] = DEFAULT_PE_MEMORY  # each instance's memory request = limit (rigid, never resized)
     rf: ResourceFunction = ResourceFunction()
     single_threaded: bool = False  # H_{p,n} <= one core of n
     all_or_nothing: bool = False  # microW legal fraction set {0, 1} of H_{p,n}
-    max_instances: int | None = Field(default=None, ge=1)
+    max_instances: PosCount | None = None
     licenses: tuple[str, ...] = ()  # floating licenses (constraint 13)
-    integrity: int = 0  # i_p (constraints 14, 15)
+    integrity: Annotated[int, Field(ge=-bounds.MAX_INTEGRITY, le=bounds.MAX_INTEGRITY)] = 0  # i_p (constraints 14, 15)
     risk: Annotated[float, Field(ge=0, le=bounds.MAX_RISK, allow_inf_nan=False)] = 0.0  # r_{p,n} = risk * node.risk (constraint 16)
     color: str | None = None  # Chinese wall (constraints 17, 18)
     node_selector: dict[str, str] = Field(default_factory=dict)  # resource matching A_{p,n}
     isolated: bool = False  # exlocated from every other PE (constraint 28)
     fairness: Annotated[float, Field(ge=0, le=bounds.MAX_FAIRNESS, allow_inf_nan=False)] = 0.0  # phi_p (constraint 19)
-    min_candidates: int = Field(default=1, ge=1)  # m~_p (constraint 25)
-    max_candidates: int | None = Field(default=None, ge=1)  # M~_p (constraint 26)
-    max_change: int | None = Field(default=None, ge=0)  # Delta-bar_p (constraint 23)
+    min_candidates: PosCount = 1  # m~_p (constraint 25)
+    max_candidates: PosCount | None = None  # M~_p (constraint 26)
+    max_change: Count | None = None  # Delta-bar_p (constraint 23)
 
     @model_validator(mode="after")
     def _check(self) -> PE:
@@ -398,7 +409,7 @@ class Job(_Frozen):
     """A job: alternative templates in preference order, a rank (1 best), required or not."""
 
     name: str = Field(min_length=1)
-    rank: int = Field(default=1, ge=1)
+    rank: Rank = 1
     required: bool = False
     owner: str = ""
     created: str = ""  # creation time (RFC 3339, sorts as text): the tie-break of the admission rule
@@ -458,9 +469,9 @@ class Node(_Frozen):
 class LinkCapacities(_Frozen):
     """Capacities K_e of the network tree's links, in traffic units (bytes/s)."""
 
-    rack_uplink: Pos = 1.25e9  # 10 Gb/s
-    zone_uplink: Pos = 5.0e9  # 40 Gb/s
-    overrides: dict[str, Pos] = Field(default_factory=dict)  # "rack:<name>" or "zone:<name>" -> K_e
+    rack_uplink: Link = 1.25e9  # 10 Gb/s
+    zone_uplink: Link = 5.0e9  # 40 Gb/s
+    overrides: dict[str, Link] = Field(default_factory=dict)  # "rack:<name>" or "zone:<name>" -> K_e
 
 
 class Budgets(_Frozen):
@@ -470,18 +481,18 @@ class Budgets(_Frozen):
     ``compare``: remaining budgets are compared as a fraction of the allocation (every budget
     depletes at the same rate) or in absolute mips x seconds (the paper's literal words)."""
 
-    allocated: dict[str, NonNeg] = Field(default_factory=dict)
-    spent: dict[str, NonNeg] = Field(default_factory=dict)
-    default: NonNeg = 0.0
+    allocated: dict[str, Budget] = Field(default_factory=dict)
+    spent: dict[str, NonNeg] = Field(default_factory=dict)  # spec's (at most MAX_BUDGET, the CRD) + the operator's charges
+    default: Budget = 0.0
     compare: Literal["fraction", "absolute"] = "fraction"
 
 
 class MeritWeights(_Frozen):
     """Weights of the MDRM's merit terms (lower merit = better rank; :mod:`.managers.merit`)."""
 
-    rank: float = Field(default=1.0, allow_inf_nan=False)  # the job's declared rank
-    owner: float = Field(default=0.0, allow_inf_nan=False)  # the owner's external priority
-    age: float = Field(default=0.0, allow_inf_nan=False)  # hours since creation (negative: ageing)
+    rank: MeritNumber = 1.0  # the job's declared rank
+    owner: MeritNumber = 0.0  # the owner's external priority
+    age: MeritNumber = 0.0  # hours since creation (negative: ageing)
 
 
 class MeritWindow(_Frozen):
@@ -506,42 +517,42 @@ class Merit(_Frozen):
 
     weights: MeritWeights = MeritWeights()
     windows: tuple[MeritWindow, ...] = ()
-    bucket: PosFinite = 1.0  # B
-    owner_priority: dict[str, Annotated[float, Field(allow_inf_nan=False)]] = Field(default_factory=dict)
-    default_owner_priority: float = Field(default=0.0, allow_inf_nan=False)
+    bucket: Annotated[float, Field(ge=bounds.MIN_BUCKET, le=bounds.MAX_BUCKET, allow_inf_nan=False)] = 1.0  # B
+    owner_priority: dict[str, MeritNumber] = Field(default_factory=dict)
+    default_owner_priority: MeritNumber = 0.0
 
 
 class Policy(_Frozen):
     """The SchedulingPolicy: epochs, deadlines, objective weights and global constraints."""
 
-    macro_epoch_s: Pos = 60.0
-    micro_epoch_s: Pos = 10.0
-    macroq_deadline_s: Pos = 2.0  # issue 39: on LSD at 30 nodes 5 s gained 0.07% importance for 2.7 s more
-    macrow_deadline_s: Pos = 10.0
-    microq_deadline_s: Pos = 1.0
-    microw_deadline_s: Pos = 1.0
+    macro_epoch_s: EpochS = 60.0
+    micro_epoch_s: EpochS = 10.0
+    macroq_deadline_s: DeadlineS = 2.0  # issue 39: on LSD at 30 nodes 5 s gained 0.07% importance for 2.7 s more
+    macrow_deadline_s: DeadlineS = 10.0
+    microq_deadline_s: DeadlineS = 1.0
+    microw_deadline_s: DeadlineS = 1.0
     # macroQ resolution: fix the number of atomic units, or the unit size in mips (reproducible
     # runs, oracle comparisons); None = the granularity loop refines while the deadline allows.
-    resolution_units: int | None = Field(default=None, ge=1)
-    unit_mips: Pos | None = None
+    resolution_units: Annotated[int, Field(ge=1, le=bounds.MAX_UNITS)] | None = None
+    unit_mips: Annotated[float, Field(gt=0, le=bounds.MAX_MIPS, allow_inf_nan=False)] | None = None
     # macroW objective weights W1..W4 (average/max node utilisation, average/max link utilisation)
-    w1: NonNeg = 1.0
-    w2: NonNeg = 1.0
-    w3: NonNeg = 1.0
-    w4: NonNeg = 1.0
+    w1: ObjectiveWeight = 1.0
+    w2: ObjectiveWeight = 1.0
+    w3: ObjectiveWeight = 1.0
+    w4: ObjectiveWeight = 1.0
     links: LinkCapacities = LinkCapacities()
-    licenses: dict[str, int] = Field(default_factory=dict)  # lambda_l
-    global_risk_limit: NonNeg | None = None  # R
+    licenses: dict[str, Count] = Field(default_factory=dict)  # lambda_l
+    global_risk_limit: Annotated[float, Field(ge=0, le=bounds.MAX_RISK_LIMIT, allow_inf_nan=False)] | None = None  # R
     incompatible_colors: tuple[tuple[str, str], ...] = ()  # X_n for every node
-    max_candidate_change: int | None = Field(default=None, ge=0)  # Delta-bar (constraint 22)
-    overallocation: Annotated[float, Field(ge=1.0)] = 1.5  # candidate capacity vs goal (phi default)
+    max_candidate_change: Count | None = None  # Delta-bar (constraint 22)
+    overallocation: Annotated[float, Field(ge=1.0, le=bounds.MAX_OVERALLOCATION, allow_inf_nan=False)] = 1.5  # candidate capacity vs goal (phi default)
     # microW churn limits (constraints 47-53)
-    micro_max_change: NonNeg | None = None  # delta: total |f - f_hat| x H_n in mips
-    micro_max_change_per_pe: NonNeg | None = None  # delta_p
-    micro_max_touched_nodes: int | None = Field(default=None, ge=0)  # zeta
+    micro_max_change: Mips | None = None  # delta: total |f - f_hat| x H_n in mips
+    micro_max_change_per_pe: Mips | None = None  # delta_p
+    micro_max_touched_nodes: Count | None = None  # zeta
     # every PE of an admitted job gets at least max(its minimum, this, one resolution unit) mips:
     # admitted means every PE runs (a job whose floors do not fit is not admitted)
-    pe_floor_mips: NonNeg = 10.0
+    pe_floor_mips: Mips = 10.0
     # CPU cores per node kept free for what kubesoda does not see coming (headroom); a node offers
     # kubesoda its allocatable CPU minus the requests of other pods bound to it minus this
     node_reserved_cores: NonNeg = 0.0
@@ -552,7 +563,7 @@ class Policy(_Frozen):
     # the administrator's word, after the rank manager: "namespace/name" -> rank (SODA 6.2: "ranks
     # ... overridable by the site administrator"; the SchedulingPolicy is cluster-scoped, so a
     # namespace's users cannot write it)
-    rank_overrides: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    rank_overrides: dict[str, Rank] = Field(default_factory=dict)
     budgets: Budgets = Budgets()
     merit: Merit = Merit()
     # the allocation policy (soda_optimizer.policy): SODA, or a placement baseline of the paper's

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from soda_optimizer import fair_yield
+from soda_optimizer import bounds, fair_yield
 
 from ..kube import quantities
 from ..kube.errors import from_validation
@@ -33,7 +33,7 @@ class GroupSpec(BaseModel):
 
     algorithm: str
     migration_budget: float = Field(alias="migrationBudget")  # bytes of memory an epoch may move
-    epoch_seconds: float = Field(alias="epochSeconds", ge=1, allow_inf_nan=False)
+    epoch_seconds: float = Field(alias="epochSeconds", ge=1, le=bounds.MAX_EPOCH_S, allow_inf_nan=False)
     deadline_seconds: float = Field(alias="deadlineSeconds", gt=0, le=60, allow_inf_nan=False)
 
     @field_validator("algorithm")

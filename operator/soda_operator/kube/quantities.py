@@ -29,13 +29,15 @@ def cores(q: Any, field: str) -> float:
 
 
 def memory(q: Any, field: str) -> float:
-    """A memory quantity (64Mi, 1G, 1048576) in bytes: finite, not negative."""
+    """A memory quantity (64Mi, 1G, 1048576) in bytes: finite, not negative, at most ``bounds.MAX_MEMORY``."""
     try:
         v = float(parse_quantity(str(q)))
     except (ValueError, TypeError, ArithmeticError) as e:
         raise TranslationError(field, f"'{shown(q)}' is not a memory quantity") from e
     if not (math.isfinite(v) and v >= 0):
         raise TranslationError(field, f"'{shown(q)}' is not a memory quantity")
+    if v > bounds.MAX_MEMORY:
+        raise TranslationError(field, f"'{shown(q)}' is out of range: a memory quantity of at most {bounds.MAX_MEMORY:g} bytes (1E)")
     return v
 
 

@@ -300,11 +300,8 @@ def policy_from_object(obj: Mapping[str, Any] | None) -> tuple[Policy, str]:
     ow = sp.get("objectiveWeights") or {}
     kw.update({k: ow[k] for k in ("w1", "w2", "w3", "w4") if k in ow})
     lk = sp.get("links") or {}
-    kw["links"] = LinkCapacities(
-        rack_uplink=lk.get("rackUplink", LinkCapacities().rack_uplink),
-        zone_uplink=lk.get("zoneUplink", LinkCapacities().zone_uplink),
-        overrides=dict(lk.get("overrides") or {}),
-    )
+    kw["links"] = {"rack_uplink": lk.get("rackUplink", LinkCapacities().rack_uplink),
+                   "zone_uplink": lk.get("zoneUplink", LinkCapacities().zone_uplink), "overrides": dict(lk.get("overrides") or {})}
     if sp.get("nodeReservedCpu") is not None:
         kw["node_reserved_cores"] = cores(sp["nodeReservedCpu"], "spec.nodeReservedCpu")
     kw["budgets"] = budgets_from(sp.get("budgets") or {}, (obj.get("status") or {}).get("budgetSpent") or {})
@@ -315,12 +312,22 @@ def policy_from_object(obj: Mapping[str, Any] | None) -> tuple[Policy, str]:
     try:
         return Policy(**kw), sp.get("rackLabel", DEFAULT_RACK_LABEL)
     except ValidationError as e:
-        raise _pydantic_error(e, "spec") from e
+        raise from_validation(e, "spec", _POLICY_NAMES) from e
+
+
+# the Policy's field names as the SchedulingPolicy spells them (an error names what the administrator wrote)
+_POLICY_NAMES = {**{dst: src for src, dst in POLICY_FIELDS.items()}, **{w: f"objectiveWeights.{w}" for w in ("w1", "w2", "w3", "w4")},
+                 "rack_uplink": "rackUplink", "zone_uplink": "zoneUplink", "node_reserved_cores": "nodeReservedCpu",
+                 "rank_overrides": "rankOverrides", "incompatible_colors": "incompatibleColors", "start_hour": "startHour",
+                 "end_hour": "endHour", "owner_priority": "ownerPriority", "default_owner_priority": "defaultOwnerPriority"}
 
 
 def budgets_from(b: Mapping[str, Any], charged: Mapping[str, Any]) -> dict[str, Any]:
     """spec.budgets with what the operator charged so far (status.budgetSpent) added to spent."""
     spent = {str(k): float(v) for k, v in (b.get("spent") or {}).items()}
+    for k, v in spent.items():  # the model bounds spent with the charges added: the spec's own bound is the CRD's
+        if not (math.isfinite(v) and 0 <= v <= bounds.MAX_BUDGET):
+            raise TranslationError(f"spec.budgets.spent[{k}]", f"{shown(v)} is out of range: from 0 to {bounds.MAX_BUDGET:g} mips x seconds")
     for k, v in charged.items():
         spent[str(k)] = spent.get(str(k), 0.0) + float(v)
     out: dict[str, Any] = {"allocated": dict(b.get("allocated") or {}), "spent": spent}

@@ -73,6 +73,7 @@ from kubernetes import client
 from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 
+from soda_optimizer import bounds
 from soda_optimizer.learn import LearnConfig, Learner, Signature, sample_from_observation
 from soda_optimizer.learn.explore import Probe, select
 from soda_optimizer.learn.family import FamilyFit
@@ -149,7 +150,10 @@ def settings_from(policy: Mapping[str, Any] | None) -> LearningSettings:
         if isinstance(rf, Mapping) and kind in PEKind.__members__:
             a, b = _num(rf.get("a", 1.0)), _num(rf.get("b", 1.0))
             if a is not None and b is not None:
-                defaults[PEKind(kind)] = ResourceFunction(a=a, b=b)
+                try:  # issue 45: past the CRD's maximum (a policy stored before it) is left out, as a non-number is
+                    defaults[PEKind(kind)] = ResourceFunction(a=a, b=b)
+                except ValidationError as e:
+                    log.warning("spec.learning.defaults.%s of the SchedulingPolicy is out of range, left out: %s", kind, e.errors()[0].get("msg"))
     kw["defaults"] = defaults
     ex = sp.get("exploration")
     if isinstance(ex, Mapping):
@@ -547,9 +551,13 @@ class Learning:
             name = (obj.get("metadata") or {}).get("name", "")
             sp = obj.get("spec") or {}
             try:
+                pinned = bool(sp.get("pinned", False))
+                for k in ("a", "b"):  # issue 45: the CRD's maximum, for a profile stored before it (or a file)
+                    v = _num(sp.get(k))
+                    if pinned and v is not None and v > bounds.MAX_RF:
+                        raise ValueError(f"spec.{k}: {quantities.shown(sp.get(k))} is out of range: at most {bounds.MAX_RF:g}")
                 if restore and name not in self.exists:
                     self._restore(name, obj)
-                pinned = bool(sp.get("pinned", False))
                 pin = (pinned, _num(sp.get("a")), _num(sp.get("b")))
                 m = self.learner.models.get(name)
                 if m is None:
