@@ -197,3 +197,15 @@ def test_learning_defaults_past_the_schema_are_left_out_not_raised(k):
     pol = {"spec": {"learning": {"defaults": {"source": {"a": 1, "b": 1, k: 1e10}, "sink": {"a": 2, "b": 3}}}}}
     got = learning.settings_from(pol)
     assert "source" not in {str(x.value) for x in got.defaults} and {str(x.value) for x in got.defaults} == {"sink"}
+
+
+def test_the_charts_policy_values_have_the_crds_bounds():
+    """The chart's values.schema.json refuses at ``helm install`` what the CRD would refuse when the chart applies
+    the SchedulingPolicy it renders from ``policy.*``."""
+    import json
+
+    values = json.loads((ROOT / "charts" / "kubesoda" / "values.schema.json").read_text())["properties"]["policy"]["properties"]
+    crd_props = _spec("schedulingpolicies")["properties"]["spec"]["properties"]
+    assert values
+    for k, v in values.items():
+        assert v.get("maximum") == crd_props[k].get("maximum"), (k, v, crd_props[k].get("maximum"))
