@@ -517,3 +517,33 @@ ROWS = {"import clique": _row_clique, "slotCPU 1n": _row_slot_cpu, "forecast 1e3
 @pytest.mark.parametrize("row", list(ROWS))
 def test_issue_row(row):
     ROWS[row]()
+
+
+# ------------------------------------------------------------------------------------------- the generator itself
+
+
+def test_the_generator_reaches_every_bound_and_the_float_edge():
+    """The strategies are not vacuous: each bound of a schema is drawn, an exclusive one a float inside, a number
+    without a maximum at the largest finite float, a string at its maxLength, a list of scalars at maxItems, a
+    quantity at its CEL bound and at 1n."""
+    import math
+    import sys
+
+    from hostile_schema import from_schema as gen
+    from hypothesis import find as found
+
+    def find(strategy: Any, condition: Callable[[Any], bool]) -> Any:  # the first example that holds, not shrunk
+        return found(strategy, condition, settings=settings(phases=(Phase.generate,), database=None, max_examples=2000))
+
+    s = {"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 600}
+    assert find(gen(s), lambda v: v == 600) == 600
+    assert find(gen(s), lambda v: v == math.nextafter(0, 1)) > 0
+    assert find(gen({"type": "number", "minimum": 0}), lambda v: v == sys.float_info.max)
+    assert find(gen({"type": "integer", "minimum": 1}), lambda v: v == 2**63 - 1)
+    assert len(find(gen({"type": "string", "maxLength": 253}), lambda v: len(v) > 1)) == 253
+    assert len(find(gen({"type": "array", "maxItems": 1000, "items": {"type": "number"}}), lambda v: len(v) > 2)) == 1000
+    q = {"x-kubernetes-int-or-string": True, "maxLength": 32,
+         "x-kubernetes-validations": [{"rule": "quantity(string(self)).compareTo(quantity('100k')) <= 0"}]}
+    assert find(gen(q), lambda v: v == "100k") == "100k" and find(gen(q), lambda v: v == "1n") == "1n"
+    full = find(gen({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}}}, full=True), lambda v: True)
+    assert set(full) == {"a", "b"}
