@@ -197,3 +197,32 @@ def test_learning_defaults_past_the_schema_are_left_out_not_raised(k):
     pol = {"spec": {"learning": {"defaults": {"source": {"a": 1, "b": 1, k: 1e10}, "sink": {"a": 2, "b": 3}}}}}
     got = learning.settings_from(pol)
     assert "source" not in {str(x.value) for x in got.defaults} and {str(x.value) for x in got.defaults} == {"sink"}
+
+
+def test_the_charts_policy_values_have_the_crds_bounds():
+    """The chart's values.schema.json refuses at ``helm install`` what the CRD would refuse when the chart applies
+    the SchedulingPolicy it renders from ``policy.*``."""
+    import json
+
+    values = json.loads((ROOT / "charts" / "kubesoda" / "values.schema.json").read_text())["properties"]["policy"]["properties"]
+    crd_props = _spec("schedulingpolicies")["properties"]["spec"]["properties"]
+    assert values
+    for k, v in values.items():
+        assert v.get("maximum") == crd_props[k].get("maximum"), (k, v, crd_props[k].get("maximum"))
+
+
+@pytest.mark.parametrize("k", ["a", "b"])
+def test_a_pinned_profile_past_the_schema_is_skipped_naming_the_field(k):
+    """A pinned ResourceProfile stored before its CRD had the maximum (or read by ``kubesoda plan -f``) is skipped
+    with its field named, not restored into the learner to fail a plan."""
+    obj = {"apiVersion": crd.API_VERSION, "kind": "ResourceProfile", "metadata": {"name": "transform.x"},
+           "spec": {"pinned": True, k: 1e10},
+           "status": {"key": "transform.x", "kind": "transform", "level": "flowspec", "a": 1.0, "b": 1.0,
+                      "path": ["transform", "exe:x", "args:x", "flow:x"]}}
+    lrn = learning.Learning(None)
+    skipped = lrn.read_profiles([obj])
+    assert [n for n, _ in skipped] == ["transform.x"] and skipped[0][1].startswith(f"spec.{k}:"), skipped
+    assert "transform.x" not in lrn.learner.models
+    ok = copy.deepcopy(obj)
+    ok["spec"][k] = 1e9
+    assert lrn.read_profiles([ok]) == []

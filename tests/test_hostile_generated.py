@@ -52,10 +52,10 @@ from soda_operator.flows import route as froute
 from soda_operator.flows import spec as fspec
 from soda_operator.kube.errors import TranslationError
 from soda_operator.soda import crd
-from soda_optimizer import guard, pipeline
 
 SLACK_S = 5.0  # a worker's start, the translation and the screen
-WAIT_S = 60.0  # the longest a test waits for one decision, whatever its budget (a budget may be unbounded today)
+WAIT_S = 30.0  # the longest a test waits for one decision, whatever its budget (a budget may be unbounded today)
+_STALLED: dict[int, str] = {}  # decisions that ran out of time, by their inputs: hypothesis replays a failing example
 DISPATCH_S = 1.0  # a dispatch decision has no deadline of its own: what one must take at most
 ROUTE_S = 1.0  # the ticks of a plan's flows
 MEMORY = 2 * 2**30  # address space a worker may add to what it inherits
@@ -85,6 +85,9 @@ def _child(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
 def bounded(what: str, budget_s: float, fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` in a forked worker, killed at ``3 x budget_s + SLACK_S`` seconds: the test fails instead of
     hanging, naming ``what``."""
+    key = hash((what, repr(args)))
+    if key in _STALLED:
+        pytest.fail(_STALLED[key])
     ctx = mp.get_context("fork")
     rx, tx = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_child, args=(tx, fn, args), daemon=True)
@@ -93,8 +96,9 @@ def bounded(what: str, budget_s: float, fn: Callable[..., Any], *args: Any) -> A
     p.start()
     try:
         if not rx.poll(limit):
-            pytest.fail(f"{what}: no decision within {limit:.1f} s (budget {budget_s:g} s x 3 + {SLACK_S:g} s, at most {WAIT_S:g} s): "
-                        f"one tenant's object stalls the decision (worker alive: {p.is_alive()}, exit code {p.exitcode})")
+            _STALLED[key] = (f"{what}: no decision within {limit:.1f} s (budget {budget_s:g} s x 3 + {SLACK_S:g} s, at most {WAIT_S:g} s): "
+                             f"one tenant's object stalls the decision (worker alive: {p.is_alive()}, exit code {p.exitcode})")
+            pytest.fail(_STALLED[key])
         status, out = rx.recv()
     except EOFError:
         pytest.fail(f"{what}: the worker died after {time.monotonic() - t0:.1f} s (exit code {p.exitcode}): out of memory?")
@@ -127,15 +131,32 @@ HOLDER = {"apiVersion": API, "kind": "StreamTemplate", "metadata": {"name": "hol
     "pes": [{"name": "p", "kind": "source"}], "primalInputs": [{"pe": "p", "rate": 10}], "sinks": [{"pe": "p"}], "exports": [{"name": "e", "pe": "p"}]}}
 
 
-def soda_decide(templates: list[dict[str, Any]], jobs: list[dict[str, Any]], policy: dict[str, Any]) -> dict[str, Any]:
-    """The healthy jobs' decisions, as ``kubesoda plan -f`` makes them: (admitted, template, reason) per job, and
-    every error or quarantine that names a healthy object."""
-    scen, errors = crd.scenario_from_objects(NODES, templates, jobs, policy, validate=True, now=NOW)
-    out = guard.run(scen, lambda s: pipeline.run(s))
-    mine = {d.job: (d.admitted, d.template, d.reason) for d in out.plan.jobs if d.job.startswith(f"{H}/")}
-    blamed = [str(e) for e in errors if e.name.startswith(f"{H}/")]
-    blamed += [f"{j}: quarantined ({why})" for j, why in out.quarantined.items() if j.startswith(f"{H}/")]
-    return {"jobs": mine, "blamed": blamed}
+def soda_decide(templates: list[dict[str, Any]], jobs: list[dict[str, Any]], policy: dict[str, Any],
+                profiles: list[dict[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    """The healthy jobs' decisions as ``kubesoda plan -f`` makes them (its own function, on a file of the objects):
+    (admitted, template, reason) per job, and every error that names a healthy object."""
+    import argparse
+    import io
+    import os
+    import sys
+    import tempfile
+
+    import yaml
+
+    from soda_operator import cli
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "objects.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump_all([*NODES, policy, *templates, *jobs, *profiles], f)
+        args = argparse.Namespace(file=[path], at_nodes=None, resolution_units=None, unit_mips=None, deadline_scale=1.0, json=True)
+        sys.stderr = io.StringIO()  # the progress line and the errors (returned below)
+        got = cli._plan_files(args)
+    if isinstance(got, int):
+        return {"jobs": {}, "blamed": [f"kubesoda plan -f exits {got}: {sys.stderr.getvalue()[-500:]}"]}
+    plan, errors = got
+    mine = {d.job: (d.admitted, d.template, d.reason) for d in plan.jobs if d.job.startswith(f"{H}/")}
+    return {"jobs": mine, "blamed": [str(e) for e in errors if e.name.startswith(f"{H}/")]}
 
 
 def soda_budget(policy: Mapping[str, Any]) -> float:
@@ -146,9 +167,10 @@ def soda_budget(policy: Mapping[str, Any]) -> float:
     return float(p.macroq_deadline_s + p.macrow_deadline_s + p.microq_deadline_s + p.microw_deadline_s)
 
 
-def check_soda(what: str, templates: list[dict[str, Any]], jobs: list[dict[str, Any]], policy: dict[str, Any]) -> None:
+def check_soda(what: str, templates: list[dict[str, Any]], jobs: list[dict[str, Any]], policy: dict[str, Any],
+               profiles: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
     alone = bounded(f"SODA, the healthy set alone ({what})", soda_budget(policy), soda_decide, [HEALTHY_T], HEALTHY_J, policy)
-    beside = bounded(f"SODA, {what}", soda_budget(policy), soda_decide, [HEALTHY_T, *templates], [*HEALTHY_J, *jobs], policy)
+    beside = bounded(f"SODA, {what}", soda_budget(policy), soda_decide, [HEALTHY_T, *templates], [*HEALTHY_J, *jobs], policy, list(profiles))
     assert not beside["blamed"], f"SODA, {what}: a healthy object is blamed: {beside['blamed']}"
     if beside["jobs"] != alone["jobs"]:
         pytest.fail(f"SODA, {what}: the healthy jobs' decisions changed: {alone['jobs']} -> {beside['jobs']}")
@@ -214,16 +236,27 @@ def drawn(s: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 
 TEMPLATE_S = spec_schema("streamtemplates")
+PROFILE_S = spec_schema("resourceprofiles")
+LEARNING = {**POLICY, "spec": {**FAST, "learning": {"enabled": True}}}
+
+
+def profile(spec: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceProfile with a drawn spec, as the learner writes one for a signature no healthy PE has."""
+    name = "transform.hostile"
+    return {"apiVersion": API, "kind": "ResourceProfile", "metadata": {"name": name}, "spec": spec,
+            "status": {"key": name, "kind": "transform", "level": "flowspec", "a": 1.0, "b": 1.0, "samples": 0,
+                       "path": ["transform", "exe:hostile", "args:hostile", "flow:hostile"]}}
 JOB_S = spec_schema("streamjobs")
 POLICY_S = spec_schema("schedulingpolicies")
 
 
 @EXAMPLES
-@given(t=drawn(TEMPLATE_S), j=drawn(JOB_S), shape=st.sampled_from(["clique", "fan-in", "chain"]), n=st.integers(2, 12))
-def test_stream_jobs_and_templates_cost_the_healthy_namespace_nothing(t, j, shape, n):
+@given(t=drawn(TEMPLATE_S), j=drawn(JOB_S), r=drawn(PROFILE_S), shape=st.sampled_from(["clique", "fan-in", "chain"]), n=st.integers(2, 12))
+def test_stream_jobs_and_templates_cost_the_healthy_namespace_nothing(t, j, r, shape, n):
     tmpl = repair_template(t, "hx")
     job = repair_job(j, "hx", "hx")
-    check_soda(f"tenant template and job drawn from the schema, {n} jobs in a {shape}", [tmpl, HOLDER], [job, *structure(shape, n)], POLICY)
+    check_soda(f"tenant template and job drawn from the schema, {n} jobs in a {shape}, a ResourceProfile drawn from its schema",
+               [tmpl, HOLDER], [job, *structure(shape, n)], LEARNING, [profile(r)])
 
 
 def repair_policy(spec: dict[str, Any]) -> dict[str, Any]:
@@ -484,3 +517,33 @@ ROWS = {"import clique": _row_clique, "slotCPU 1n": _row_slot_cpu, "forecast 1e3
 @pytest.mark.parametrize("row", list(ROWS))
 def test_issue_row(row):
     ROWS[row]()
+
+
+# ------------------------------------------------------------------------------------------- the generator itself
+
+
+def test_the_generator_reaches_every_bound_and_the_float_edge():
+    """The strategies are not vacuous: each bound of a schema is drawn, an exclusive one a float inside, a number
+    without a maximum at the largest finite float, a string at its maxLength, a list of scalars at maxItems, a
+    quantity at its CEL bound and at 1n."""
+    import math
+    import sys
+
+    from hostile_schema import from_schema as gen
+    from hypothesis import find as found
+
+    def find(strategy: Any, condition: Callable[[Any], bool]) -> Any:  # the first example that holds, not shrunk
+        return found(strategy, condition, settings=settings(phases=(Phase.generate,), database=None, max_examples=2000))
+
+    s = {"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 600}
+    assert find(gen(s), lambda v: v == 600) == 600
+    assert find(gen(s), lambda v: v == math.nextafter(0, 1)) > 0
+    assert find(gen({"type": "number", "minimum": 0}), lambda v: v == sys.float_info.max)
+    assert find(gen({"type": "integer", "minimum": 1}), lambda v: v == 2**63 - 1)
+    assert len(find(gen({"type": "string", "maxLength": 253}), lambda v: len(v) > 1)) == 253
+    assert len(find(gen({"type": "array", "maxItems": 1000, "items": {"type": "number"}}), lambda v: len(v) > 2)) == 1000
+    q = {"x-kubernetes-int-or-string": True, "maxLength": 32,
+         "x-kubernetes-validations": [{"rule": "quantity(string(self)).compareTo(quantity('100k')) <= 0"}]}
+    assert find(gen(q), lambda v: v == "100k") == "100k" and find(gen(q), lambda v: v == "1n") == "1n"
+    full = find(gen({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}}}, full=True), lambda v: True)
+    assert set(full) == {"a", "b"}

@@ -119,7 +119,10 @@ def _functions(scen: Scenario, m: manifests.Manifests) -> tuple[dict[str, Choice
 
     lrn = Learning(None)
     skipped = lrn.read_profiles(m.profiles)
-    errors = [crd.ObjectError("ResourceProfile", name, "status", why, m.source.get(f"ResourceProfile/{name}")) for name, why in skipped]
+    errors = []
+    for name, why in skipped:  # a pin out of range names its spec field (issue 45), anything else the status the operator wrote
+        fld, msg = why.split(": ", 1) if why.startswith("spec.") else ("status", why)
+        errors.append(crd.ObjectError("ResourceProfile", name, fld, msg, m.source.get(f"ResourceProfile/{name}")))
     choices = lrn.choose_all(scen, m.templates, m.policy)
     if m.profiles and not lrn.settings.enabled:
         print(f"warning: {len(m.profiles)} ResourceProfile(s) not used: the SchedulingPolicy's spec.learning.enabled is not true",
