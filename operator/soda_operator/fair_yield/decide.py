@@ -18,6 +18,12 @@
 - a pod being moved keeps what it holds on its old node until it is gone (issue 47): the yields of
   the pods that stay are computed with the moving pods' CPU taken off their nodes, so no neighbour
   grows into CPU they still hold (nor while a PodDisruptionBudget refuses their eviction);
+- the published ``bound`` bounds the published minimum yield, over the same pods and CPU: the
+  allocator's own when nothing moves; while pods move, the yields are those of the pods that stay on
+  the CPU left, and the allocator's bound (over its plan: moving pods included, at their new nodes,
+  their old CPU free) does not bound them (issue 47: a bound of 0.889 beside a minimum yield of 1, the
+  gap clipped to 0), so the bound is the rational relaxation (section 3.1) of that instance. The bound
+  is rounded up and the minimum yield down, and the gap is never clipped: a violated bound would show;
 - a released pod the scheduler has not bound is where kubesoda pinned it; when the scheduler says it
   is Unschedulable, or its own constraints refuse that node, it is re-planned: evicted (its
   controller recreates it gated; a pod that never started is no migration: free, whatever the
@@ -68,8 +74,8 @@ class Decision:
     held: dict[str, tuple[str, float]] = field(default_factory=dict)  # moving pod -> (node, cores it still holds there)
     min_yield: float = 0.0
     avg_yield: float = 0.0
-    bound: float | None = None  # a proven upper bound on the minimum yield (None: the algorithm has none)
-    gap: float | None = None  # (bound - min_yield) / bound
+    bound: float | None = None  # a proven upper bound on min_yield, over the same pods and CPU (None: the algorithm has none)
+    gap: float | None = None  # (bound - min_yield) / bound, not clipped
     algorithm: str = ""  # what ran
     allocator: str = ""  # the allocator's own status, for the pods it allocated
     status: str = "empty"
@@ -116,6 +122,18 @@ def node_facts(nodes: list[dict[str, Any]]) -> dict[str, NodeFacts]:
 
 def _down(v: float) -> float:
     return math.floor(v * 1e6) / 1e6
+
+
+def _up(v: float) -> float:
+    """``v`` rounded up to 1e-6 (an upper bound stays one; float noise below 1e-12 is not a step)."""
+    return math.ceil(v * 1e6 - 1e-6) / 1e6
+
+
+def _gap(bound: float | None, min_yield: float) -> float | None:
+    """(bound - min_yield) / bound, not clipped: a bound below the minimum yield shows as a negative gap."""
+    if bound is None:
+        return None
+    return round((bound - min_yield) / bound, 6) if bound > 0 else 0.0
 
 
 def _jobs(order: list[Task], allowed: dict[str, frozenset[int]], hosts: int, c_unit: float, m_unit: float) -> list[fair_yield.Job]:
@@ -227,10 +245,10 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         cpu_left[prev[k]] -= t.held
     stay = [k for k in range(len(order)) if k not in set(moving)]
     final_order = [order[k] for k in stay]
-    out.bound = None if alloc.bound is None else round(float(alloc.bound), 6)
-    if not final_order:  # every pod moves: nothing stays to resize; the yields are the plan's, once they are re-placed
+    if not final_order:  # every pod moves: nothing stays to resize; the yields (and the bound) are the plan's, once they are re-placed
         out.min_yield, out.avg_yield = _down(alloc.min_yield), _down(alloc.avg_yield)
-        out.gap = None if out.bound is None else round(max(0.0, (out.bound - out.min_yield) / out.bound) if out.bound > 0 else 0.0, 6)
+        out.bound = None if alloc.bound is None else _up(float(alloc.bound))
+        out.gap = _gap(out.bound, out.min_yield)
         notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
         out.status, out.message, out.seconds = "partial" if out.unplaceable or out.pending else "moving", "; ".join(notes), time.monotonic() - t0
         return out
@@ -247,7 +265,12 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         else:
             out.cpu[t.name] = t.alpha * out.yields[t.name]
     out.min_yield, out.avg_yield = _down(final.min_yield), _down(final.avg_yield)
-    out.gap = None if out.bound is None else round(max(0.0, (out.bound - out.min_yield) / out.bound) if out.bound > 0 else 0.0, 6)
+    bound = alloc.bound
+    if bound is not None and moving:  # the allocator's bound is over its plan; the yields are the stayers' on the CPU left
+        left = spec.deadline_seconds - (time.monotonic() - t0)
+        bound = fair_yield.lp_bound(final_inst, time_limit_s=max(0.01, left))
+    out.bound = None if bound is None else _up(float(bound))
+    out.gap = _gap(out.bound, out.min_yield)
     if moving:
         notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
     out.status = "partial" if out.unplaceable or out.pending else "moving" if out.evict else alloc.status

@@ -169,15 +169,16 @@ def hopeless(tasks: Tasks, previous: np.ndarray | None = None, fixed: np.ndarray
     return bool(pin.size) and not bool(tasks.allowed[pin, previous[pin]].all())
 
 
-def lp_bound(inst: Instance | Tasks) -> float:
+def lp_bound(inst: Instance | Tasks, time_limit_s: float | None = None) -> float:
     """Upper bound on the optimal minimum yield: the value of the rational relaxation (section 3.1). 0 when even
-    the relaxation is infeasible (total memory above total capacity)."""
+    the relaxation is infeasible (total memory above total capacity). Past ``time_limit_s`` (unequal hosts: GLOP)
+    the trivial bound min(1, total capacity / total alpha), still an upper bound."""
     tasks = inst.tasks() if isinstance(inst, Instance) else inst
     if tasks.identical_hosts:
         if tasks.mem.sum() > tasks.mem_cap.sum() + EPS:
             return 0.0
         return float(min(tasks.cpu_cap.sum() / tasks.alpha.sum(), 1.0))
-    value, _ = relaxation(tasks)
+    value, _ = relaxation(tasks, time_limit_s=time_limit_s)
     return value
 
 
