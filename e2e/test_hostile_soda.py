@@ -115,7 +115,7 @@ def test_a_hostile_tenant_costs_the_healthy_namespace_nothing(operator, kube, ku
     for name in ("features", "alerts"):
         wait_for(lambda n=name: running_as_planned(kube, healthy, n), timeout=90, what=f"healthy {name} running")
     before = {n: picture(kube, healthy, n) for n in ("features", "alerts")}
-    assert "import:" in (before["features"][-1][0][-1] or ""), before  # the exporter sends to alerts (and only to it)
+    assert any("import:" in (pod[-1] or "") for pod in before["features"][-1]), before  # the exporter sends to alerts
 
     kubectl("apply", "-n", tenant, "--as", "mallory", "-f", "-", input=hostile(healthy))
 
@@ -162,3 +162,6 @@ def test_a_hostile_tenant_costs_the_healthy_namespace_nothing(operator, kube, ku
     assert all(any(e[:2] == ("Warning", "InvalidSpec") and "cycle" in e[2] for e in said[f"k{i}"]) for i in range(KNOT)), said
     assert status("badenv").get("reason") == "CreateFailed" and status(LONG).get("phase") == "Running"
     assert not any("create pod failed" in line for line in operator.output().splitlines())  # main's silent 422, every epoch
+    for n in ("k0", "spy", "vip", LONG, "badenv"):
+        st = status(n)
+        print(f"\n{n[:20]}: {st.get('phase')} {st.get('reason')} owner={st.get('owner')}: {st.get('message', '')[:200]}")

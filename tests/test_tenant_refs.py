@@ -200,3 +200,23 @@ def test_a_tenants_owner_vip_does_not_use_vips_budget():
     dec = _contest(_policy(rankManager="budget", budgets={"allocated": {"vip": 1e9, "healthy": 1000}}))
     assert dec["healthy/good"].admitted and not dec["tenant/mine"].admitted
     assert dec["tenant/mine"].rank > dec["healthy/good"].rank
+
+
+def test_a_tenants_owner_vip_is_never_charged_to_vip():
+    """The operator's budget bookkeeping (epochs.Loops._charge_budgets, SODA 6.2.1) after an
+    overloaded epoch charges the owners in force: the tenant's `owner: vip` charges nobody's
+    budget but its own namespace's (on main the tenant's job, ranked first as vip, ran and vip paid)."""
+    from types import SimpleNamespace
+
+    from soda_operator.soda.epochs import Loops
+
+    policy = _policy(rankManager="budget", budgets={"allocated": {"vip": 1e9, "healthy": 1000}})
+    tmpls = [_tmpl("w", "healthy", cpu="3"), _tmpl("w", "tenant", cpu="3")]
+    jobs = [_job("good", "healthy", ("w",)), _job("mine", "tenant", ("w",), owner="vip")]
+    scen, _ = crd.scenario_from_objects([_node()], tmpls, jobs, policy=policy)
+    plan = pipeline.run(scen)
+    written: list[dict] = []
+    loops = SimpleNamespace(charged_at=None, applier=SimpleNamespace(policy_status=written.append))
+    Loops._charge_budgets(loops, SimpleNamespace(policy=policy), scen, plan)  # type: ignore[arg-type]
+    (st,) = written
+    assert set(st["budgetSpent"]) == {"healthy"} and st["budgetSpent"]["healthy"] > 0, st
