@@ -30,6 +30,8 @@ WRITES = Counter("kubesoda_writes_total", "Write requests the SODA loops made to
 POD_CREATES = Counter("kubesoda_pod_creates_total", "Pod create requests the SODA loops sent, by the API server's answer: created, "
                       "exists (409 AlreadyExists: the pod is there, not retried), retried (429/5xx, sent again), failed", ["result"])
 PATCHES = Counter("kubesoda_pod_changes_total", "Pod changes applied", ["kind"])  # create, resize, delete
+NODES_HELD = Gauge("kubesoda_nodes_held", "NotReady nodes whose PE pods keep their place (within their pods' grace, or in a disrupted zone; issue 46)")
+DELETIONS_PAUSED = Gauge("kubesoda_deletions_paused", "1 while a zone is disrupted (no Ready node, or at least 55% NotReady): PE pods on NotReady nodes are never deleted")
 LEADER = Gauge("kubesoda_leader", "1 while this replica runs the SODA loops (it won the peering election, or runs standalone)")
 EPOCH_INFEASIBLE = Counter("kubesoda_epoch_infeasible_total", "Macro epochs whose plan was infeasible (the last feasible plan was kept)")
 QUARANTINED = Gauge("kubesoda_quarantined_jobs", "StreamJobs the pipeline guard set aside because planning failed with them (status reason Quarantined)")

@@ -113,11 +113,14 @@ def _pydantic_error(e: ValidationError, prefix: str = "spec") -> TranslationErro
 
 
 def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABEL, held_cores: float = 0.0,
-                     reserved_cores: float = 0.0, held_memory: float = 0.0) -> Node:
+                     reserved_cores: float = 0.0, held_memory: float = 0.0, pinned_memory: float | None = None) -> Node:
     """A Node as kubesoda may use it: its allocatable cores minus ``held_cores`` (the requests of
     the other pods bound to it) minus ``reserved_cores`` (the policy's headroom), x mips-per-core;
     its allocatable memory minus ``held_memory`` (theirs), unlimited when the node states none.
-    A node left with nothing is not usable."""
+    A node left with nothing is not usable; nor is one whose Ready condition is not True, unless
+    it is held (:mod:`.disruption`, issue 46: NotReady within its pods' grace, or in a disrupted
+    zone): ``pinned_memory`` is then the memory its PE pods hold, and it counts as ready offering
+    only that memory, so its instances keep their fractions and no new one is placed there."""
     md, st, sp = obj.get("metadata") or {}, obj.get("status") or {}, obj.get("spec") or {}
     labels = dict(md.get("labels") or {})
     alloc = (st.get("allocatable") or st.get("capacity") or {}).get("cpu", "0")
@@ -134,6 +137,8 @@ def node_from_object(obj: Mapping[str, Any], rack_label: str = DEFAULT_RACK_LABE
     ready = any(x.get("type") == "Ready" and x.get("status") == "True" for x in st.get("conditions") or [])
     if not st.get("conditions"):
         ready = True  # a node manifest without status (offline planning) counts as ready
+    if pinned_memory is not None and not ready:  # held: keeps what runs there, takes nothing new
+        ready, mem = True, max(pinned_memory, 1.0)
     try:
         return Node(
             name=md["name"],
@@ -475,6 +480,7 @@ def scenario_from_objects(
     validate: bool = False,
     now: datetime | None = None,
     quarantined: Mapping[str, str] | None = None,
+    held_nodes: Mapping[str, float] | None = None,
 ) -> tuple[Scenario, list[ObjectError]]:
     """Build a Scenario from whatever is valid; one ObjectError per dropped object.
 
@@ -487,7 +493,8 @@ def scenario_from_objects(
     it is dropped like an invalid job. So is a job :func:`soda_optimizer.screen.screen` names (its
     importance or rates overflow at its largest allocation). The bound pods of every dropped job
     keep running as they are and hold their requests (``foreign``), so nobody else is planned
-    onto the CPU they use.
+    onto the CPU they use. ``held_nodes`` maps a NotReady node whose PE pods keep their place
+    (:mod:`.disruption`) to the memory they hold (:func:`node_from_object`'s ``pinned_memory``).
     """
     src = source or {}
     errors: list[ObjectError] = []
@@ -529,7 +536,7 @@ def scenario_from_objects(
     def node(n: Mapping[str, Any], extra: tuple[float, float] = (0.0, 0.0)) -> Node:
         theirs = list((foreign or {}).get((n.get("metadata") or {}).get("name", ""), ()))
         return node_from_object(n, rack_label, sum(c for _, c, _ in theirs) + extra[0], pol.node_reserved_cores,
-                                sum(m for _, _, m in theirs) + extra[1])
+                                sum(m for _, _, m in theirs) + extra[1], (held_nodes or {}).get((n.get("metadata") or {}).get("name", "")))
 
     for n in nodes:
         try:

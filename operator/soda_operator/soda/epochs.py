@@ -8,8 +8,10 @@
 - micro epoch (every ``Policy.micro_epoch_s``): ``systems.decide`` with the previous plan (``pipeline.rerun``)
   from the last feasible Plan on
   the live node set and the fractions read back from the pods (never from memory); creates,
-  resizes in place, deletes. A node that went NotReady or away loses its fractions within one micro
-  epoch; when a PE has no usable candidate left, a macro epoch is triggered.
+  resizes in place, deletes. A node that went away, or NotReady past its PE pods' grace, loses its
+  fractions within one micro epoch (a NotReady node within the grace, or in a disrupted zone, keeps
+  its pods and takes no new one: :mod:`.disruption`, issue 46); when a PE has no usable candidate
+  left, a macro epoch is triggered.
 
 The Plan is the only thing that crosses from the optimizer: the last feasible one is kept and
 handed back for the micro epochs (recomputed by a macro epoch after a restart). An infeasible macro
@@ -40,7 +42,7 @@ from soda_optimizer.plan import Plan
 
 from ..kube import conditions, metrics
 from ..kube.api import list_json
-from . import crd, desired, loop, state, status
+from . import crd, desired, disruption, loop, state, status
 from .apply import Applier, Instance, status_changed
 from .learning import Learning
 from .observe import Observer
@@ -94,6 +96,7 @@ class Loops:
         self.charged_at: float | None = None  # when the budget managers' bookkeeping last ran
         # Admitted jobs whose instances were not all Running at the last apply: (job, status, pods)
         self.awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
+        self.deletions_paused = False  # a zone was disrupted at the last apply (:mod:`.disruption`)
         # called after each applied plan with (scenario, plan, changes applied): the web view
         self.on_apply: Callable[[Scenario, Plan, dict[str, int]], None] | None = None
 
@@ -314,7 +317,11 @@ class Loops:
         with self.status_lock:  # the Running refresh may be writing (it runs during the pod creates below)
             updates = self._plan_statuses(snap, scen, plan, by_job, jobs_by_key)
         managed = {tuple(j.name.split("/", 1)) for j in scen.jobs}
-        counts = self.applier.sync_pods(wanted, snap.pods, managed)  # type: ignore[arg-type]
+        # disruption is not intent (issue 46): a PE pod on a held NotReady node is never deleted
+        dis = snap.disruption()
+        existing = disruption.keep(snap.pods, dis.held, {(w.namespace, w.name) for w in wanted})
+        counts = self.applier.sync_pods(wanted, existing, managed)  # type: ignore[arg-type]
+        self.deletions_paused = disruption.report(self.applier, snap.policy, dis, self.deletions_paused)
         counts.update(self.applier.sync_services(desired.services(plan, snap, scen), snap.services, managed))  # type: ignore[arg-type]
         counts["status"] = updates
         admitted = sum(d.admitted for d in plan.jobs)
@@ -430,8 +437,11 @@ class Loops:
                      # the pipeline guard's verdict (issue 45): False while planning fails with this policy
                      conditions.condition("Planned", self.policy_fault is None, "PlanningFailed" if self.policy_fault else "Planned",
                                           self.policy_fault[1] if self.policy_fault else "", md.get("generation"), old.get("conditions"), at)]
-            if not conditions.same(old.get("conditions"), conds):
-                writes.append(("schedulingpolicies", None, md.get("name", "default"), {"conditions": conds}))
+            mine = {"Valid", "Planned"}  # the others are kept as they are (NodesDisrupted: .disruption)
+            olds = [c for c in old.get("conditions") or [] if isinstance(c, dict)]
+            if not conditions.same([c for c in olds if c.get("type") in mine], conds):
+                writes.append(("schedulingpolicies", None, md.get("name", "default"),
+                               {"conditions": conds + [c for c in olds if c.get("type") not in mine]}))
         self.applier.object_statuses(writes)  # concurrently: one at a time, 1,179 templates took tens of seconds
 
     def _report_invalid(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:

@@ -16,7 +16,7 @@ from kubernetes import client
 
 from ..kube.api import list_json
 from ..kube.pods import TERMINAL, requests
-from . import crd
+from . import crd, disruption
 
 MIN_EPOCH_S = 1.0  # no policy makes an epoch shorter: it would only load the API server
 
@@ -32,13 +32,21 @@ class Snapshot:
     services: dict[tuple[str, str], str] = field(default_factory=dict)
     # node -> (pod, CPU cores, memory bytes) requested by the other workloads' pods bound to it
     foreign: dict[str, list[tuple[str, float, float]]] = field(default_factory=dict)
+    _disruption: disruption.Disruption | None = field(default=None, init=False, repr=False, compare=False)
+
+    def disruption(self) -> disruption.Disruption:
+        """Which NotReady nodes keep their PE pods and which zones are disrupted (:mod:`.disruption`),
+        judged once per snapshot, at the time it is first asked."""
+        if self._disruption is None:
+            self._disruption = disruption.judge(self.nodes, self.pods, datetime.now(UTC))
+        return self._disruption
 
     def scenario(self, source: dict[str, str] | None = None, quarantined: dict[str, str] | None = None
                  ) -> tuple[Any, list[crd.ObjectError]]:
         """The Scenario of this snapshot (:func:`.crd.scenario_from_objects`), without the jobs the
-        pipeline guard set aside (``quarantined``: job -> why)."""
+        pipeline guard set aside (``quarantined``: job -> why), its held nodes keeping their PE pods."""
         return crd.scenario_from_objects(self.nodes, self.templates, self.jobs, self.policy, self.pods, source, self.foreign,
-                                         now=datetime.now(UTC), quarantined=quarantined)
+                                         now=datetime.now(UTC), quarantined=quarantined, held_nodes=self.disruption().held)
 
 
 def merge_patch(old: Any, patch: Any) -> Any:
