@@ -138,6 +138,44 @@ def test_control_plane_restarted_mid_apply(component, kube, kubectl, namespace, 
         op.stop()
 
 
+def pe_uids(kube, ns: str) -> dict[str, str]:
+    return {p.metadata.name: p.metadata.uid for p in kube.core.list_namespaced_pod(ns, label_selector="kubesoda.io/job").items
+            if not p.metadata.deletion_timestamp}
+
+
+def not_ready(kube) -> int:
+    return sum(1 for n in kube.core.list_node().items
+               if not any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or []))
+
+
+@local_only
+def test_api_server_down_30s_deletes_no_running_pod(kube, kubectl, namespace, extender_port, wait_for, workload, tmp_path):
+    """Disruption is not intent (issue 46): the API server down 30 s under a running workload. When
+    it returns, the node lifecycle controller marks nodes NotReady (their leases went stale
+    meanwhile); no PE pod is deleted or replaced (same UIDs, while the nodes flip and after), and
+    every job is Running as planned again."""
+    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+    try:
+        workload()
+        resync = KwokResync(kube, namespace)
+        wait_for(lambda: settled(kube, namespace) or resync(), timeout=180, interval=2, what="the workload running")
+        before = pe_uids(kube, namespace)
+        restart("kube-apiserver", down=30.0)
+        t0, flipped = time.monotonic(), 0
+        while time.monotonic() - t0 < 60:  # the node lifecycle controller's verdicts and the epochs that follow
+            flipped = max(flipped, not_ready(kube))
+            now = pe_uids(kube, namespace)
+            assert now == before, f"PE pods changed after the outage: gone {sorted(set(before) - set(now))[:5]}, new {sorted(set(now) - set(before))[:5]}"
+            time.sleep(1)
+        wait_for(lambda: settled(kube, namespace) or resync(), timeout=120, interval=2, what="every job Running as planned after the outage")
+        assert pe_uids(kube, namespace) == before
+        print(f"\nAPI server down 30 s: {len(before)} PE pods kept (UIDs), {flipped} node(s) seen NotReady, settled "
+              f"{time.monotonic() - t0:.1f} s after it returned (KWOK restarted {resync.restarts} time(s))")
+        assert op.proc is not None and op.proc.poll() is None
+    finally:
+        op.stop()
+
+
 WHY: dict[str, str] = {}
 
 

@@ -8,11 +8,15 @@ loops" marks the moments it starts acting and "applied:" every write batch.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import socket
 import time
 import urllib.request
 import uuid
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 from kubernetes.client.rest import ApiException
@@ -41,6 +45,83 @@ def leader_gauge(op: Operator) -> float | None:
     except OSError:
         return None
     return next((float(line.split()[1]) for line in text.splitlines() if line.startswith("kubesoda_leader ")), None)
+
+
+AUDIT = Path(os.environ.get("KUBESODA_STATE", "/nonexistent")) / "logs" / "audit.log"
+
+
+def audited_writes(since: float) -> list[tuple[float, str, str]]:
+    """(when received, replica identity, verb and resource) of every write a kubesoda replica made
+    (its user agent ``kubesoda/<identity>``) since ``since``, from the API server's audit log
+    (hack/cluster-up.sh), their own peering records aside."""
+    out = []
+    for line in AUDIT.read_text().splitlines():
+        ev = json.loads(line)
+        ref = ev.get("objectRef") or {}
+        if not str(ev.get("userAgent", "")).startswith("kubesoda/") or ref.get("resource") == "clusterkopfpeerings":
+            continue
+        t = datetime.fromisoformat(ev["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+        if t >= since:
+            out.append((t, ev["userAgent"].removeprefix("kubesoda/"), f"{ev['verb']} {ref.get('resource')}/{ref.get('subresource', '')}"))
+    return sorted(out)
+
+
+def identity(op: Operator) -> str:
+    line = next(x for x in op.output().splitlines() if " as " in x and "peering " in x)
+    return line.split(" as ", 1)[1].split(",", 1)[0]
+
+
+@pytest.mark.skipif(not AUDIT.exists(), reason="needs the local control plane's audit log (hack/cluster-up.sh)")
+def test_a_stalled_leader_never_writes_beside_its_successor(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    """One writer at any instant (issue 46): the leader SIGSTOPped in the middle of a large apply,
+    past its lifetime; the standby takes over and writes; the leader continued. In the API server's
+    audit log the writes of the two replicas never interleave: the old leader's, then the standby's,
+    then (after its lease is held again for the margin) the old leader's."""
+    install_crds_and_policy(kubectl, POLICY)
+    peering, lifetime = f"e2e-{uuid.uuid4().hex[:6]}", 10
+    ext = Operator("extender", "--port", str(extender_port), log=str(tmp_path / "extender.log"))
+    common = ("run", "--extender-port", "0", "--peering", peering, "--peering-lifetime", str(lifetime), "--peering-margin", "4")
+    high = Operator(*common, "--priority", "200", log=str(tmp_path / "high.log"))
+    low = Operator(*common, "--priority", "100", log=str(tmp_path / "low.log"))
+    try:
+        for op in (ext, high, low):
+            op.start()
+        wait_for(lambda: LEADS in high.output() and " as " in low.output(), timeout=60, what="high leads")
+        lsd = (ROOT / "examples" / "lsd" / "lsd.yaml").read_text()
+        docs = [d for d in lsd.split("\n---\n") if "kind: Namespace" not in d]
+        docs = [d for d in docs if "kind: StreamJob" not in d] + [d for d in docs if "kind: StreamJob" in d and "imports:" not in d][:40]
+        kubectl("apply", "-n", namespace, "-f", "-", timeout=300,
+                input="\n---\n".join(d.replace("namespace: bench", f"namespace: {namespace}") for d in docs))
+        wait_for(lambda: len(kube.core.list_namespaced_pod(namespace, label_selector="kubesoda.io/job").items) >= 20,
+                 timeout=120, what="the leader creating pods")
+        t_stop = time.time()
+        assert high.proc is not None
+        os.kill(high.proc.pid, signal.SIGSTOP)
+        h, lo = identity(high), identity(low)
+        wait_for(lambda: any(w[1] == lo for w in audited_writes(t_stop)), timeout=90, interval=1, what="the standby writing")
+        time.sleep(3)
+        os.kill(high.proc.pid, signal.SIGCONT)
+        t_cont = time.time()
+        wait_for(lambda: "stopped running the SODA loops" in low.output(), timeout=60, what="the standby pausing for the leader")
+        time.sleep(lifetime)
+        seq = audited_writes(t_stop - 30)
+        runs = [w[1] for i, w in enumerate(seq) if i == 0 or seq[i - 1][1] != w[1]]
+        first_low = next(w[0] for w in seq if w[1] == lo)
+        after = [w[0] for w in seq if w[1] == h and w[0] > t_cont]
+        print(f"\nstalled leader: writes {h}: {sum(w[1] == h for w in seq)}, {lo}: {sum(w[1] == lo for w in seq)}; the standby's first "
+              f"{first_low - t_stop:.1f} s after SIGSTOP, the leader's first after SIGCONT "
+              f"{(after[0] - t_cont) if after else float('nan'):.1f} s after it; runs {[('high' if r == h else 'low') for r in runs]}")
+        assert runs in ([lo], [lo, h], [h, lo], [h, lo, h]), [(round(t - t_stop, 2), "high" if who == h else "low", what) for t, who, what in seq
+                                                               if t > first_low - 1][:40]
+    finally:
+        if high.proc is not None and high.proc.poll() is None:
+            os.kill(high.proc.pid, signal.SIGCONT)
+        for op in (high, low, ext):
+            op.stop()
+        try:
+            kube.custom.delete_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", peering)
+        except ApiException:
+            pass
 
 
 @pytest.fixture(scope="module")

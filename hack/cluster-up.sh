@@ -102,6 +102,19 @@ wait_for() {  # description seconds command...
 }
 
 # ---------------------------------------------------------------- etcd + apiserver
+# the audit log of the admin user's writes (the operator's, the tests'), at Metadata level: who wrote
+# what when (e2e/test_leader.py reads it per replica, by user agent; KWOK's and the controllers' writes
+# are not logged)
+cat >"$state/audit-policy.yaml" <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: [kubesoda-admin]
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+YAML
 start etcd "$bin/etcd" --name kubesoda --data-dir "$state/etcd" \
   --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
   --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
@@ -120,7 +133,9 @@ start kube-apiserver "$bin/kube-apiserver" \
   --authorization-mode Node,RBAC \
   --enable-admission-plugins NamespaceLifecycle,ServiceAccount,DefaultTolerationSeconds,ResourceQuota,LimitRanger \
   --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
-  --watch-cache=true --profiling="${KUBESODA_APISERVER_PROFILING:-false}" --v=1
+  --watch-cache=true --profiling="${KUBESODA_APISERVER_PROFILING:-false}" --v=1 \
+  --audit-policy-file "$state/audit-policy.yaml" --audit-log-path "$state/logs/audit.log" \
+  --audit-log-maxsize 200 --audit-log-maxbackup 1
 wait_for kube-apiserver 90 curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "https://127.0.0.1:$api_port/readyz"
 
 # ---------------------------------------------------------------- controller manager, scheduler, kwok

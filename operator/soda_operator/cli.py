@@ -309,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="this replica's peering priority, the highest live one acts; 'auto' (the default) draws a random one")
     r.add_argument("--peering-lifetime", type=int, default=60,
                    help="seconds after which a silent replica (killed, partitioned) is presumed dead and another takes over")
+    r.add_argument("--peering-margin", type=float, default=None,
+                   help="the leader writes nothing once its last successful renewal is older than the lifetime less this many "
+                        "seconds (the fence, issue 46); default a third of the lifetime. Must exceed the longest stall of the process")
     r.add_argument("--workers", type=int, default=16, help="API requests in flight while applying a plan")
     r.add_argument("--snapshots", choices=("index", "list"), default="index",
                    help="where an epoch reads the cluster: the watch-fed Kopf indexes (default), or lists from the API server "

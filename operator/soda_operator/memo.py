@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .flows.decide import Planned
     from .flows.members import Members
     from .flows.status import Counters
+    from .kube.lease import Lease
     from .kube.reflector import Reflector
     from .soda.epochs import Loops
 
@@ -72,6 +73,8 @@ class Memo:
     pods: Reflector | None = None
     jobs: Reflector | None = None
     templates: Reflector | None = None
+    # this replica's lease on its peering record (kube.lease.Lease; peering only): the loops' fence
+    lease: Lease | None = None
 
     def watches(self) -> list[Reflector]:
         return [w for w in (self.pods, self.jobs, self.templates) if w is not None]

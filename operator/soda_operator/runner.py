@@ -6,9 +6,12 @@ import argparse
 import ctypes
 import ctypes.util
 import functools
+import getpass
 import logging
 import os
 import random
+import socket
+import time
 from typing import Any
 
 import kopf
@@ -16,6 +19,7 @@ from kubernetes import client, config
 
 from . import dispatch, fair_yield, flows, logs  # noqa: F401  (their Kopf handlers)
 from .kube import metrics, pods, reflector
+from .kube.lease import Lease
 from .memo import Memo
 from .soda import crd, extender, handlers, indexes
 from .soda.epochs import Loops
@@ -62,6 +66,15 @@ def ensure_peering(api: client.ApiClient, name: str) -> None:
 
 
 PEERING_LIFETIME_S = 60
+
+
+def own_identity() -> str:
+    """This replica's peering identity, as Kopf would make it (POD_ID, else user@host/time/random),
+    made here so that the lease (:mod:`.kube.lease`) renews the record Kopf keeps alive."""
+    if os.environ.get("POD_ID"):
+        return os.environ["POD_ID"]
+    rnd = "".join(random.choices("abcdefhijklmnopqrstuvwxyz0123456789", k=3))
+    return f"{getpass.getuser()}@{socket.gethostname()}/{time.strftime('%Y%m%d%H%M%S', time.gmtime())}/{rnd}"
 # Kopf re-lists a resource each time its watch ends; the API server ends a watch after this many
 # seconds. Ten minutes keeps dead connections from lingering (client_timeout a little above) while a
 # 2000-node cluster pays one LIST of nodes and pods per ten minutes, not per minute.
@@ -148,6 +161,8 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "prometheus_url", None):
         log.info("observing through Prometheus at %s", args.prometheus_url)
     grace = 0.0
+    lease: Lease | None = None
+    identity: str | None = None
     peering = getattr(args, "peering", None)
     priority = getattr(args, "priority", None)
     if peering:
@@ -158,7 +173,14 @@ def main(args: argparse.Namespace) -> int:
         grace = 3.0
         if priority is None:
             priority = random.SystemRandom().randint(1, 2**31 - 1)
-        log.info("peering %s, priority %d, lifetime %ds", peering, priority, PEERING_LIFETIME_S)
+        identity = own_identity()
+        try:
+            lease = Lease(loops.custom, peering, identity, priority, PEERING_LIFETIME_S, getattr(args, "peering_margin", None))
+        except ValueError as e:
+            raise SystemExit(f"error: --peering-margin: {e}") from None
+        log.info("peering %s as %s, priority %d, lifetime %ds, fenced %gs before it (renewed every %gs)", peering, identity, priority,
+                 PEERING_LIFETIME_S, lease.margin_s, lease.renew_s)
+        api.user_agent = f"kubesoda/{identity}"  # the API server's audit log names the replica behind each write
     if getattr(args, "metrics_port", 0):
         metrics.serve(getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
         log.info("metrics on %s:%d", getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
@@ -174,6 +196,10 @@ def main(args: argparse.Namespace) -> int:
                              max_body=getattr(args, "max_body_bytes", extender.MAX_BODY))
         log.info("extender on %s", srv.url)
     memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
+    memo.lease = lease
+    if lease is not None:
+        lease.renew()  # held from the start (the daemon waits the startup grace anyway)
+        lease.start()
     memo.pods = pod_watch(loops.core, memo)
     memo.jobs, memo.templates = stream_watches(loops.custom, memo)
     # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
@@ -187,10 +213,13 @@ def main(args: argparse.Namespace) -> int:
             standalone=not peering,
             peering_name=peering or None,
             priority=priority or 0,
+            identity=identity,  # type: ignore[arg-type]  # Kopf's Identity is a NewType of str
             liveness_endpoint=getattr(args, "liveness", None),
             memo=memo,
         )
     finally:
+        if lease is not None:
+            lease.stop()
         if srv is not None:
             srv.stop()
         if view is not None:

@@ -12,7 +12,9 @@
   a replica that peering pauses, so with ``kubesoda run --peering`` only the highest-priority live
   replica acts (leader election). Two guards close the gaps around a hand-over: a replica waits
   ``memo.startup_grace_s`` before its first epoch (it sees a live leader's keep-alive and pauses first),
-  and a replica paused mid-epoch makes no further write (the applier's fence).
+  and a replica paused mid-epoch makes no further write (the applier's fence). A third: the fence
+  also trips once the replica's own lease lapses (:mod:`..kube.lease`: no successful renewal for the
+  lifetime less a margin), and the loops start again only after it has been held for that margin.
 
 Validation failures never reach Kopf as exceptions: the loops write them to the StreamJob's status
 and an Event.
@@ -31,6 +33,7 @@ from typing import Any
 import kopf
 
 from ..kube import metrics
+from ..kube.lease import Lease
 from ..memo import Memo
 from . import crd, indexes
 from .epochs import Loops
@@ -57,6 +60,8 @@ async def _remember_event_loop(memo: Memo, **_: Any) -> None:
 async def _stop_own_watches(memo: Memo, **_: Any) -> None:
     for watch in memo.watches():
         watch.stop()
+    if memo.lease is not None:
+        memo.lease.stop()  # before Kopf's last keep-alive removes the record: never written again after it
 
 
 def job_listener(memo: Memo) -> Callable[[str, Mapping[str, Any]], None]:
@@ -133,13 +138,34 @@ def scheduler_loops(stopped: kopf.DaemonStopped, memo: Memo, **kwargs: Any) -> N
                     return
         every = {**kwargs, **{n: ix for watch in memo.watches() for n, ix in watch.indexes.items()}}
         memo.loops.reader = indexes.Reader(memo.event_loop, {n: every[n] for n in indexes.NAMES if n in every})
-    log.info("this replica runs the SODA loops")
-    metrics.LEADER.set(1)
-    try:
-        memo.loops.run(stopped)
-    finally:
-        metrics.LEADER.set(0)
-        log.info("this replica stopped running the SODA loops")
+    while True:
+        log.info("this replica runs the SODA loops")
+        metrics.LEADER.set(1)
+        try:
+            memo.loops.run(stopped, lease=memo.lease)
+        finally:
+            metrics.LEADER.set(0)
+            log.info("this replica stopped running the SODA loops")
+        if stopped.is_set() or memo.lease is None or not rejoin(memo.lease, stopped):
+            return
+
+
+def rejoin(lease: Lease, stopped: kopf.DaemonStopped, poll_s: float = 0.5) -> bool:
+    """After the lease lapsed (issue 46): wait until it has been held again, without a lapse, for
+    its margin (the replica that took over meanwhile sees the renewed record and pauses); False when
+    the daemon is stopped first."""
+    log.warning("the lease lapsed (last renewal %.1f s ago, lifetime %g s, margin %g s): writes stopped until it is held again for %g s",
+                lease.clock() - (lease.renewed or 0.0), lease.lifetime_s, lease.margin_s, lease.margin_s)
+    held_since: float | None = None
+    lapses = lease.lapses
+    while not stopped.wait(poll_s):
+        if not lease.holds() or lease.lapses != lapses:
+            held_since, lapses = None, lease.lapses
+        elif held_since is None:
+            held_since = lease.clock()
+        elif lease.clock() - held_since >= lease.margin_s:
+            return True
+    return False
 
 
 def _no_finalizer_for_the_loops_daemon() -> None:

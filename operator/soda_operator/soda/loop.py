@@ -11,7 +11,8 @@
 
 An epoch that raises is logged, counted and retried a micro epoch later, never in a tight loop; a
 refresh that raises is logged, counted (``kubesoda_refresh_failures_total``) and retried 2 s later.
-Once ``stop`` is set the epoch in progress writes nothing more (the applier's fence).
+Once ``stop`` is set, or this replica's lease lapses (:mod:`..kube.lease`), the epoch in progress
+writes nothing more (the applier's fence) and the loops return.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..kube import metrics
+from ..kube.lease import Lease, fence
 from . import state
 from .apply import Fenced
 
@@ -80,8 +82,10 @@ class Settle:
 
 
 def run(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, max_debounce_s: float = MAX_DEBOUNCE_S,
-        refresh_s: float = 1.0, per_object_s: float = SETTLE_PER_OBJECT_S) -> None:
-    loops.applier.fence = stop.is_set
+        refresh_s: float = 1.0, per_object_s: float = SETTLE_PER_OBJECT_S, lease: Lease | None = None) -> None:
+    """Both loops and the Running refresh until ``stop`` is set or a write is fenced: the applier's
+    fence is ``stop`` and, with peering, this replica's lease (:func:`..kube.lease.fence`)."""
+    loops.applier.fence = fence(stop.is_set, lease)
     done = threading.Event()  # ``stop`` may be Kopf's DaemonStopped, which only the daemon's owner sets
     refresher = threading.Thread(target=refresh, args=(loops, stop, done, refresh_s), name="kubesoda-refresh", daemon=True)
     refresher.start()
