@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from live import (
     Operator,
     install_crds_and_policy,
     job,
+    milli,
     pe_pods,
     running_as_planned,
     start_operator,
@@ -173,6 +175,94 @@ def test_api_server_down_30s_deletes_no_running_pod(kube, kubectl, namespace, ex
               f"{time.monotonic() - t0:.1f} s after it returned (KWOK restarted {resync.restarts} time(s))")
         assert op.proc is not None and op.proc.poll() is None
     finally:
+        op.stop()
+
+
+BRANCHES = """apiVersion: kubesoda.io/v1alpha1
+kind: StreamTemplate
+metadata: {name: branches}
+spec:
+  pes:
+  - {name: src, kind: source, resourceFunction: {a: 0.1}}
+  - {name: hot, kind: sink, resourceFunction: {a: 0.001, b: 1}}
+  - {name: cold, kind: sink, minCpu: 100m, resourceFunction: {a: 0.001, b: 1}}
+  streams: [{from: src, to: hot}, {from: src, to: cold}]
+  sinks: [{pe: hot, weight: 1}, {pe: cold, weight: 1}]
+  primalInputs: [{pe: src, rate: 100}]
+---
+apiVersion: kubesoda.io/v1alpha1
+kind: StreamJob
+metadata: {name: branchy}
+spec: {templates: [branches], rank: 1, required: true}
+"""
+DENY_RESIZE = """apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: NAME}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [UPDATE], resources: [pods/resize]}
+  validations:
+  - {expression: "false", message: resizes are frozen here}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: NAME}
+spec:
+  policyName: NAME
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: NS}}
+"""
+
+
+def refused_total(port: int) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("kubesoda_resizes_refused_total "))
+
+
+def test_a_refused_resize_is_known_and_backs_off(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    """Issue 46: a ValidatingAdmissionPolicy denies pods/resize in the namespace, then the plan
+    shrinks a PE (its sink's weight set to 0): the job gets a Warning Event ResizeRefused and the
+    condition Resized=False naming the pod, its status lists the fraction in force, the resize is
+    retried with backoff (not every micro epoch), and it goes through once the policy is gone."""
+    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+    name = f"deny-resize-{namespace}"
+    try:
+        kubectl("apply", "-n", namespace, "-f", "-", input=BRANCHES)
+        wait_for(lambda: running_as_planned(kube, namespace, "branchy"), timeout=90, what="branchy Running")
+        kubectl("apply", "-f", "-", input=DENY_RESIZE.replace("NAME", name).replace("NS", namespace))
+        cold = next(p for p in pe_pods(kube, namespace, "branchy") if p.metadata.labels["kubesoda.io/pe"] == "cold")
+        probe = ["patch", "pod", cold.metadata.name, "-n", namespace, "--subresource", "resize", "--dry-run=server", "--type", "merge", "-p",
+                 '{"spec":{"containers":[{"name":"pe","resources":{"requests":{"cpu":"101m"},"limits":{"cpu":"101m"}}}]}}']
+        wait_for(lambda: "frozen" in kubectl(*probe, check=False).stderr, timeout=30, what="the policy in force")
+        held = cold.spec.containers[0].resources.limits["cpu"]
+        kube.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "streamjobs", "branchy", {"spec": {"weightOverrides": {"sink:cold": 0}}})
+
+        def refused():
+            st = job(kube, namespace, "branchy").get("status") or {}
+            cond = next((c for c in st.get("conditions") or [] if c["type"] == "Resized"), None)
+            return cond if cond and cond["status"] == "False" else None
+        cond = wait_for(refused, timeout=60, what="the Resized condition False")
+        assert cond["reason"] == "ResizeRefused" and cold.metadata.name in cond["message"], cond
+        events = [e for e in kube.core.list_namespaced_event(namespace).items if e.involved_object.name == "branchy" and e.reason == "ResizeRefused"]
+        assert events and events[0].type == "Warning" and "frozen" in events[0].message
+        st = job(kube, namespace, "branchy")["status"]
+        cores = {n.metadata.name: float(n.status.allocatable["cpu"]) for n in kube.core.list_node().items}
+        inst = next(i for pe in st["pes"] for i in pe["instances"] if i["pod"] == cold.metadata.name)
+        assert abs(inst["fraction"] * cores[inst["node"]] * 1000 - milli(held)) <= 1.5, (inst, held)  # in force, not planned
+        n0 = refused_total(extender_port)
+        time.sleep(30)  # 15 micro epochs of 2 s: backing off, at most 3 more requests (10 s, 20 s apart)
+        retries = refused_total(extender_port) - n0
+        assert retries <= 3, f"{retries} refused resizes in 30 s"
+        kubectl("delete", "validatingadmissionpolicybinding", name)
+        wait_for(lambda: next((c for c in (job(kube, namespace, "branchy").get("status") or {}).get("conditions") or []
+                               if c["type"] == "Resized"), {}).get("reason") == "AsPlanned", timeout=120, what="the resize done once allowed")
+        print(f"\nrefused resize: {retries:g} retries in 30 s while refused; done once the policy went")
+    finally:
+        kubectl("delete", "validatingadmissionpolicybinding", name, "--ignore-not-found", check=False)
+        kubectl("delete", "validatingadmissionpolicy", name, "--ignore-not-found", check=False)
         op.stop()
 
 

@@ -55,7 +55,7 @@ from kubernetes.client.rest import ApiException
 
 from ..kube import events, metrics, quantities
 from ..kube.api import TRANSIENT, raw, retry
-from . import crd
+from . import crd, resizes
 
 log = logging.getLogger("kubesoda.apply")
 T = TypeVar("T")
@@ -295,6 +295,7 @@ class Applier:
         self.fence = fence or (lambda: False)
         self.inflight = Inflight(inflight_s)  # pods created, not yet in the pod index
         self.inflight_services = Inflight(inflight_s)  # Services created, not yet in the Service index
+        self.resizes = resizes.Backoff()  # refused resizes per pod (issue 46)
 
     def _guard(self) -> None:
         if self.fence():
@@ -391,7 +392,11 @@ class Applier:
             limits = (cur["spec"]["containers"][0].get("resources") or {}).get("limits") or {}
             ann = (cur["metadata"].get("annotations") or {}).get(crd.ANN_FRACTION)
             done = 0
-            if quantities.millicores(limits.get("cpu")) != millicores(inst.fraction, inst.cores):
+            target = millicores(inst.fraction, inst.cores)
+            key = (inst.namespace, inst.name)
+            if quantities.millicores(limits.get("cpu")) != target:
+                if not self.resizes.due(key, target):
+                    return 0  # refused before: backing off (the annotation keeps the fraction in force)
                 body = {"spec": {"containers": [{"name": "pe", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}}
                 self._guard()
                 try:
@@ -399,8 +404,16 @@ class Applier:
                     retry(lambda: raw(self.core.patch_namespaced_pod_resize, inst.name, inst.namespace, body), f"resize {inst.name}",
                           codes=TRANSIENT + (409,))
                     done = 1
+                    self.resizes.done(key)
                 except ApiException as e:
-                    log.error("resize %s/%s failed: %s %s", inst.namespace, inst.name, e.status, e.body)
+                    if e.status == 404:
+                        return 0
+                    why = resizes.message_of(e.body, e.status, e.reason)
+                    metrics.RESIZES_REFUSED.inc()
+                    if self.resizes.refuse(key, f"{inst.namespace}/{inst.job}", target, why):  # once per pod and target
+                        log.warning("resize %s/%s to %s refused, retried with backoff: %s", inst.namespace, inst.name, cpu, why)
+                        self.event(inst.owner, "ResizeRefused", f"pod {inst.name}: CPU {cpu} refused ({why}); retried with backoff, "
+                                   f"its CPU stays {limits.get('cpu')}", "Warning")
                     return 0
             if done or _fraction_moved(ann, inst.fraction, inst.cores):
                 patch = {"metadata": {"annotations": {crd.ANN_FRACTION: f"{inst.fraction:.6f}"}}}

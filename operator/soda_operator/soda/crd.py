@@ -60,6 +60,7 @@ from ..kube.pods import TERMINAL, requests
 from ..kube.quantities import cores as cores
 from ..kube.quantities import memory as memory
 from ..kube.quantities import shown
+from . import resizes
 
 MIPS_LABEL = "kubesoda.io/mips-per-core"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -353,7 +354,8 @@ def merit_from(m: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def previous_from(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> PreviousState:
-    """v-hat from the StreamJobs' status, f-hat from the PE pods' annotations (never from memory)."""
+    """v-hat from the StreamJobs' status, f-hat from the PE pods' annotations (never from memory);
+    a pod whose resize the kubelet has not done yet (:mod:`.resizes`) counts the CPU it holds."""
     cands: dict[str, tuple[str, ...]] = {}
     for j in jobs:
         jk = key(j)
@@ -370,9 +372,14 @@ def previous_from(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str,
             continue
         pid = f"{md.get('namespace')}/{lb[LABEL_JOB]}:{lb[LABEL_PE]}"
         try:
-            fr.setdefault(pid, {})[an[ANN_NODE]] = float(an.get(ANN_FRACTION, 0))
+            f = float(an.get(ANN_FRACTION, 0))
         except ValueError:
             continue
+        if resizes.pending(p) is not None:  # asked, not done (issue 46): count what the pod holds
+            held, want = resizes.in_force(p), resizes.asked(p)
+            if held is not None and want and held != want:
+                f *= held / want
+        fr.setdefault(pid, {})[an[ANN_NODE]] = f
     return PreviousState(candidates=cands, fractions=fr)
 
 

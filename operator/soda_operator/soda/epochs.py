@@ -42,7 +42,7 @@ from soda_optimizer.plan import Plan
 
 from ..kube import conditions, metrics
 from ..kube.api import list_json
-from . import crd, desired, disruption, loop, state, status
+from . import crd, desired, disruption, loop, resizes, state, status
 from .apply import Applier, Instance, status_changed
 from .learning import Learning
 from .observe import Observer
@@ -356,6 +356,9 @@ class Loops:
         awaiting: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any], list[str]]] = {}
         index = status.PlanIndex.of(plan)  # once per plan, not per job
         functions = self.learning.statuses_of(plan)
+        not_in_force = resizes.problems(self.applier.resizes, snap.pods)  # refused or pending resizes (issue 46)
+        resizes.count(not_in_force)
+        cores = {n.name: n.cores for n in scen.nodes}
         for j in scen.jobs:
             obj = jobs_by_key[j.name]
             ns, name = j.name.split("/", 1)
@@ -366,6 +369,7 @@ class Loops:
             old = self._old_status(obj)
             st = status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name)) for w in by_job.get((ns, name), [])},
                                 functions=functions.get(j.name, {}), index=index)
+            st = resizes.with_resizes(st, old, not_in_force.get(j.name), cores, gen)
             st = status.with_transitions(old, status.with_observed(st, self.observer.block(j.name), gen), now)
             if st["phase"] == "Admitted":  # promoted by refresh_running() as soon as its pods run, not an epoch later
                 awaiting[(ns, name)] = (obj, st, [i["pod"] for v in inst.values() for i in v])
