@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,3 +100,37 @@ def test_events_reach_the_indexes_through_the_event_loop() -> None:
         assert r.synced.is_set() and list(r.indexes["by_node"]["n2"]) == ["p3"]
 
     asyncio.run(main())
+
+
+
+@pytest.mark.parametrize("outage", [0.5, 3.0, 30.0, 75.0, 600.0])
+def test_the_watch_resumes_within_seconds_of_an_outage_of_any_length(outage: float) -> None:
+    """Issue 46: the API server away for ``outage`` seconds (every list refused), then back: the
+    reflector's next try comes at most 4 s after its return, the first one fast."""
+    clock = [0.0]
+    waits: list[float] = []
+    tries: list[float] = []
+
+    class Stop:
+        def is_set(self) -> bool:
+            return bool(tries) and tries[-1] >= outage
+
+        def wait(self, t: float) -> bool:
+            waits.append(t)
+            clock[0] += t
+            return False
+
+    def refused(**_: Any) -> Any:
+        tries.append(clock[0])
+        raise ConnectionRefusedError("the API server is away")
+
+    loop = asyncio.new_event_loop()
+    r = Reflector(refused, INDEXERS)
+    r._loop = loop
+    r._stop = Stop()  # type: ignore[assignment]
+    try:
+        r._run()
+    finally:
+        loop.close()
+    assert waits[0] <= 0.5
+    assert min(t for t in tries if t >= outage) - outage <= 4.0 + 1e-9
