@@ -169,8 +169,11 @@ def test_node_cordoned_not_ready_or_gone_loses_its_instances_within_epochs(opera
             kube.core.patch_node(victim, {"spec": {"unschedulable": True}})
         elif how == "not-ready":  # a failed kubelet: KWOK leaves the node alone while it has this annotation
             kube.core.patch_node(victim, {"metadata": {"annotations": {"kubesoda.io/simulate-not-ready": "true"}}})
+            # NotReady for longer than its pods' grace (the default 300 s toleration; a fresher NotReady
+            # keeps its pods: e2e/test_faults.py, issue 46)
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 301))
             kube.core.patch_node_status(victim, {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletDown",
-                                                                             "message": "e2e"}]}})
+                                                                             "message": "e2e", "lastTransitionTime": since}]}})
         else:
             kube.core.delete_node(victim)
         moved = wait_for(lambda: (p := running_as_planned(kube, namespace, "clicks")) and all(x.spec.node_name != victim for x in p) and p,
