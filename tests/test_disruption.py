@@ -6,6 +6,7 @@ micro epoch does) on the pods the first plan would create."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -137,3 +138,47 @@ def test_zone_state_is_the_node_lifecycle_controllers(ready, not_ready):
         assert state == "PartialDisruption"
     else:
         assert state == "Normal"
+
+
+def test_macro_epochs_wait_while_a_zone_is_disrupted(monkeypatch):
+    """While deletions are paused only micro epochs run (a macro epoch would plan admission and
+    candidates on nodes that only look gone); the first macro epoch comes once the disruption ends."""
+    from soda_operator.soda import loop
+
+    clock = [0.0]
+
+    class Loops:
+        reader = None
+        macro_due = threading.Event()
+        micro_due = threading.Event()
+        deletions_paused = True
+        macros: list[float] = []
+        micros: list[float] = []
+
+        def objects(self) -> int:
+            return 0
+
+        def macro_epoch(self) -> None:
+            self.macros.append(clock[0])
+
+        def micro_epoch(self) -> None:
+            self.micros.append(clock[0])
+            if clock[0] >= 100:
+                self.deletions_paused = False
+
+    class Stop:
+        def is_set(self) -> bool:
+            return bool(Loops.macros)
+
+        def wait(self, t: float) -> bool:
+            clock[0] += t
+            return False
+
+    monkeypatch.setattr(loop.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(loop.time, "sleep", lambda dt: clock.__setitem__(0, clock[0] + dt))
+    monkeypatch.setattr(loop.state, "get_policy", lambda custom: None)  # the defaults: macro 60 s, micro 10 s
+    loops = Loops()
+    loops.custom = None  # type: ignore[attr-defined]
+    loop.epochs(loops, Stop())  # type: ignore[arg-type]
+    assert loops.macros and loops.macros[0] >= 100, (loops.macros, loops.micros[:5])
+    assert len([t for t in loops.micros if t < 100]) >= 9  # every 10 s meanwhile

@@ -4,7 +4,8 @@
   once the changes have settled (:class:`Settle`): a ``kubectl apply`` of many jobs arrives over
   many seconds (2,219 objects in 54-91 s at 2,000 nodes), and planning on part of them places the
   rest around them and re-plans a minute later;
-- a micro epoch every ``microEpochSeconds`` or when a handler flags a node change;
+- a micro epoch every ``microEpochSeconds`` or when a handler flags a node change; while a zone is
+  disrupted (:mod:`.disruption`) only micro epochs run, the macro epoch waits for its end;
 - every second, on a thread of its own, a refresh that turns Admitted jobs Running as soon as
   their pods run, also while an epoch is still creating the pods of later jobs (a first macro
   epoch at 2,000 nodes creates thousands of pods over minutes; :meth:`.epochs.Loops.refresh_running`).
@@ -138,7 +139,9 @@ def epochs(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, 
                 if waited > debounce_s + 1:
                     log.info("macro epoch after %.1fs of changes (%d StreamJobs and StreamTemplates)", waited, loops.objects())
                 next_macro = 0.0
-            if settle.first is None and now >= next_macro:
+            # while a zone is disrupted (issue 46) the macro epoch waits: admission and candidates planned on
+            # nodes that only look gone would move running work once they are back; micro epochs keep what runs
+            if settle.first is None and now >= next_macro and not getattr(loops, "deletions_paused", False):
                 next_macro = next_micro = time.monotonic() + micro_s  # if it raises: a micro epoch later
                 loops.macro_epoch()
                 next_macro = time.monotonic() + macro_s
