@@ -154,8 +154,8 @@ def not_ready(kube) -> int:
 def test_api_server_down_30s_deletes_no_running_pod(kube, kubectl, namespace, extender_port, wait_for, workload, tmp_path):
     """Disruption is not intent (issue 46): the API server down 30 s under a running workload. When
     it returns, the node lifecycle controller marks nodes NotReady (their leases went stale
-    meanwhile); no PE pod is deleted or replaced (same UIDs, while the nodes flip and after), and
-    every job is Running as planned again."""
+    meanwhile); no PE pod is deleted or replaced (same UIDs, while the nodes flip and after; the
+    plan may add instances once they are back), and every job is Running as planned again."""
     op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
     try:
         workload()
@@ -167,10 +167,12 @@ def test_api_server_down_30s_deletes_no_running_pod(kube, kubectl, namespace, ex
         while time.monotonic() - t0 < 60:  # the node lifecycle controller's verdicts and the epochs that follow
             flipped = max(flipped, not_ready(kube))
             now = pe_uids(kube, namespace)
-            assert now == before, f"PE pods changed after the outage: gone {sorted(set(before) - set(now))[:5]}, new {sorted(set(now) - set(before))[:5]}"
+            lost = {k: v for k, v in before.items() if now.get(k) != v}
+            assert not lost, f"PE pods deleted or replaced after the outage: {sorted(lost)[:5]} (of {len(before)})"
             time.sleep(1)
         wait_for(lambda: settled(kube, namespace) or resync(), timeout=120, interval=2, what="every job Running as planned after the outage")
-        assert pe_uids(kube, namespace) == before
+        now = pe_uids(kube, namespace)
+        assert all(now.get(k) == v for k, v in before.items()), "a PE pod was deleted or replaced after the nodes recovered"
         print(f"\nAPI server down 30 s: {len(before)} PE pods kept (UIDs), {flipped} node(s) seen NotReady, settled "
               f"{time.monotonic() - t0:.1f} s after it returned (KWOK restarted {resync.restarts} time(s))")
         assert op.proc is not None and op.proc.poll() is None
