@@ -27,7 +27,7 @@ class Peering:
         self.status: dict[str, dict] = {}
         self.down = False
 
-    def patch_cluster_custom_object(self, group, version, plural, name, body):
+    def patch_cluster_custom_object(self, group, version, plural, name, body, **_):
         if self.down:
             raise ConnectionError("the API server is away")
         self.status.update(body["status"])

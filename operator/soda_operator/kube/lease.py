@@ -90,7 +90,8 @@ class Lease:
             return False
         at = self.clock()
         try:
-            self.custom.patch_cluster_custom_object(GROUP, VERSION, PLURAL, self.peering, {"status": {self.identity: self.record(at)}})
+            self.custom.patch_cluster_custom_object(GROUP, VERSION, PLURAL, self.peering, {"status": {self.identity: self.record(at)}},
+                                                    _request_timeout=self.renew_s)  # a hung request is a failed renewal
         except Exception as e:  # noqa: BLE001 - the API server away, a timeout: the fence decides what that costs
             log.warning("lease renewal failed (%s): %s", type(e).__name__, e)
             return False
