@@ -8,6 +8,7 @@ against another cluster (KUBECONFIG given) they are skipped.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -244,17 +245,20 @@ def test_a_refused_resize_is_known_and_backs_off(kube, kubectl, namespace, exten
     shrinks a PE (its sink's weight set to 0): the job gets a Warning Event ResizeRefused and the
     condition Resized=False naming the pod, its status lists the fraction in force, the resize is
     retried with backoff (not every micro epoch), and it goes through once the policy is gone."""
-    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+    metrics_port = free_port()
+    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"), extra=("--metrics-port", str(metrics_port)))
     name = f"deny-resize-{namespace}"
     try:
         kubectl("apply", "-n", namespace, "-f", "-", input=BRANCHES)
         wait_for(lambda: running_as_planned(kube, namespace, "branchy"), timeout=90, what="branchy Running")
         kubectl("apply", "-f", "-", input=DENY_RESIZE.replace("NAME", name).replace("NS", namespace))
         cold = next(p for p in pe_pods(kube, namespace, "branchy") if p.metadata.labels["kubesoda.io/pe"] == "cold")
-        probe = ["patch", "pod", cold.metadata.name, "-n", namespace, "--subresource", "resize", "--dry-run=server", "--type", "merge", "-p",
-                 '{"spec":{"containers":[{"name":"pe","resources":{"requests":{"cpu":"101m"},"limits":{"cpu":"101m"}}}]}}']
-        wait_for(lambda: "frozen" in kubectl(*probe, check=False).stderr, timeout=30, what="the policy in force")
         held = cold.spec.containers[0].resources.limits["cpu"]
+        cpu = f"{milli(held) + 1}m"
+        probe = ["patch", "pod", cold.metadata.name, "-n", namespace, "--subresource", "resize", "--dry-run=server", "-p",
+                 json.dumps({"spec": {"containers": [{"name": "pe", "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}})]
+        wait_for(lambda: "frozen" in (out := kubectl(*probe, check=False)).stderr or print(out.stderr.strip()[:300]), timeout=30, interval=2,
+                 what="the policy in force")
         kube.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "streamjobs", "branchy", {"spec": {"weightOverrides": {"sink:cold": 0}}})
 
         def refused():
@@ -269,9 +273,9 @@ def test_a_refused_resize_is_known_and_backs_off(kube, kubectl, namespace, exten
         cores = {n.metadata.name: float(n.status.allocatable["cpu"]) for n in kube.core.list_node().items}
         inst = next(i for pe in st["pes"] for i in pe["instances"] if i["pod"] == cold.metadata.name)
         assert abs(inst["fraction"] * cores[inst["node"]] * 1000 - milli(held)) <= 1.5, (inst, held)  # in force, not planned
-        n0 = refused_total(extender_port)
+        n0 = refused_total(metrics_port)
         time.sleep(30)  # 15 micro epochs of 2 s: backing off, at most 3 more requests (10 s, 20 s apart)
-        retries = refused_total(extender_port) - n0
+        retries = refused_total(metrics_port) - n0
         assert retries <= 3, f"{retries} refused resizes in 30 s"
         kubectl("delete", "validatingadmissionpolicybinding", name)
         wait_for(lambda: next((c for c in (job(kube, namespace, "branchy").get("status") or {}).get("conditions") or []
