@@ -97,15 +97,12 @@ def workload(kubectl, namespace):
 
 
 @local_only
-@pytest.mark.parametrize("component", [
-    "kube-apiserver",
-    # intermittent until stop 29: every pod was created and bound to its planned node, but KWOK's
-    # stage patch (Pending -> Running) had failed while etcd was down ("failed to apply stage ...
-    # Unavailable ... EOF" in kwok.log) and KWOK 0.8 never retries it; see KwokResync. With it, 7
-    # of 8 local runs passed; one ended with the operator process gone (not reproduced since, its
-    # log was lost), so the case stays non-strict xfail until that is understood
-    pytest.param("etcd", marks=pytest.mark.xfail(strict=False, reason="once in 8 runs the operator process was gone after an etcd restart (stop 29, open)")),
-])
+# etcd was intermittent until stop 29: every pod was created and bound to its planned node, but
+# KWOK's stage patch (Pending -> Running) had failed while etcd was down and KWOK 0.8 never retries it
+# (see KwokResync). It was a non-strict xfail since (once in 8 runs the operator process was gone, not
+# reproduced); it passed in CI and in 2 of 2 local runs with issue 46's changes, so it is strict now
+# (issue 46): a regression shows
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
 def test_control_plane_restarted_mid_apply(component, kube, kubectl, namespace, extender_port, wait_for, workload, tmp_path):
     op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
     try:
