@@ -89,6 +89,13 @@ def _configure(settings: kopf.OperatorSettings, **_: object) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kubesoda.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="kubesoda.io")
     settings.peering.lifetime = PEERING_LIFETIME_S
+    settings.networking.error_backoffs = KOPF_BACKOFFS
+
+
+# Kopf's retries of a failed request (its watches included): as patient as its default (1, 1, 2, 3, 5, 8,
+# 13, 21: 54 s), but never more than 4 s apart, so its watches resume within 4 s of the API server's
+# return (with the default, up to 21 s later; issue 46, as the operator's own watches: kube/reflector.py)
+KOPF_BACKOFFS = (0.2, 0.4, 0.8, 1.6, 3.2) + (4.0,) * 12
 
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)

@@ -33,6 +33,7 @@ a held node is still sent (its kubelet applies it when it returns).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from ..kube import conditions, metrics
 from ..kube.pods import TERMINAL, requests
 from . import crd
 
+log = logging.getLogger("kubesoda.disruption")
 DEFAULT_TOLERATION_S = 300.0  # the DefaultTolerationSeconds admission plugin's default
 UNHEALTHY_ZONE_THRESHOLD = 0.55  # kube-controller-manager --unhealthy-zone-threshold (default)
 TAINT = {"False": "node.kubernetes.io/not-ready", "Unknown": "node.kubernetes.io/unreachable"}
@@ -192,6 +194,8 @@ def report(applier: Any, policy: Mapping[str, Any] | None, dis: Disruption, was_
     they are paused now (the next call's ``was_paused``)."""
     metrics.NODES_HELD.set(len(dis.held))
     metrics.DELETIONS_PAUSED.set(1 if dis.paused else 0)
+    if dis.paused != was_paused:
+        log.warning("deletions paused: %s", dis.message()) if dis.paused else log.info("deletions resumed: no zone is disrupted")
     if policy is None:
         return dis.paused
     md, old = policy.get("metadata") or {}, policy.get("status") or {}

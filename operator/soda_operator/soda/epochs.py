@@ -375,8 +375,8 @@ class Loops:
             st = status.planned(plan, j.name, gen, inst, {w.name: pod_phase.get((ns, w.name)) for w in by_job.get((ns, name), [])},
                                 functions=functions.get(j.name, {}), index=index, owner=(j.owner, str((obj.get("spec") or {}).get("owner") or "")),
                                 create_failure=failures.get((ns, name)))
-            st = resizes.with_resizes(st, old, not_in_force.get(j.name), cores, gen)
-            st = status.with_transitions(old, status.with_observed(st, self.observer.block(j.name), gen), now)
+            st = status.with_observed(st, self.observer.block(j.name), gen)  # conditions made again: the resizes' after it
+            st = status.with_transitions(old, resizes.with_resizes(st, old, not_in_force.get(j.name), cores, gen), now)
             if st["phase"] == "Admitted":  # promoted by refresh_running() as soon as its pods run, not an epoch later
                 awaiting[(ns, name)] = (obj, st, [i["pod"] for v in inst.values() for i in v])
             for ev in (status.event(old, st), status.projection_event(old, st), status.owner_event(old, st)):
