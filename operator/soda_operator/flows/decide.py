@@ -15,6 +15,9 @@ plan of a flow it shares nothing with, nor spends its deadline. A group is plann
 (:func:`soda_optimizer.systems.decide`, system ``flows``) under its smallest ``planner.deadlineSeconds``, each flow's
 arrivals capped first at what its pools can serve (:func:`soda_optimizer.flows.limits.cap_arrivals`;
 :attr:`Planned.capped` in jobs per epoch, reported in the flow's status and obeyed by the forecast generator).
+Each flow's model is built alone (:func:`build`): a flow naming a FlowPool not shared with its namespace
+(``allowedNamespaces``) or whose model cannot be built is refused with the field (:attr:`Planned.refused`) and the
+others are planned as without it.
 """
 
 from __future__ import annotations
