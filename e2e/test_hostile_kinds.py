@@ -150,6 +150,15 @@ def test_the_api_server_refuses_every_dispatch_and_flow_number_past_its_bound(ku
                     assert said is not None and field in said and "less than or equal to" in said, (plural, path, said)
                 else:
                     assert said is None, (plural, path, said)
+    # FlowPool spec.allowedNamespaces (the administrator's consent to share a pool): namespaces, as the API server names them
+    for allowed, ok in (([namespace], True), ([], True), (["Not_a_namespace"], False), (["a" * 64], False)):
+        said = _dry_run(kube, "flowpools", namespace, {**BASES["flowpools"], "allowedNamespaces": allowed})
+        assert (said is None) == ok, (allowed, said)
+        if not ok:
+            assert "spec.allowedNamespaces[0]" in said, said
+    # the maps a tenant writes onto Kubernetes objects: label values 63 characters
+    said = _dry_run(kube, "flowpools", namespace, {**BASES["flowpools"], "nodeSelector": {"a": "b" * 64}})
+    assert said is not None and "spec.nodeSelector.a" in said, said
     # slotCPU, a quantity: the CEL rule
     for slot, ok in (("10m", True), ("100k", True), ("1n", False), ("100u", False), ("9m", False), ("100001", False), (1, True)):
         said = _dry_run(kube, "batchdispatches", namespace, {**BASES["batchdispatches"], "slotCPU": slot})
