@@ -6,7 +6,9 @@
    through the CRD's CEL quantity rule; at the bound it is accepted.
 2. Objects stored before the bounds: the CRDs are applied without them, the tenant's hostile objects created
    (``slotCPU: 1n`` beside gated Jobs, ``forecast: [1.0e308]`` and ``runSeconds: 1e7`` on the healthy flow's own
-   FlowPool, ``forecast: [1e5]`` on a pool of 1 server), then the real CRDs applied (now refusing such objects) and
+   FlowPool, ``forecast: [1e5]`` on a pool of 1 server, and ``forecast: [1e4]`` on the healthy FlowPool, whose
+   ``allowedNamespaces`` leaves the tenant out: refused naming ``spec.steps[0].pools``), then the real CRDs applied
+   (now refusing such objects) and
    the operator started. Namespace ``healthy`` holds a BatchDispatch with a gated Job and a JobFlow: its released pods,
    its BatchDispatch's decision and its flow's plan do not change over two decision intervals of each, the operator's
    liveness endpoint answers every probe throughout, and each hostile object says why in its own status, naming the
@@ -81,12 +83,13 @@ spec:
 """
 
 
-def flowpool(name: str, cap: float, zone: int) -> str:
+def flowpool(name: str, cap: float, zone: int, allowed: list[str] | None = None) -> str:
+    shared = "" if allowed is None else f", allowedNamespaces: {json.dumps(allowed)}"
     return f"""---
 apiVersion: kubesoda.io/v1alpha1
 kind: FlowPool
 metadata: {{name: {name}}}
-spec: {{nodeSelector: {{topology.kubernetes.io/zone: zone-{zone}}}, capacity: [{cap}]}}
+spec: {{nodeSelector: {{topology.kubernetes.io/zone: zone-{zone}}}, capacity: [{cap}]{shared}}}
 """
 
 
@@ -150,6 +153,15 @@ def test_the_api_server_refuses_every_dispatch_and_flow_number_past_its_bound(ku
                     assert said is not None and field in said and "less than or equal to" in said, (plural, path, said)
                 else:
                     assert said is None, (plural, path, said)
+    # FlowPool spec.allowedNamespaces (the administrator's consent to share a pool): namespaces, as the API server names them
+    for allowed, ok in (([namespace], True), ([], True), (["Not_a_namespace"], False), (["a" * 64], False)):
+        said = _dry_run(kube, "flowpools", namespace, {**BASES["flowpools"], "allowedNamespaces": allowed})
+        assert (said is None) == ok, (allowed, said)
+        if not ok:
+            assert "spec.allowedNamespaces[0]" in said, said
+    # the maps a tenant writes onto Kubernetes objects: label values 63 characters
+    said = _dry_run(kube, "flowpools", namespace, {**BASES["flowpools"], "nodeSelector": {"a": "b" * 64}})
+    assert said is not None and "spec.nodeSelector.a" in said, said
     # slotCPU, a quantity: the CEL rule
     for slot, ok in (("10m", True), ("100k", True), ("1n", False), ("100u", False), ("9m", False), ("100001", False), (1, True)):
         said = _dry_run(kube, "batchdispatches", namespace, {**BASES["batchdispatches"], "slotCPU": slot})
@@ -249,10 +261,11 @@ def test_hostile_dispatch_and_flows_cost_the_healthy_namespace_nothing(kube, kub
     for k in KINDS:
         kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(_unbounded(ROOT / "crds" / f"{k}.yaml")))
         kubectl("wait", "--for=condition=Established", f"crd/{k}.kubesoda.io", "--timeout=60s")
-    kubectl("apply", "-f", "-", input=flowpool(HEALTHY_POOL, 3, 0) + flowpool(TENANT_POOL, 1, 1))
+    # the healthy pool is shared with the healthy namespace only (the administrator's allowedNamespaces)
+    kubectl("apply", "-f", "-", input=flowpool(HEALTHY_POOL, 3, 0, [healthy]) + flowpool(TENANT_POOL, 1, 1))
     kubectl("apply", "-n", tenant, "-f", "-", input=gated_job("flood", 8, cpu="10m") + dispatcher("1n")
             + jobflow("huge", HEALTHY_POOL, forecast=1.0e308) + jobflow("slow", HEALTHY_POOL, run=1.0e7)
-            + jobflow("capped", TENANT_POOL, forecast=1e5))
+            + jobflow("capped", TENANT_POOL, forecast=1e5) + jobflow("intruder", HEALTHY_POOL, forecast=1e4))
     op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"),
                         extra=("--liveness", f"http://127.0.0.1:{LIVENESS_PORT}/healthz"))  # installs the real CRDs
     url = f"http://127.0.0.1:{LIVENESS_PORT}/healthz"
@@ -277,7 +290,7 @@ def test_hostile_dispatch_and_flows_cost_the_healthy_namespace_nothing(kube, kub
         st = wait_for(lambda: (s := _obj(kube, tenant, "batchdispatches", "default").get("status") or {}).get("state") == "invalid" and s,
                       timeout=30, what="the 1n BatchDispatch refused")
         assert st["message"].startswith("spec.slotCPU:") and "from 10m" in st["message"], st
-        for name, field in (("huge", "spec.arrivals.forecast[0]"), ("slow", "spec.steps[0].runSeconds")):
+        for name, field in (("huge", "spec.arrivals.forecast[0]"), ("slow", "spec.steps[0].runSeconds"), ("intruder", "spec.steps[0].pools")):
             st = wait_for(lambda name=name: (s := _obj(kube, tenant, "jobflows", name).get("status") or {}).get("state") == "invalid" and s,
                           timeout=30, what=f"JobFlow {name} refused")
             assert st["message"].startswith(field), st

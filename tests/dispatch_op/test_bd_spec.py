@@ -91,3 +91,14 @@ def test_a_fill_the_policy_cannot_use_is_refused_not_ignored() -> None:
         sp.parse(spec_of(policy="edf", fill="deadline"))
     assert e.value.field == "spec.fill" and "edf" in e.value.message
     assert sp.policy_of(spec_of(policy="edf", fill="none")).name == sp.policy_of(spec_of(policy="edf")).name
+
+
+@pytest.mark.parametrize(("selector", "field"), [({"pool": "x" * 64}, "spec.nodeSelector.pool"),
+                                                 ({f"k{i}": "v" for i in range(65)}, "spec.nodeSelector")])
+def test_a_node_selector_is_bounded_as_kubernetes_bounds_labels(selector: dict[str, str], field: str) -> None:
+    """Issue 45: the CRD's maxProperties 64 and maxLength 63, mirrored for objects stored before them (fails on the
+    integrated tree before this change: accepted)."""
+    assert spec_of(nodeSelector={f"k{i}": "v" * 63 for i in range(64)}).node_selector is not None
+    with pytest.raises(TranslationError) as e:
+        spec_of(nodeSelector=selector)
+    assert e.value.field == field

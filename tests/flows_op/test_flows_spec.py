@@ -49,8 +49,8 @@ def test_the_parser_states_no_default_of_its_own():
     ({"epochSeconds": 0.5}, "spec.epochSeconds", "greater than or equal to 1"),  # was max(1.0, ...)
     ({"utility": 0}, "spec.utility", "greater than 0"),  # was max(1e-9, ...)
     ({"utility": "nan"}, "spec.utility", "finite"),  # was 1.0, the parser's own default
-    ({"lifespanSeconds": -5}, "spec.lifespanSeconds", "greater than 0"),  # was max(1e-3, ...)
-    ({"steps": [{"pools": ["p"], "runSeconds": 0}]}, "spec.steps[0].runSeconds", "greater than 0"),  # was max(1e-3, ...)
+    ({"lifespanSeconds": -5}, "spec.lifespanSeconds", "greater than or equal to 1"),  # was max(1e-3, ...); issue 45: at least 1 s
+    ({"steps": [{"pools": ["p"], "runSeconds": 0}]}, "spec.steps[0].runSeconds", "greater than or equal to 1"),  # was max(1e-3, ...); issue 45: at least 1 s
     ({"steps": []}, "spec.steps", "at least 1"),
     ({"steps": [{"pools": [], "runSeconds": 1}]}, "spec.steps[0].pools", "at least 1"),
     ({"horizonEpochs": 0}, "spec.horizonEpochs", "greater than or equal to 1"),  # was max(1, ...)

@@ -16,18 +16,19 @@ what it cannot say (finite numbers).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from soda_optimizer import dispatch as dp
-from soda_optimizer.dispatch.limits import MAX_SLOT_CPU, MIN_SLOT_CPU, RANGES
+from soda_optimizer.dispatch.limits import MAX_LABEL_VALUE, MAX_SELECTOR_LABELS, MAX_SLOT_CPU, MIN_SLOT_CPU, RANGES
 
 from ..kube import quantities
 from ..kube.errors import TranslationError, from_validation
 
 PolicyName = Literal["priority", "proportion", "workload", "deadline", "edf"]
 FillName = Literal["priority", "deadline", "none"]
+LabelValue = Annotated[str, Field(max_length=MAX_LABEL_VALUE)]
 
 
 class DispatchSpec(BaseModel):
@@ -40,7 +41,7 @@ class DispatchSpec(BaseModel):
     reservation: float = Field(ge=RANGES["reservation"][0], le=RANGES["reservation"][1], allow_inf_nan=False)
     horizon: float = Field(gt=RANGES["horizon"][0], le=RANGES["horizon"][1], allow_inf_nan=False)
     slot_cpu: float | None = Field(None, alias="slotCPU")  # cores; absent: the largest task pod's CPU request
-    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
+    node_selector: dict[str, LabelValue] | None = Field(None, alias="nodeSelector", max_length=MAX_SELECTOR_LABELS)
     prior_throughput: float = Field(alias="priorThroughput", gt=RANGES["priorThroughput"][0], le=RANGES["priorThroughput"][1],
                                     allow_inf_nan=False)
     mips_priors: bool = Field(alias="mipsPriors")

@@ -5,7 +5,9 @@ applies it to the jobs that arrived or moved since the last).
 Every tick of a JobFlow (:func:`flow_tick`, 1 s):
 
 1. its spec (:func:`.spec.flow_of`); one it cannot take sets ``Routing`` False, reason InvalidSpec, naming the
-   field, with a Warning Event once per change, and does nothing else;
+   field, with a Warning Event once per change, and does nothing else; so does one naming a FlowPool whose
+   ``allowedNamespaces`` leaves its namespace out (:func:`.spec.check_shared`, ``spec.steps[i].pools``), or whose
+   model the plan cannot build (:attr:`.decide.Planned.refused`: refused alone, its group planned without it);
 2. once per epoch, or when a JobFlow's or FlowPool's generation changes, the flow's *group* -- the JobFlows of one
    ``epochSeconds`` connected to it through the pools they name (:func:`.decide.groups`) -- is planned together
    (:func:`.decide.plan`, in a worker thread, under the group's own lock in ``memo.flows.plan_locks``; the plan is
@@ -139,16 +141,25 @@ async def flow_tick(namespace: str | None, name: str, body: kopf.Body, status: k
         return
     members = _members(memo)
     pools = spec.pools_of(b for n in flow_pools for b in flow_pools[n])
-    # flows that name a missing or invalid pool wait, and do not hold up the others' plan; of the rest, the ones
-    # connected to this flow through their pools are planned with it (issue 45: the others apart)
+    try:  # a pool the administrator has not shared with this namespace: refused, in no plan (issue 45)
+        spec.check_shared(me, pools)
+    except TranslationError as e:
+        await _refuse(core, "JobFlow", body, status, patch, e)
+        return
+    # flows that name a missing or invalid pool wait, and do not hold up the others' plan; flows naming a pool not
+    # shared with them are refused; of the rest, the ones connected to this flow through their pools are planned
+    # with it (issue 45: the others apart)
     same = [f for f in spec.flows_of(flow_objects.get("all", [])) if f.epoch_s == me.epoch_s and f.key != me.key
-            and not spec.missing_pools(f, pools)] + [me]
+            and not spec.missing_pools(f, pools) and spec.shared(f, pools)] + [me]
     group = next(g for g in decide.groups(same, pools) if any(f.key == me.key for f in g))
     now = time.time()
     k = spec.epoch_index(now, me.epoch_s)
     missing = spec.missing_pools(me, pools)
     jobs, bodies, requests, errors = await _jobs(members, group, me, pools, flow_local_jobs)
     planned = await _plan(memo.flows, group, pools, k, jobs, now) if not missing else None
+    if planned is not None and me.key in planned.refused:  # its model cannot be built: refused alone, the group planned
+        await _refuse(core, "JobFlow", body, status, patch, TranslationError(*planned.refused[me.key]))
+        return
     result = planned.result if planned is not None else None
     entries = decide.current_entries(planned, me.key) if planned is not None and result is not None else {}
     uid = (body.get("metadata") or {}).get("uid")

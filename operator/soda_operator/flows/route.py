@@ -60,9 +60,12 @@ class Actions:
     counts: dict[str, float] = field(default_factory=dict)  # arrivals, completed, backlogged, released, dropped, utility
 
 
-def fallback(step: StepSpec, pools: Mapping[str, PoolSpec], k: int) -> tuple[dict[str, float], float]:
-    """No plan entry (the planner expected no such jobs): the allowed pool with the most capacity now, else backlog."""
-    best = max((p for p in step.pools if p in pools and pools[p].capacity_at(k) > 0), key=lambda p: (pools[p].capacity_at(k), p), default=None)
+def fallback(step: StepSpec, pools: Mapping[str, PoolSpec], k: int, namespace: str | None = None) -> tuple[dict[str, float], float]:
+    """No plan entry (the planner expected no such jobs): the allowed pool with the most capacity now, else backlog.
+    ``namespace``: the flow's (a pool not shared with it is never chosen); None: any."""
+    best = max((p for p in step.pools if p in pools and pools[p].capacity_at(k) > 0
+                and (namespace is None or pools[p].allows(namespace))),
+               key=lambda p: (pools[p].capacity_at(k), p), default=None)
     return ({best: 1.0}, 0.0) if best else ({}, 1.0)
 
 
@@ -113,10 +116,10 @@ def route(flow: FlowSpec, pools: Mapping[str, PoolSpec], jobs: Sequence[FlowJob]
                 d[parts[2]] = d.get(parts[2], 0) + 1
 
     def choose(cohort: str, step: int) -> tuple[str, str]:
-        probs, bl = entries.get((cohort, step)) or fallback(flow.steps[step], pools, k)
-        probs = {p: v for p, v in probs.items() if p in pools}
+        probs, bl = entries.get((cohort, step)) or fallback(flow.steps[step], pools, k, flow.namespace)
+        probs = {p: v for p, v in probs.items() if p in pools and pools[p].allows(flow.namespace)}
         if not probs and bl <= 1e-9:
-            probs, bl = fallback(flow.steps[step], pools, k)
+            probs, bl = fallback(flow.steps[step], pools, k, flow.namespace)
         counts = sent.setdefault((cohort, step), {})
         dest = apportion(probs, bl, counts)
         counts[dest] = counts.get(dest, 0) + 1

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from soda_optimizer import flows as fl
+from soda_optimizer.flows import limits as lim
 from soda_optimizer.flows.limits import FLOW_RANGES as FR
 from soda_optimizer.flows.limits import POOL_RANGES as PR
 
@@ -38,6 +39,9 @@ LOCAL = ""  # the cluster key of the cluster kubesoda runs in
 
 Capacity = Annotated[float, Field(ge=PR["capacity[]"][0], le=PR["capacity[]"][1], allow_inf_nan=False)]
 Forecast = Annotated[float, Field(ge=FR["arrivals.forecast[]"][0], le=FR["arrivals.forecast[]"][1], allow_inf_nan=False)]
+LabelValue = Annotated[str, Field(max_length=lim.MAX_LABEL_VALUE)]
+AnnotationValue = Annotated[str, Field(max_length=lim.MAX_ANNOTATION_VALUE)]
+Namespace = Annotated[str, Field(max_length=lim.MAX_LABEL_VALUE, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
 
 
 class _Model(BaseModel):
@@ -62,8 +66,9 @@ class _LoadPoint(_Model):
 
 
 class _Pool(_Model):
-    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
+    node_selector: dict[str, LabelValue] | None = Field(None, alias="nodeSelector", max_length=lim.MAX_SELECTOR_LABELS)
     cluster: _Cluster | None = None
+    allowed_namespaces: list[Namespace] | None = Field(None, alias="allowedNamespaces", max_length=lim.MAX_ALLOWED_NAMESPACES)
     capacity: list[Capacity] = Field(min_length=1)
     load_map: list[_LoadPoint] = Field(alias="loadMap")
 
@@ -74,11 +79,26 @@ class _Pool(_Model):
         return self
 
 
+class _TemplateMeta(_Model):
+    """A step's ``jobTemplate.metadata``: its labels and annotations go on the step's Job, within Kubernetes' limits."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    labels: dict[str, LabelValue] | None = Field(None, max_length=lim.MAX_TEMPLATE_LABELS)
+    annotations: dict[str, AnnotationValue] | None = Field(None, max_length=lim.MAX_TEMPLATE_ANNOTATIONS)
+
+
+class _JobTemplate(_Model):
+    """A step's ``jobTemplate``: the metadata checked, the rest (a batch/v1 JobSpec) kept as written."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    metadata: _TemplateMeta | None = None
+
+
 class _Step(_Model):
     name: str | None = None
-    run_seconds: float = Field(alias="runSeconds", gt=FR["steps[].runSeconds"][0], le=FR["steps[].runSeconds"][1], allow_inf_nan=False)
+    run_seconds: float = Field(alias="runSeconds", ge=FR["steps[].runSeconds"][0], le=FR["steps[].runSeconds"][1], allow_inf_nan=False)
     pools: list[str] = Field(min_length=1)
-    job_template: dict[str, Any] | None = Field(None, alias="jobTemplate")
+    job_template: _JobTemplate | None = Field(None, alias="jobTemplate")
 
 
 class _Arrivals(_Model):
@@ -96,7 +116,7 @@ class _Planner(_Model):
 class _Flow(_Model):
     steps: list[_Step] = Field(min_length=1)
     utility: float = Field(gt=FR["utility"][0], le=FR["utility"][1], allow_inf_nan=False)
-    lifespan_seconds: float = Field(alias="lifespanSeconds", gt=FR["lifespanSeconds"][0], le=FR["lifespanSeconds"][1], allow_inf_nan=False)
+    lifespan_seconds: float = Field(alias="lifespanSeconds", ge=FR["lifespanSeconds"][0], le=FR["lifespanSeconds"][1], allow_inf_nan=False)
     epoch_seconds: float = Field(alias="epochSeconds", ge=FR["epochSeconds"][0], le=FR["epochSeconds"][1], allow_inf_nan=False)
     horizon_epochs: int | None = Field(None, alias="horizonEpochs", ge=FR["horizonEpochs"][0], le=FR["horizonEpochs"][1])
     arrivals: _Arrivals
@@ -113,6 +133,11 @@ class PoolSpec:
     capacity: tuple[float, ...]
     load_map: tuple[tuple[float, float], ...]
     generation: int = 0
+    allowed: frozenset[str] | None = None  # spec.allowedNamespaces: the namespaces whose flows may name it; None: every one
+
+    def allows(self, namespace: str) -> bool:
+        """Whether a JobFlow of ``namespace`` may name this pool (the administrator's ``allowedNamespaces``)."""
+        return self.allowed is None or namespace in self.allowed
 
     @property
     def cluster(self) -> str:
@@ -183,7 +208,13 @@ def pool_of(body: Mapping[str, Any]) -> PoolSpec:
         capacity=tuple(sp.capacity),
         load_map=pts,
         generation=int(md.get("generation") or 0),
+        allowed=frozenset(sp.allowed_namespaces) if sp.allowed_namespaces is not None else None,
     )
+
+
+def _template(t: _JobTemplate | None) -> dict[str, Any]:
+    """A step's Job template as written (a copy: the object's body is not shared)."""
+    return copy.deepcopy(t.model_dump(exclude_unset=True)) if t is not None else {}
 
 
 def flow_of(body: Mapping[str, Any]) -> FlowSpec:
@@ -195,7 +226,7 @@ def flow_of(body: Mapping[str, Any]) -> FlowSpec:
         namespace=str(md.get("namespace") or "default"),
         name=str(md.get("name", "")),
         steps=tuple(StepSpec(name=s.name or f"step-{i}", run_seconds=s.run_seconds, pools=tuple(s.pools),
-                             template=copy.deepcopy(s.job_template or {})) for i, s in enumerate(sp.steps)),
+                             template=_template(s.job_template)) for i, s in enumerate(sp.steps)),
         utility=sp.utility,
         lifespan_s=sp.lifespan_seconds,
         forecast=forecast,
@@ -230,6 +261,27 @@ def flows_of(bodies: Iterable[Mapping[str, Any]]) -> list[FlowSpec]:
         except TranslationError:
             continue
     return sorted(out, key=lambda f: f.key)
+
+
+def check_shared(flow: FlowSpec, pools: Mapping[str, PoolSpec]) -> None:
+    """A :class:`TranslationError` naming ``spec.steps[i].pools`` when a step names a FlowPool that is not shared
+    with the flow's namespace (its ``allowedNamespaces`` leaves it out): FlowPools are cluster-scoped and an
+    administrator's, so a tenant's flow competes only in pools the administrator shares with it (issue 45).
+    Missing pools are :func:`missing_pools`' concern."""
+    for i, s in enumerate(flow.steps):
+        refused = sorted(p for p in s.pools if p in pools and not pools[p].allows(flow.namespace))
+        if refused:
+            raise TranslationError(f"spec.steps[{i}].pools", f"FlowPool {', '.join(refused)} is not shared with namespace "
+                                   f"{flow.namespace} (its spec.allowedNamespaces)")
+
+
+def shared(flow: FlowSpec, pools: Mapping[str, PoolSpec]) -> bool:
+    """Whether every pool the flow names that exists is shared with its namespace (:func:`check_shared`)."""
+    try:
+        check_shared(flow, pools)
+    except TranslationError:
+        return False
+    return True
 
 
 def missing_pools(flow: FlowSpec, pools: Mapping[str, PoolSpec]) -> list[str]:

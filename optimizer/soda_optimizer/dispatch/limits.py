@@ -34,5 +34,9 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 EXCLUSIVE_MINIMUM = frozenset({"horizon", "priorThroughput"})
 
+#: ``nodeSelector``: at most this many labels, each value at most a label value's length (Kubernetes': 63)
+MAX_SELECTOR_LABELS = 64
+MAX_LABEL_VALUE = 63
+
 #: a Job annotation's number (priority, deadline, penalty, task work) beyond this magnitude is read as absent
 MAX_ANNOTATION = 1e12

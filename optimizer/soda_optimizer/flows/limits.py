@@ -25,11 +25,20 @@ from .model import Flow, Pool, Problem
 
 MAX_SPLITS = 64  #: subflows of one (flow, epoch) item in the route builder (section 3.1's N)
 
+# maps a tenant writes that end up on Kubernetes objects: Kubernetes' own limits (a label value 63 characters,
+# annotations 256 KiB in all: 32 values of 4096 characters and their keys fit)
+MAX_SELECTOR_LABELS = 16  #: a FlowPool's ``nodeSelector``
+MAX_LABEL_VALUE = 63  #: a label value (``nodeSelector``, a step's ``jobTemplate.metadata.labels``)
+MAX_TEMPLATE_LABELS = 64  #: a step's ``jobTemplate.metadata.labels``
+MAX_TEMPLATE_ANNOTATIONS = 32  #: a step's ``jobTemplate.metadata.annotations``
+MAX_ANNOTATION_VALUE = 4096  #: one of those annotations' values
+MAX_ALLOWED_NAMESPACES = 1000  #: a FlowPool's ``allowedNamespaces``
+
 #: JobFlow spec field path (as the CRD spells it, ``[]`` for list items) -> (minimum, maximum)
 FLOW_RANGES: dict[str, tuple[float, float]] = {
-    "steps[].runSeconds": (0.0, 1e6),  # exclusive minimum; ~11.6 days
+    "steps[].runSeconds": (1.0, 1e6),  # a second (a Job runs no shorter; the model's minutes stay > 0) to ~11.6 days
     "utility": (0.0, 1e9),  # exclusive minimum
-    "lifespanSeconds": (0.0, 3.2e7),  # exclusive minimum; ~1 year
+    "lifespanSeconds": (1.0, 3.2e7),  # a second (5e-324 rounded to a lifespan of 0 minutes) to ~1 year
     "epochSeconds": (1.0, 86400.0),
     "horizonEpochs": (1, 1000),
     "arrivals.forecast[]": (0.0, 1e5),  # jobs per epoch
@@ -43,7 +52,7 @@ POOL_RANGES: dict[str, tuple[float, float]] = {
     "loadMap[].load": (0.0, 1e3),
     "loadMap[].throughput": (0.0, 1.0),
 }
-EXCLUSIVE_MINIMUM = frozenset({"steps[].runSeconds", "utility", "lifespanSeconds", "planner.deadlineSeconds"})
+EXCLUSIVE_MINIMUM = frozenset({"utility", "planner.deadlineSeconds"})
 
 
 @dataclass(frozen=True)
@@ -82,4 +91,5 @@ def cap_arrivals(problem: Problem) -> tuple[Problem, tuple[Capped, ...]]:
     return problem.model_copy(update={"flows": tuple(flows)}), tuple(capped)
 
 
-__all__ = ["EXCLUSIVE_MINIMUM", "FLOW_RANGES", "MAX_SPLITS", "POOL_RANGES", "Capped", "cap_arrivals", "serve_rate"]
+__all__ = ["EXCLUSIVE_MINIMUM", "FLOW_RANGES", "MAX_ALLOWED_NAMESPACES", "MAX_ANNOTATION_VALUE", "MAX_LABEL_VALUE", "MAX_SELECTOR_LABELS", "MAX_SPLITS",
+           "MAX_TEMPLATE_ANNOTATIONS", "MAX_TEMPLATE_LABELS", "POOL_RANGES", "Capped", "cap_arrivals", "serve_rate"]
