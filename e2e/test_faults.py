@@ -149,8 +149,9 @@ def not_ready(kube) -> int:
 
 
 @local_only
-def test_api_server_down_30s_deletes_no_running_pod(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
-    """Disruption is not intent (issue 46): the API server down 30 s under a running workload. When
+@pytest.mark.parametrize("down_s", [30, 75])
+def test_api_server_down_deletes_no_running_pod(down_s, kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    """Disruption is not intent (issue 46): the API server down 30 s or 75 s under a running workload. When
     it returns, the node lifecycle controller marks every node NotReady (their leases went stale
     meanwhile); the operator says deletions are paused (an Event on the SchedulingPolicy), no PE pod
     is deleted or replaced (same UIDs, while the nodes flip and after; the plan may add instances
@@ -168,8 +169,8 @@ def test_api_server_down_30s_deletes_no_running_pod(kube, kubectl, namespace, ex
         # the fake kubelets stay down 60 s with it, so that every node's lease goes stale past the node
         # lifecycle controller's 50 s grace and all of them flip at once (a real kubelet, or KWOK, may
         # or may not renew in time after a 30 s outage: the flip is made certain here)
-        kwok = subprocess.Popen([str(ROOT / "hack" / "restart.sh"), "kwok", "60"])
-        restart("kube-apiserver", down=30.0)
+        kwok = subprocess.Popen([str(ROOT / "hack" / "restart.sh"), "kwok", str(down_s + 30)])
+        restart("kube-apiserver", down=float(down_s))
         t0, flipped = time.monotonic(), 0
         while time.monotonic() - t0 < 60:  # the node lifecycle controller's verdicts and the epochs that follow
             flipped = max(flipped, not_ready(kube))
@@ -186,7 +187,7 @@ def test_api_server_down_30s_deletes_no_running_pod(kube, kubectl, namespace, ex
                  what="every job Running as planned after the outage")
         now = pe_uids(kube, namespace)
         assert all(now.get(k) == v for k, v in before.items()), "a PE pod was deleted or replaced after the nodes recovered"
-        print(f"\nAPI server down 30 s (KWOK 60 s): {len(before)} PE pods kept (UIDs), {flipped} node(s) seen NotReady, settled "
+        print(f"\nAPI server down {down_s} s (KWOK {down_s + 30} s): {len(before)} PE pods kept (UIDs), {flipped} node(s) seen NotReady, settled "
               f"{time.monotonic() - t0:.1f} s after it returned (KWOK restarted {resync.restarts} more time(s)); {paused[-1].message}")
         assert op.proc is not None and op.proc.poll() is None
     finally:
