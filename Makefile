@@ -8,10 +8,10 @@ export KUBESODA_CACHE ?= $(HOME)/.cache/kubesoda
 export KUBESODA_STATE ?= $(CURDIR)/.local/cluster
 TOPOLOGY ?= hack/topologies/small.yaml
 
-.PHONY: help venv binaries cluster-up cluster-down unit e2e e2e-realnode test lint demo bench bench-scale bench-realcpu clean
+.PHONY: help release venv binaries cluster-up cluster-down unit e2e e2e-realnode test lint demo bench bench-scale bench-realcpu clean
 
 help:
-	@echo "make demo | test | unit | e2e | lint | cluster-up | cluster-down | bench"
+	@echo "make demo | test | unit | e2e | lint | cluster-up | cluster-down | bench | release [VERSION=v]"
 
 $(BIN)/kubesoda: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +20,10 @@ $(BIN)/kubesoda: pyproject.toml
 	touch $@
 
 venv: $(BIN)/kubesoda
+
+# dist/: the image as an OCI archive, its digest, the chart, the CRDs, an SBOM, SHA256SUMS (hack/release.py)
+release: venv
+	$(BIN)/python hack/release.py $(if $(VERSION),--version $(VERSION))
 
 binaries:
 	hack/build-binaries.sh

@@ -1,13 +1,17 @@
-"""The Helm chart for real: installed with the locally built image, its operator (two replicas,
+"""The Helm chart for real, from the release artifacts (hack/release.py: the image's OCI archive, the
+packaged chart whose default image tag is the release's version, the CRDs, SHA256SUMS), as a platform
+team installs it after pushing the image to its registry: its operator (two replicas,
 one leader) and its extender run as pods on the real nodes (hack/real-node.sh), with the chart's
 RBAC, probes and metrics, while the KWOK nodes keep providing the scale the PE pods land on.
 
 The local control plane's API server listens on loopback only and runs no kube-proxy, so the
 chart runs with ``operator.hostNetwork`` and ``apiServerOverride`` (127.0.0.1 and the API port),
 and the extender with ``extender.hostNetwork`` on ``KUBESODA_EXTENDER_PORT``, serving the local
-PKI's certificate: the local kube-scheduler's ``kubesoda`` profile calls it there over TLS with
-its client certificate (hack/scheduler-config.yaml.tmpl), exactly as it calls an out-of-cluster
-``kubesoda run``. The real nodes are cordoned while the chart runs: the chart's pods tolerate that
+PKI's certificate. The chart's own scheduler (``scheduler.image``, built from the pinned
+kube-scheduler by ``hack/build-image.py kube-scheduler`` where a cluster would pull it) runs in a
+container on a real node under the name ``kubesoda-chart`` (the local control plane's scheduler has
+a ``kubesoda`` profile of its own) and calls the extender there over TLS with the local PKI's
+scheduler client certificate; the chart's operator gives PE pods that schedulerName. The real nodes are cordoned while the chart runs: the chart's pods tolerate that
 (``node.kubernetes.io/unschedulable``), the planner leaves unschedulable nodes out, so PE pods go
 to the KWOK nodes only (their image does not exist on a real node).
 
@@ -18,20 +22,25 @@ real node the chart runs one replica, which must lead. Skipped without a real no
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
+import sys
+import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from live import running_as_planned
-from realnode import IMAGE, NO_REAL_NODE, REPO, ensure_image, real_nodes
+from realnode import NO_REAL_NODE, REPO, real_nodes
 
 HELM = str(REPO / "hack" / "helm.sh")
 NS = "kubesoda-realnode"
 REL = "sodareal"
+SCHEDULER = "kubesoda-chart"  # the chart's scheduler.name in this test
 UNSCHEDULABLE = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -40,6 +49,26 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check and proc.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)}: {proc.stderr}")
     return proc
+
+
+def release(out: Path) -> dict[str, Any]:
+    """hack/release.py into ``out``; every artifact checked against SHA256SUMS, the chart's appVersion
+    and the archive's digest against what the release says."""
+    proc = subprocess.run([sys.executable, str(REPO / "hack" / "release.py"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    made = json.loads(proc.stdout.strip().splitlines()[-1])
+    sums = dict(reversed(line.split("  ", 1)) for line in (out / "SHA256SUMS").read_text().splitlines())
+    assert set(sums) == set(made["files"]), (sums, made)
+    for name, want in sums.items():
+        assert hashlib.sha256((out / name).read_bytes()).hexdigest() == want, name
+    version = made["version"]
+    with tarfile.open(out / f"kubesoda-{version}.tgz") as tar:
+        chart_yaml = yaml.safe_load(tar.extractfile("kubesoda/Chart.yaml").read())  # type: ignore[union-attr]
+    assert chart_yaml["version"] == chart_yaml["appVersion"] == version, chart_yaml
+    assert (out / f"kubesoda-image-{version}.digest").read_text().strip() == made["digest"]
+    return {"archive": out / f"kubesoda-image-{version}.oci.tar", "chart": out / f"kubesoda-{version}.tgz",
+            "crds": out / f"kubesoda-crds-{version}.yaml", "image": made["image"], "digest": made["digest"]}
 
 
 def component_pods(kube, component: str) -> list:
@@ -77,7 +106,13 @@ def chart(kube, kubectl, wait_for, tmp_path_factory):
     for var in ("KUBESODA_API_PORT", "KUBESODA_EXTENDER_PORT", "KUBESODA_EXTENDER_TLS_CERT"):
         if not os.environ.get(var):
             pytest.skip(f"{var} is unset: source the local control plane's env (hack/cluster-up.sh)")
-    ensure_image(nodes, fresh=True)  # the operator and extender of these sources
+    # the release of these sources, checked against its SHA256SUMS, its image imported into every real
+    # node's containerd (what a pull from the platform's registry leaves there)
+    dist = release(tmp_path_factory.mktemp("dist"))
+    subprocess.run([sys.executable, str(REPO / "hack" / "build-image.py"), "load", str(dist["archive"])], check=True, timeout=600)
+    # the chart's own scheduler (scheduler.image, upstream's kube-scheduler): built from the same pinned
+    # binary and imported, where a cluster would pull it
+    subprocess.run([sys.executable, str(REPO / "hack" / "build-image.py"), "kube-scheduler"], check=True, timeout=600)
     names = [n.metadata.name for n in nodes]
     replicas = min(2, len(names))
     base = int(os.environ["KUBESODA_API_PORT"]) - 2  # KUBESODA_PORT_BASE (cluster-up.sh: api = base+2)
@@ -90,7 +125,7 @@ def chart(kube, kubectl, wait_for, tmp_path_factory):
         kubectl("cordon", n)
     # the CRDs first and Established (helm then skips its crds/): on a fresh cluster helm's own CRD
     # install can race the SchedulingPolicy it creates next ("already exists" on a retried create)
-    kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
+    kubectl("apply", "--server-side", "-f", str(dist["crds"]))
     kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     kubectl("delete", "schedulingpolicy", "default", "--ignore-not-found", check=False)  # the chart owns it
     wait_for(lambda: "Terminating" not in kubectl("get", "namespace", NS, "--ignore-not-found", check=False).stdout,
@@ -99,32 +134,38 @@ def chart(kube, kubectl, wait_for, tmp_path_factory):
     # the extender serves the local PKI's certificate (SAN 127.0.0.1, as the scheduler dials it) and
     # requires the scheduler's client certificate, signed by the same CA
     kubectl("create", "secret", "generic", f"{REL}-local-tls", "-n", NS, f"--from-file=tls.crt={pki / 'extender.crt'}",
-            f"--from-file=tls.key={pki / 'extender.key'}", f"--from-file=ca.crt={pki / 'ca.crt'}")
+            f"--from-file=tls.key={pki / 'extender.key'}", f"--from-file=ca.crt={pki / 'ca.crt'}",
+            f"--from-file=client.crt={pki / 'scheduler.crt'}", f"--from-file=client.key={pki / 'scheduler.key'}")
     placement = {"nodeSelector": {"type": "real"}, "tolerations": [UNSCHEDULABLE], "hostNetwork": True}
     values = {
-        "image": {"tag": IMAGE.rsplit(":", 1)[1], "pullPolicy": "Never"},  # imported into containerd, not pulled
+        # no image values: the packaged chart's default (its appVersion, the release's version), IfNotPresent
         "operator": {"replicas": replicas, "healthPort": health_port, "metricsPort": metrics_port,
                      "peeringLifetimeSeconds": 20, "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
                                                                  "limits": {"memory": "1Gi"}}, **placement},
         "apiServerOverride": {"host": "127.0.0.1", "port": base + 2},
         "extender": {"replicas": 1, "port": ext_port, "healthPort": base + 22, "tls": {"enabled": True, "secretName": f"{REL}-local-tls",
                                                                "requireClientCert": True}, **placement},
-        "scheduler": {"enabled": False},  # the local control plane's kubesoda scheduler calls the extender
+        # the chart's own scheduler in a container on a real node, under a name of its own (the local control
+        # plane's scheduler has a `kubesoda` profile too): the chart's operator gives PE pods this schedulerName
+        "scheduler": {"enabled": True, "name": SCHEDULER, "hostNetwork": True, "nodeSelector": {"type": "real"},
+                      "tolerations": [UNSCHEDULABLE], "extenderHost": "127.0.0.1", "securePort": base + 23,
+                      "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}}},
         "policy": {"macroEpochSeconds": 6, "microEpochSeconds": 2, "macroQDeadlineSeconds": 1, "macroWDeadlineSeconds": 1},
     }
     vfile = tmp_path_factory.mktemp("chart") / "values.yaml"
     vfile.write_text(yaml.safe_dump(values))
     t0 = time.monotonic()
     try:
-        helm("upgrade", "--install", REL, str(REPO / "charts" / "kubesoda"), "-n", NS, "-f", str(vfile), "--wait=false")
+        helm("upgrade", "--install", REL, str(dist["chart"]), "-n", NS, "-f", str(vfile), "--wait=false")
 
         def all_ready():
-            ops, exts = component_pods(kube, "operator"), component_pods(kube, "extender")
-            return len(ops) == replicas and len(exts) == 1 and all(ready(p) for p in ops + exts) and (ops, exts[0])
-        ops, ext = wait_for(all_ready, timeout=240, interval=2, what=f"{replicas} operator and 1 extender pods Ready")
+            ops, exts, sched = (component_pods(kube, c) for c in ("operator", "extender", "scheduler"))
+            return (len(ops) == replicas and len(exts) == 1 and len(sched) == 1 and all(ready(p) for p in ops + exts + sched)
+                    and (ops, exts[0], sched[0]))
+        ops, ext, sched = wait_for(all_ready, timeout=240, interval=2, what=f"{replicas} operator, 1 extender, 1 scheduler pods Ready")
         print(f"\nchart pods Ready {time.monotonic() - t0:.0f} s after helm install: "
-              + ", ".join(f"{p.metadata.name} on {p.spec.node_name}" for p in [*ops, ext]))
-        yield {"operators": [p.metadata.name for p in ops], "extender": ext.metadata.name, "metrics_port": metrics_port,
+              + ", ".join(f"{p.metadata.name} on {p.spec.node_name}" for p in [*ops, ext, sched]))
+        yield {"image": dist["image"], "scheduler": sched.metadata.name, "operators": [p.metadata.name for p in ops], "extender": ext.metadata.name, "metrics_port": metrics_port,
                "health_port": health_port, "ext_port": ext_port, "real": names, "replicas": replicas}
     finally:
         for p in kube.core.list_namespaced_pod(NS).items:  # for the record, when something failed
@@ -143,8 +184,8 @@ def test_chart_pods_run_on_the_real_node_with_their_service_accounts(chart, kube
     for p in pods:
         assert p.spec.node_name in chart["real"] and p.spec.host_network, (p.metadata.name, p.spec.node_name)
         c = p.status.container_statuses[0]
-        assert c.image.endswith(IMAGE) and c.ready and c.restart_count == 0, (p.metadata.name, c)
-        assert p.spec.containers[0].image_pull_policy == "Never"
+        assert c.image.endswith(chart["image"]) and c.ready and c.restart_count == 0, (p.metadata.name, c)
+        assert p.spec.containers[0].image == chart["image"] and p.spec.containers[0].image_pull_policy == "IfNotPresent"
     # the operators on distinct nodes (they share the host's network: one replica per node address)
     assert len({p.spec.node_name for p in pods[:-1]}) == chart["replicas"]
     ops = pods[:-1]
@@ -225,7 +266,13 @@ def test_a_pipeline_runs_on_the_kwok_nodes_placed_by_the_charts_extender(chart, 
     print(f"\nclicks Running as planned {time.monotonic() - t0:.0f} s after apply: "
           + ", ".join(f"{p.metadata.name}->{p.spec.node_name}" for p in pods))
     assert not {p.spec.node_name for p in pods} & set(chart["real"]), "a PE pod on a (cordoned) real node"
-    assert all(p.spec.scheduler_name == "kubesoda" for p in pods)
+    assert all(p.spec.scheduler_name == SCHEDULER for p in pods)
+    # bound by the chart's scheduler (its container on the real node), not the local control plane's
+    scheduled = {e.involved_object.name: (e.reporting_component or (e.source and e.source.component))
+                 for e in kube.core.list_namespaced_event(namespace).items if e.reason == "Scheduled"}
+    assert all(scheduled.get(p.metadata.name) == SCHEDULER for p in pods), scheduled
+    sched = kube.core.read_namespaced_pod(chart["scheduler"], NS)
+    assert sched.spec.node_name in chart["real"] and sched.status.container_statuses[0].restart_count == 0
     after = filtered()
     assert after - before >= len(pods), f"the chart's extender filtered {after - before} times for {len(pods)} pods"
     print(f"the chart's extender: {after - before:.0f} filter calls")

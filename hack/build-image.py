@@ -4,6 +4,7 @@
     hack/build-image.py [kubesoda] [--ref ghcr.io/kubesoda/kubesoda:dev] [--no-load] [--force]
     hack/build-image.py pe-examples [--ref ghcr.io/kubesoda/pe-examples:dev] [--no-load] [--force]
     hack/build-image.py pause --out FILE [--ref localhost/kubesoda/pause:3.10.1]
+    hack/build-image.py kube-scheduler [--ref registry.k8s.io/kube-scheduler:v1.35.8] [--no-load]
     hack/build-image.py load ARCHIVE...          # into every real node of $KUBESODA_STATE
 
 kubesoda: two layers. The base is ``debootstrap --variant=minbase --include=python3 bookworm``
@@ -50,6 +51,7 @@ IMAGES = CACHE / "images"
 DEFAULT_REF = "ghcr.io/kubesoda/kubesoda:dev"
 PE_REF = "ghcr.io/kubesoda/pe-examples:dev"
 PAUSE_REF = "localhost/kubesoda/pause:3.10.1"
+SCHEDULER_REF = "registry.k8s.io/kube-scheduler:v1.35.8"  # the chart's scheduler.image (tests/test_release.py checks)
 MIRROR = os.environ.get("KUBESODA_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 PLATFORMS = ["manylinux_2_36_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64"]
@@ -64,9 +66,14 @@ def run(*cmd: str | Path, **kw) -> subprocess.CompletedProcess:
 
 
 def tar_dir(src: Path, out: Path, root_owned: bool) -> None:
-    """A layer tarball of the directory ``src`` (GNU tar: devices, hard links, xattr-free)."""
+    """A layer tarball of the directory ``src`` (GNU tar: devices, hard links, xattr-free). With
+    ``SOURCE_DATE_EPOCH`` set (hack/release.py) every mtime is clamped to it and PAX headers carry
+    no access/change times, so the same files give the same bytes (reproducible builds)."""
     owner = ["--owner=0", "--group=0"] if root_owned else []
-    run("tar", "--numeric-owner", *owner, "--sort=name", "-C", src, "-cf", out, ".")
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    stable = ([f"--mtime=@{epoch}", "--clamp-mtime", "--format=posix",
+               "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime"] if epoch else [])
+    run("tar", "--numeric-owner", *owner, "--sort=name", *stable, "-C", src, "-cf", out, ".")
 
 
 # ------------------------------------------------------------------ kubesoda
@@ -147,6 +154,17 @@ def _pip_target(site: Path, python: str, *requirements: str | Path) -> None:
         "--abi", "cp" + python.replace(".", ""), *plat, *requirements)
 
 
+def _drop_direct_url(site: Path, package: str) -> None:
+    """pip records where the project's wheel came from (a temporary directory) in
+    ``direct_url.json``: drop it and its RECORD line, so the layer does not depend on that path."""
+    for info in site.glob(f"{package}-*.dist-info"):
+        (info / "direct_url.json").unlink(missing_ok=True)
+        record = info / "RECORD"
+        if record.exists():
+            rows = [r for r in record.read_text().splitlines() if not r.split(",", 1)[0].endswith("/direct_url.json")]
+            record.write_text("\n".join(rows) + "\n")
+
+
 def _finish_layer(stage: Path, out: Path) -> Path:
     """Make everything in ``stage`` world-readable and pack it as a root-owned layer."""
     for d, _, files in os.walk(stage):
@@ -179,6 +197,7 @@ def app_layer(base: Path, work: Path) -> Path:
     site = stage / "usr" / "local" / "lib" / f"python{spec['python']}" / "dist-packages"
     log(f"pip install {wheel.name} and its dependencies into the image (CPython {spec['python']}, binary wheels)")
     _pip_target(site, spec["python"], wheel)
+    _drop_direct_url(site, spec["package"])
     bindir = stage / "usr" / "local" / "bin"
     bindir.mkdir(parents=True, exist_ok=True)
     for script in (site / "bin").iterdir():
@@ -244,6 +263,7 @@ def build_image(ref: str, what: str = "kubesoda", force: bool = False) -> Path:
     else:
         spec, make_layer, step = oci_image.KUBESODA_IMAGE, app_layer, "pip install kubesoda"
         key = source_key()
+    key += os.environ.get("SOURCE_DATE_EPOCH", "")  # a release build is not a dev build of the same files
     if not force and out.exists() and key_file.exists() and key_file.read_text() == key:
         log(f"{ref}: {out} is up to date with the sources")
         return out
@@ -281,6 +301,34 @@ def build_pause(out: Path, ref: str) -> Path:
     return out
 
 
+# ------------------------------------------------------------------ kube-scheduler
+def build_scheduler(out: Path, ref: str) -> Path:
+    """The chart's second scheduler image (``scheduler.image``, upstream's
+    ``registry.k8s.io/kube-scheduler``) from the pinned kube-scheduler hack/build-binaries.sh built
+    from the same Kubernetes module (static, stripped): one layer with /usr/local/bin/kube-scheduler,
+    user 65532 like upstream's distroless nonroot. Without a registry, this stands in for the pull a
+    cluster makes; the binary is the same version the chart names."""
+    versions = dict(line.split("=", 1) for line in (HERE / "versions.env").read_text().splitlines()
+                    if "=" in line and not line.startswith("#"))
+    found = sorted((CACHE / "bin").glob(f"k8s-{versions['K8S_VERSION']}_*/kube-scheduler"))
+    if not found:
+        sys.exit(f"no kube-scheduler {versions['K8S_VERSION']} under {CACHE / 'bin'}: run hack/build-binaries.sh")
+    if ref.rsplit(":", 1)[-1] != versions["K8S_VERSION"]:
+        sys.exit(f"{ref}: the binary is kube-scheduler {versions['K8S_VERSION']}; the tag must say so")
+    with tempfile.TemporaryDirectory(prefix="kube-scheduler-") as tmp:
+        root = Path(tmp) / "rootfs"
+        (root / "usr" / "local" / "bin").mkdir(parents=True)
+        shutil.copy2(found[-1], root / "usr" / "local" / "bin" / "kube-scheduler")
+        (root / "tmp").mkdir(mode=0o1777)
+        layer = Path(tmp) / "layer.tar"
+        tar_dir(root, layer, root_owned=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        oci_image.write_archive(out, [layer], {"User": "65532:65532", "Entrypoint": ["/usr/local/bin/kube-scheduler"],
+                                               "Env": [f"PATH={oci_image.PATH}"], "WorkingDir": "/"},
+                                ref, history=[f"kube-scheduler {versions['K8S_VERSION']} (hack/build-binaries.sh)"])
+    return out
+
+
 # ------------------------------------------------------------------ load
 def sockets() -> list[Path]:
     state = os.environ.get("KUBESODA_STATE", str(REPO / ".local" / "cluster"))
@@ -314,6 +362,9 @@ def main() -> int:
     p = sub.add_parser("pause", help="the pod sandbox image")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--ref", default=PAUSE_REF)
+    ks = sub.add_parser("kube-scheduler", help="the chart's second scheduler from the pinned binary")
+    ks.add_argument("--ref", default=SCHEDULER_REF)
+    ks.add_argument("--no-load", action="store_true", help="only write the archive")
     ld = sub.add_parser("load", help="import archives into the real nodes' containerd")
     ld.add_argument("archives", type=Path, nargs="+")
     args = ap.parse_args()
@@ -322,6 +373,10 @@ def main() -> int:
         return 0
     if args.what == "load":
         return load(args.archives)
+    if args.what == "kube-scheduler":
+        out = build_scheduler(IMAGES / (args.ref.rsplit("/", 1)[-1].replace(":", "-") + ".oci.tar"), args.ref)
+        print(out)
+        return 0 if args.no_load else load([out])
     what = args.what or "kubesoda"
     ref = getattr(args, "ref", DEFAULT_REF)
     out = build_image(ref, what, force=getattr(args, "force", False))

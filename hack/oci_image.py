@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 import time
 from pathlib import Path
@@ -103,7 +104,8 @@ def write_archive(out: Path, layers: list[Path], config: dict, ref: str, history
     for path in layers:
         digest, size = _sha256_file(path)
         layer_descs.append({"mediaType": OCI_LAYER, "digest": digest, "size": size, "path": path})
-    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")  # reproducible builds: the commit's time, not now
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch) if epoch else None))
     image_config = {
         "created": created,
         "architecture": "amd64",
@@ -153,6 +155,7 @@ def write_archive(out: Path, layers: list[Path], config: dict, ref: str, history
             info = tar.gettarinfo(str(d["path"]), arcname=f"blobs/sha256/{d['digest'][7:]}")
             info.uid = info.gid = 0
             info.uname = info.gname = ""
+            info.mtime = int(epoch) if epoch else info.mtime
             with open(d["path"], "rb") as f:
                 tar.addfile(info, f)
     tmp.replace(out)

@@ -40,6 +40,8 @@ an annotation that would not change is never sent).
 
 from __future__ import annotations
 
+import os
+
 import hashlib
 import json
 import logging
@@ -60,7 +62,8 @@ from . import crd, resizes
 
 log = logging.getLogger("kubesoda.apply")
 T = TypeVar("T")
-SCHEDULER = "kubesoda"
+# the kube-scheduler profile that calls the extender: the chart passes its scheduler.name (default kubesoda)
+SCHEDULER = os.environ.get("KUBESODA_SCHEDULER_NAME") or "kubesoda"
 MEMORY = "64Mi"  # a PE instance's memory when its template names none (model.DEFAULT_PE_MEMORY)
 
 
