@@ -70,7 +70,7 @@ def test_the_chart_as_a_dependency_of_an_umbrella_chart_with_global_values(tmp_p
                    "storageClass": "fast"},
         "kubesoda": {"imagePullSecrets": [{"name": "mine"}, {"name": "shared"}], "podLabels": {"team": "streams"}}}))
     helm("dependency", "update", umbrella)
-    lint = helm("lint", umbrella, "--kube-version", KUBE, check=False)
+    lint = helm("lint", umbrella, "--with-subcharts", "--kube-version", KUBE, check=False)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     docs = render(chart=umbrella)
     deps = pods(docs)
