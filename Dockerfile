@@ -9,13 +9,13 @@ COPY optimizer ./optimizer
 COPY operator ./operator
 COPY pe ./pe
 RUN pip install --no-cache-dir --upgrade pip==25.3 \
- && pip wheel --no-cache-dir --wheel-dir /wheels .
+ && pip wheel --no-cache-dir --wheel-dir /wheels '.[web]'
 
 FROM python:3.11.14-slim-bookworm
 LABEL org.opencontainers.image.source="https://github.com/kubesoda/kubesoda" \
       org.opencontainers.image.description="SODA scheduler for stream processing on Kubernetes"
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links=/wheels kubesoda==0.1.0 \
+RUN pip install --no-cache-dir --no-index --find-links=/wheels 'kubesoda[web]==0.1.0' \
  && rm -rf /wheels \
  && useradd --uid 65532 --no-create-home --shell /usr/sbin/nologin kubesoda
 USER 65532:65532

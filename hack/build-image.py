@@ -196,7 +196,7 @@ def app_layer(base: Path, work: Path) -> Path:
     stage = work / "stage"
     site = stage / "usr" / "local" / "lib" / f"python{spec['python']}" / "dist-packages"
     log(f"pip install {wheel.name} and its dependencies into the image (CPython {spec['python']}, binary wheels)")
-    _pip_target(site, spec["python"], wheel)
+    _pip_target(site, spec["python"], f"{wheel}[web]")  # the web view serves plotly.min.js (the web extra)
     _drop_direct_url(site, spec["package"])
     bindir = stage / "usr" / "local" / "bin"
     bindir.mkdir(parents=True, exist_ok=True)

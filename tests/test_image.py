@@ -67,7 +67,7 @@ def test_python_version_and_distribution() -> None:
 
 def test_installed_package() -> None:
     installs = [a for a in instr("RUN") if "pip install" in a]
-    pinned = {w.split("==")[0]: w.split("==")[1] for a in installs for w in shlex.split(a) if "==" in w and not w.startswith("pip")}
+    pinned = {w.split("==")[0].split("[")[0]: w.split("==")[1] for a in installs for w in shlex.split(a) if "==" in w and not w.startswith("pip")}
     project = PYPROJECT["project"]
     assert SPEC["package"] == project["name"]
     assert pinned.get(project["name"]) == project["version"]
