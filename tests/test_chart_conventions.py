@@ -93,7 +93,7 @@ def test_every_container_has_liveness_and_readiness_probes():
         for c in pod["spec"]["containers"]:
             assert c.get("readinessProbe") and c.get("livenessProbe"), (name, c["name"])
     sched = pods(render())["scheduler"]["spec"]["containers"][0]
-    assert sched["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 10259, "scheme": "HTTPS"}
+    assert sched["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
 
 
 def test_priority_is_high_by_default_and_can_be_the_charts_own_class():
