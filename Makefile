@@ -21,6 +21,13 @@ $(BIN)/kubesoda: pyproject.toml
 
 venv: $(BIN)/kubesoda
 
+# the runtime dependencies only (no test tools): what `make demo` needs
+$(VENV)/.runtime: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
 # dist/: the image as an OCI archive, its digest, the chart, the CRDs, an SBOM, SHA256SUMS (hack/release.py)
 release: venv
 	$(BIN)/python hack/release.py $(if $(VERSION),--version $(VERSION))
@@ -70,7 +77,7 @@ lint: venv
 	hack/helm.sh lint charts/kubesoda
 	hack/helm.sh template kubesoda charts/kubesoda --kube-version 1.35.8 >/dev/null
 
-demo: venv
+demo: $(VENV)/.runtime
 	hack/demo.sh
 
 bench: venv
