@@ -147,11 +147,25 @@ def source_paths() -> list[str]:
 
 
 def _pip_target(site: Path, python: str, *requirements: str | Path) -> None:
-    """Install ``requirements`` into ``site`` for the image's CPython (binary wheels only)."""
+    """Install ``requirements`` into ``site`` for the image's CPython (binary wheels only), then
+    compile their bytecode as the image will see it (``_compile``)."""
     plat = [a for p in PLATFORMS for a in ("--platform", p)]
     run(sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location",
-        "--target", site, "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+        "--no-compile", "--target", site, "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
         "--abi", "cp" + python.replace(".", ""), *plat, *requirements)
+    _compile(site, f"/usr/local/lib/python{python}/dist-packages")
+
+
+def _compile(site: Path, image_path: str) -> None:
+    """Bytecode for every module under ``site``, compiled by the host's CPython (the image's minor
+    version: tests/test_image.py) in a process of its own, with the paths the image has
+    (``co_filename`` under ``image_path``, not pip's temporary directory) and hash-based
+    invalidation (PEP 552), so the same sources give the same bytes whenever they are built."""
+    if sys.version_info[:2] != tuple(int(x) for x in image_path.split("python", 1)[1].split("/")[0].split(".")):
+        log("the host's Python is not the image's: no bytecode compiled (the image compiles at import)")
+        return
+    run(sys.executable, "-m", "compileall", "-q", "-j", "1", "--invalidation-mode", "checked-hash",
+        "-s", site, "-p", image_path, site, stdout=subprocess.DEVNULL)
 
 
 def _drop_direct_url(site: Path, package: str) -> None:
