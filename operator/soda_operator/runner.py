@@ -240,9 +240,7 @@ def _run(args: argparse.Namespace, api: client.ApiClient, loops: Loops) -> int:
     memo.pods = pod_watch(loops.core, memo)
     memo.jobs, memo.templates = stream_watches(loops.custom, memo)
     # the periodic handlers and the SODA loops: on the replica Kopf's peering elects, with no finalizer (issue 48)
-    acting = periodic.Acting(peering or None, identity, priority or 0)
-    if peering:
-        acting.watch_for(loops.custom)
+    acting = periodic.Acting(peering or None, identity, priority or 0, loops.custom)  # its watch starts with the operator
     memo.ticker = periodic.Ticker(loops.custom, acting, grace_s=grace)
     # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
     memo.flows.members = flows.members.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),

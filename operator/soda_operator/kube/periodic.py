@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any, cast
 
 import kopf
-from kubernetes import client
+from kubernetes import client, watch
 
 from . import reflector
 
@@ -49,6 +49,8 @@ log = logging.getLogger("kubesoda.periodic")
 
 Key = tuple[str, str]  # (namespace or "", name)
 POLL_S = 0.5  # how often the ticker looks for new objects and for a change of who acts
+STOP_POLL_S = 0.1  # how often the SODA loops' stopper looks (a standby must stop writing at once)
+PEERING_GROUP, PEERING_VERSION, PEERING_PLURAL = "kopf.dev", "v1", "clusterkopfpeerings"
 
 
 @dataclass(frozen=True)
@@ -94,29 +96,52 @@ def _deadline(record: Mapping[str, Any]) -> float:
 
 class Acting:
     """Whether this replica acts now: always when standalone; with peering, Kopf's rule on the peering object's
-    records (module docstring). ``watch`` is the operator's own watch of ClusterKopfPeerings (:meth:`watch_for`)."""
+    records (module docstring), which :meth:`start` keeps up to date on a thread of its own (a watch of that one
+    object: no hop through Kopf's event loop, which a large apply keeps busy for seconds)."""
 
     def __init__(self, peering: str | None = None, identity: str | None = None, priority: int = 0,
-                 clock: Callable[[], float] = time.time):
+                 custom: client.CustomObjectsApi | None = None, clock: Callable[[], float] = time.time):
         self.peering, self.identity, self.priority, self.clock = peering, identity, int(priority), clock
+        self.custom = custom
         self.records: Mapping[str, Any] = {}
-        self.watch: reflector.Reflector | None = None
+        self.synced = threading.Event()
+        self.stopped = threading.Event()
 
-    def watch_for(self, custom: client.CustomObjectsApi) -> reflector.Reflector:
-        """The watch of the peering objects that keeps :attr:`records` (this replica's peering object's status)."""
+    def start(self) -> None:
+        """Watch the peering object (nothing to watch when standalone)."""
+        if self.peering is not None and self.custom is not None:
+            threading.Thread(target=self._run, name="kubesoda-peering-watch", daemon=True).start()
 
-        def listen(type_: str, body: Mapping[str, Any]) -> None:
-            if (body.get("metadata") or {}).get("name") == self.peering:
-                self.records = {} if type_ == "DELETED" else dict(body.get("status") or {})
+    def stop(self) -> None:
+        self.stopped.set()
 
-        self.watch = reflector.Reflector(lambda **kw: custom.list_cluster_custom_object("kopf.dev", "v1", "clusterkopfpeerings", **kw),
-                                         {}, [listen], name="clusterkopfpeerings")
-        return self.watch
+    def _run(self) -> None:
+        backoff = reflector.FIRST_RETRY_S
+        while not self.stopped.is_set() and self.custom is not None and self.peering is not None:
+            try:
+                obj = cast(dict[str, Any], self.custom.get_cluster_custom_object(PEERING_GROUP, PEERING_VERSION, PEERING_PLURAL, self.peering))
+                self.records = dict(obj.get("status") or {})
+                self.synced.set()
+                stream = watch.Watch().stream(self.custom.list_cluster_custom_object, PEERING_GROUP, PEERING_VERSION, PEERING_PLURAL,
+                                              field_selector=f"metadata.name={self.peering}", timeout_seconds=60,
+                                              resource_version=(obj.get("metadata") or {}).get("resourceVersion"))
+                for ev in stream:
+                    if self.stopped.is_set():
+                        return
+                    if ev.get("type") in ("ADDED", "MODIFIED"):
+                        self.records = dict((ev.get("object") or {}).get("status") or {})
+                    elif ev.get("type") == "DELETED":
+                        self.records = {}
+                backoff = reflector.FIRST_RETRY_S
+            except Exception as e:  # noqa: BLE001 - the API server away, the object gone: again soon
+                log.warning("the watch of the peering object %s failed (%s); again in %.1fs", self.peering, e, backoff)
+                self.stopped.wait(backoff)
+                backoff = min(reflector.MAX_RETRY_S, backoff * 2)
 
     def __call__(self) -> bool:
         if self.peering is None:
             return True
-        if self.watch is None or not self.watch.synced.is_set():
+        if not self.synced.is_set():
             return False
         now = self.clock()
         for ident, rec in list(self.records.items()):
@@ -226,7 +251,7 @@ class Ticker:
             objects[key] = new  # the next run sees what it wrote, not the body from before (the watch brings the same)
 
 
-def loops_stopper(acting: Acting, stop_all: threading.Event, poll_s: float = POLL_S) -> threading.Event:
+def loops_stopper(acting: Acting, stop_all: threading.Event, poll_s: float = STOP_POLL_S) -> threading.Event:
     """An Event set once ``stop_all`` is or this replica stops acting (the SODA loops' ``stopped``, as Kopf's
     ``DaemonStopped`` was), set by a thread that watches both (and ends once it is set)."""
     stopped = threading.Event()

@@ -59,8 +59,7 @@ async def _remember_event_loop(memo: Memo, **_: Any) -> None:
         watch.start(memo.event_loop)
     ticker = memo.ticker
     if ticker is not None:
-        if ticker.acting.watch is not None:
-            ticker.acting.watch.start(memo.event_loop)
+        ticker.acting.start()
         ticker.task = asyncio.create_task(ticker.run(memo), name="kubesoda periodic handlers")
         ticker.loops_thread = threading.Thread(target=scheduler_loops, args=(memo, ticker.stopping), name="kubesoda-loops", daemon=True)
         ticker.loops_thread.start()
@@ -75,8 +74,7 @@ async def _stop_own_watches(memo: Memo, **_: Any) -> None:
             ticker.task.cancel()
         if ticker.loops_thread is not None:  # the epoch in progress stops at its next write (the fence)
             await asyncio.to_thread(ticker.loops_thread.join, LOOPS_STOP_S)
-        if ticker.acting.watch is not None:
-            ticker.acting.watch.stop()
+        ticker.acting.stop()
     for watch in memo.watches():
         watch.stop()
     if memo.lease is not None:
