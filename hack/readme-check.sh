@@ -12,6 +12,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+unset KUBESODA_STATE  # the README's paths are the defaults' (.local/cluster)
 
 # the indented lines of the "Using it" section, indentation removed
 block="$(awk '/^## Using it/ {on = 1; next} on && /^## / {exit} on && /^    / {sub(/^    /, ""); print}' README.md)"

@@ -51,6 +51,7 @@ Key = tuple[str, str]  # (namespace or "", name)
 POLL_S = 0.5  # how often the ticker looks for new objects and for a change of who acts
 STOP_POLL_S = 0.1  # how often the SODA loops' stopper looks (a standby must stop writing at once)
 PEERING_GROUP, PEERING_VERSION, PEERING_PLURAL = "kopf.dev", "v1", "clusterkopfpeerings"
+GONE = object()  # a status write's answer: the object is gone
 
 
 @dataclass(frozen=True)
@@ -226,29 +227,30 @@ class Ticker:
                 log.exception("%s %s: the periodic handler %s failed", t.plural, "/".join(p for p in key if p), t.fn.__name__)
             self.runs += 1
             if patch.get("status"):
-                await asyncio.to_thread(self._write_status, t, key, raw, dict(patch["status"]))
+                new = await asyncio.to_thread(self._write_status, t, key, dict(patch["status"]))
+                objects = self.bodies.get(t.plural, {})
+                if new is GONE:
+                    objects.pop(key, None)
+                elif isinstance(new, dict) and objects.get(key) is raw:
+                    objects[key] = new  # the next run sees what it wrote, not the body from before (the watch brings the same)
             await asyncio.sleep(t.interval)
 
-    def _write_status(self, t: Timer, key: Key, read: Mapping[str, Any], status: dict[str, Any]) -> None:
+    def _write_status(self, t: Timer, key: Key, status: dict[str, Any]) -> Any:
+        """Merge-patch the object's status (in a thread): the object as the API server returns it, :data:`GONE`
+        (404), or None (failed; the next run writes again)."""
         body = {"status": status}
         try:
             if key[0]:
-                new = self.custom.patch_namespaced_custom_object_status(t.group, t.version, key[0], t.plural, key[1], body,
-                                                                        _request_timeout=10)
-            else:
-                new = self.custom.patch_cluster_custom_object_status(t.group, t.version, t.plural, key[1], body, _request_timeout=10)
+                return self.custom.patch_namespaced_custom_object_status(t.group, t.version, key[0], t.plural, key[1], body,
+                                                                         _request_timeout=10)
+            return self.custom.patch_cluster_custom_object_status(t.group, t.version, t.plural, key[1], body, _request_timeout=10)
         except client.ApiException as e:
             if e.status == 404:
-                self.bodies.get(t.plural, {}).pop(key, None)
-            else:
-                log.warning("status of %s %s failed: %s %s", t.plural, "/".join(p for p in key if p), e.status, e.reason)
-            return
+                return GONE
+            log.warning("status of %s %s failed: %s %s", t.plural, "/".join(p for p in key if p), e.status, e.reason)
         except Exception as e:  # noqa: BLE001 - the API server away: the next run writes again
             log.warning("status of %s %s failed: %s", t.plural, "/".join(p for p in key if p), e)
-            return
-        objects = self.bodies.get(t.plural, {})
-        if objects.get(key) is read and isinstance(new, dict):
-            objects[key] = new  # the next run sees what it wrote, not the body from before (the watch brings the same)
+        return None
 
 
 def loops_stopper(acting: Acting, stop_all: threading.Event, poll_s: float = STOP_POLL_S) -> threading.Event:
