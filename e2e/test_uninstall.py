@@ -5,7 +5,8 @@ Kopf put a finalizer on every object a timer or daemon served (YieldGroup, Batch
 once the operator was gone, nothing removed it, and the namespace and those CRDs hung in Terminating
 (:mod:`soda_operator.kube.periodic` runs those handlers without Kopf's timers). The objects here are the ones a
 user would have: the small pipeline's StreamTemplate and StreamJob, a YieldGroup, a BatchDispatch, a FlowPool
-and a JobFlow on it, the SchedulingPolicy ``default``; each periodic kind's handler has written its status
+and a JobFlow on it, a pinned ResourceProfile, the SchedulingPolicy ``default`` and the operator's
+ClusterKopfPeering (it runs with ``--peering``, as the chart does); each periodic kind's handler has written its status
 before the operator stops (so it did run on them).
 """
 
@@ -58,6 +59,11 @@ spec:
           spec:
             restartPolicy: Never
             containers: [{{name: a, image: registry.k8s.io/pause:3.10}}]
+---
+apiVersion: {GROUP}/{VERSION}
+kind: ResourceProfile
+metadata: {{name: {pool}.transform}}
+spec: {{pinned: true, a: 2, b: 1}}
 """
 
 
@@ -68,8 +74,9 @@ def finalized(kube: Any, ns: str, pool: str) -> dict[str, list[str]]:
         for o in kube.custom.list_namespaced_custom_object(GROUP, VERSION, ns, plural)["items"]:
             if o["metadata"].get("finalizers"):
                 out[f"{plural}/{o['metadata']['name']}"] = o["metadata"]["finalizers"]
-    for plural, name in (("flowpools", pool), ("schedulingpolicies", "default")):
-        o = kube.custom.get_cluster_custom_object(GROUP, VERSION, plural, name)
+    for group, plural, name in ((GROUP, "flowpools", pool), (GROUP, "schedulingpolicies", "default"), (GROUP, "resourceprofiles", f"{pool}.transform"),
+                                ("kopf.dev", "clusterkopfpeerings", pool)):
+        o = kube.custom.get_cluster_custom_object(group, "v1" if group == "kopf.dev" else VERSION, plural, name)
         if o["metadata"].get("finalizers"):
             out[f"{plural}/{name}"] = o["metadata"]["finalizers"]
     return out
@@ -108,7 +115,9 @@ def unstick(kube: Any) -> None:
 def test_uninstall_leaves_nothing_terminating(kube, kubectl, extender_port, wait_for, tmp_path):
     ns = f"e2e-uninstall-{uuid.uuid4().hex[:6]}"
     pool = f"uninstall-{ns[-6:]}"
-    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+    # with peering (as the chart runs it): the periodic handlers act on the elected replica, and the peering
+    # object is one more kind to delete
+    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"), extra=("--peering", pool))
     try:
         kubectl("create", "namespace", ns)
         kubectl("apply", "-n", ns, "-f", str(ROOT / "examples" / "small-pipeline"))
