@@ -59,6 +59,7 @@ e2e: venv
 	  echo "KUBESODA_E2E_LANES=1 $(BIN)/pytest -q -n $(E2E_LANES) --dist loadfile e2e" && \
 	  KUBESODA_E2E_LANES=1 $(BIN)/pytest -q -n $(E2E_LANES) --dist loadfile e2e; \
 	fi
+	hack/readme-check.sh  # the README's "Using it" block as written, on a local control plane of its own (issue 48)
 
 # A real node (kubelet + containerd from Debian's packages, hack/real-node.sh) beside the KWOK
 # nodes, in a control plane of its own: kubesoda's image (built without Docker) runs there and an

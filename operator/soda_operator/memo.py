@@ -18,6 +18,7 @@ only by its own package:
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .flows.members import Members
     from .flows.status import Counters
     from .kube.lease import Lease
+    from .kube.periodic import Ticker
     from .kube.reflector import Reflector
     from .soda.epochs import Loops
 
@@ -78,6 +80,11 @@ class Memo:
     templates: Reflector | None = None
     # this replica's lease on its peering record (kube.lease.Lease; peering only): the loops' fence
     lease: Lease | None = None
+    # the related systems' periodic handlers, without Kopf's timers and their finalizers (kube.periodic; issue 48)
+    ticker: Ticker | None = None
+    # Kopf's own indexes by name, and set once Kopf has filled them (its first event handler call comes after)
+    kopf_indices: dict[str, Any] = field(default_factory=dict)
+    kopf_indexed: threading.Event = field(default_factory=threading.Event)
 
     def watches(self) -> list[Reflector]:
         return [w for w in (self.pods, self.jobs, self.templates) if w is not None]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import errno
 import functools
 import getpass
 import logging
 import os
 import random
 import socket
+import ssl
 import time
 from typing import Any
 
@@ -18,7 +20,7 @@ import kopf
 from kubernetes import client, config
 
 from . import dispatch, fair_yield, flows, logs  # noqa: F401  (their Kopf handlers)
-from .kube import metrics, pods, reflector
+from .kube import metrics, periodic, pods, reflector
 from .kube.lease import Lease
 from .memo import Memo
 from .soda import crd, extender, handlers, indexes
@@ -157,14 +159,56 @@ def api_client(workers: int) -> client.ApiClient:
 
 
 def main(args: argparse.Namespace) -> int:
-    global PEERING_LIFETIME_S
     logs.setup()
     if limit_malloc_arenas():
         log.info("malloc arenas capped at %d (MALLOC_ARENA_MAX overrides)", MALLOC_ARENAS)
     workers = getattr(args, "workers", 16)
     api = api_client(workers)
-    ensure_policy(api)
     loops = Loops(api, workers, observer=Observer(getattr(args, "prometheus_url", None)))
+    # the ports first: a port in use is one error naming the flag, before anything is written to the cluster
+    view, srv = listen(args, loops)
+    try:
+        return _run(args, api, loops)
+    finally:
+        if srv is not None:
+            srv.stop()
+        if view is not None:
+            view.stop()
+
+
+def listen(args: argparse.Namespace, loops: Loops) -> tuple[Any, Any]:
+    """Bind the metrics, web and extender ports; a port that cannot be bound (in use, not permitted) or TLS
+    files that cannot be read end the command with one line naming the flag (issue 48: it was a traceback,
+    after a ClusterKopfPeering had been created)."""
+    what = ""
+    view = srv = None
+    try:
+        if getattr(args, "metrics_port", 0):
+            what = f"--metrics-port {args.metrics_port}"
+            metrics.serve(getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
+            log.info("metrics on %s:%d", getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
+        if getattr(args, "web_port", 0):
+            from .web import server as web
+
+            what = f"--web-port {args.web_port}"
+            view = web.serve_live(loops, getattr(args, "web_host", "127.0.0.1"), args.web_port, getattr(args, "web_allowed_host", None) or ())
+            log.info("web view on %s", view.url)
+        if getattr(args, "extender_port", 0):
+            what = f"--extender-port {args.extender_port}" + (f" / --health-port {args.health_port}" if getattr(args, "health_port", 0) else "")
+            srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port, extender.tls_from_args(args),
+                                 max_body=getattr(args, "max_body_bytes", extender.MAX_BODY), health_port=getattr(args, "health_port", 0) or None)
+            log.info("extender on %s%s", srv.url, f", /healthz and /metrics also on http port {srv.health_port}" if srv.health_port else "")
+    except (OSError, ValueError, ssl.SSLError) as e:
+        if view is not None:
+            view.stop()
+        hint = " (another kubesoda run? give each replica its own port, or 0 for none)" if getattr(e, "errno", None) == errno.EADDRINUSE else ""
+        raise SystemExit(f"error: {what}: {getattr(e, 'strerror', None) or e}{hint}") from None
+    return view, srv
+
+
+def _run(args: argparse.Namespace, api: client.ApiClient, loops: Loops) -> int:
+    global PEERING_LIFETIME_S
+    ensure_policy(api)
     if getattr(args, "prometheus_url", None):
         log.info("observing through Prometheus at %s", args.prometheus_url)
     grace = 0.0
@@ -188,20 +232,6 @@ def main(args: argparse.Namespace) -> int:
         log.info("peering %s as %s, priority %d, lifetime %ds, fenced %gs before it (renewed every %gs)", peering, identity, priority,
                  PEERING_LIFETIME_S, lease.margin_s, lease.renew_s)
         api.user_agent = f"kubesoda/{identity}"  # the API server's audit log names the replica behind each write
-    if getattr(args, "metrics_port", 0):
-        metrics.serve(getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
-        log.info("metrics on %s:%d", getattr(args, "metrics_host", "127.0.0.1"), args.metrics_port)
-    view = None
-    if getattr(args, "web_port", 0):
-        from .web import server as web
-
-        view = web.serve_live(loops, getattr(args, "web_host", "127.0.0.1"), args.web_port, getattr(args, "web_allowed_host", None) or ())
-        log.info("web view on %s", view.url)
-    srv = None
-    if getattr(args, "extender_port", 0):
-        srv = extender.serve(getattr(args, "extender_host", "127.0.0.1"), args.extender_port, extender.tls_from_args(args),
-                             max_body=getattr(args, "max_body_bytes", extender.MAX_BODY), health_port=getattr(args, "health_port", 0) or None)
-        log.info("extender on %s%s", srv.url, f", /healthz and /metrics also on http port {srv.health_port}" if srv.health_port else "")
     memo = handlers.memo(loops, grace, getattr(args, "snapshots", "index"))
     memo.lease = lease
     if lease is not None:
@@ -209,6 +239,9 @@ def main(args: argparse.Namespace) -> int:
         lease.start()
     memo.pods = pod_watch(loops.core, memo)
     memo.jobs, memo.templates = stream_watches(loops.custom, memo)
+    # the periodic handlers and the SODA loops: on the replica Kopf's peering elects, with no finalizer (issue 48)
+    acting = periodic.Acting(peering or None, identity, priority or 0, loops.custom)  # its watch starts with the operator
+    memo.ticker = periodic.Ticker(loops.custom, acting, grace_s=grace)
     # member clusters' kubeconfigs: Secrets of the operator's namespace only, inline credentials only
     memo.flows.members = flows.members.Members(loops.core, namespace=getattr(args, "secrets_namespace", None),
                                                allow_unsafe=getattr(args, "allow_unsafe_kubeconfigs", False))
@@ -227,8 +260,4 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if lease is not None:
             lease.stop()
-        if srv is not None:
-            srv.stop()
-        if view is not None:
-            view.stop()
     return 0

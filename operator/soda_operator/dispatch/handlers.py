@@ -33,7 +33,7 @@ from typing import Any
 
 import kopf
 
-from ..kube import api, events, quantities
+from ..kube import api, events, periodic, quantities
 from ..kube.errors import TranslationError
 from ..kube.pods import bound_requests, trim
 from ..memo import Memo
@@ -106,7 +106,7 @@ async def dispatch_node_changed(event: kopf.RawEvent, name: str, body: kopf.Body
         memo.dispatch.changed[ALL] = time.monotonic()
 
 
-@kopf.timer(api.GROUP, api.VERSION, "batchdispatches", interval=TICK_S, initial_delay=1.0)
+@periodic.timer(api.GROUP, api.VERSION, "batchdispatches", interval=TICK_S, initial_delay=1.0)
 async def dispatch_tick(namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, memo: Memo, patch: kopf.Patch,
                         body: kopf.Body, **indexes: Any) -> None:
     """One decision of a BatchDispatch when due (the timer ticks every TICK_S). ``indexes``: what Kopf passes by

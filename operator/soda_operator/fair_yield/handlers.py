@@ -26,7 +26,7 @@ from typing import Any
 
 import kopf
 
-from ..kube import api, conditions, events, metrics, pods
+from ..kube import api, conditions, events, metrics, periodic, pods
 from ..kube.errors import TranslationError
 from ..memo import Memo
 from . import status as group_status
@@ -56,7 +56,7 @@ def yield_pods(body: Mapping[str, Any]) -> dict[Any, Any]:
     return {(md.get("namespace"), labels.get(LABEL, "")): pods.trim(body)}
 
 
-@kopf.timer(api.GROUP, api.VERSION, "yieldgroups", interval=TICK_S, initial_delay=1.0)
+@periodic.timer(api.GROUP, api.VERSION, "yieldgroups", interval=TICK_S, initial_delay=1.0)
 async def yield_epoch(namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, memo: Memo, patch: kopf.Patch,
                       body: kopf.Body, **indexes: Any) -> None:
     """One epoch of a YieldGroup when its epoch is due (the timer ticks every TICK_S). Kopf passes

@@ -33,7 +33,7 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ..kube import api, metrics, pods
+from ..kube import api, metrics, periodic, pods
 from ..kube.errors import TranslationError
 from ..memo import FlowsState, Memo
 from . import apply, decide, kubeconfigs, route, spec
@@ -126,8 +126,8 @@ async def _jobs(members: Members, group: Sequence[FlowSpec], me: FlowSpec, pools
     return jobs, bodies, requests, errors
 
 
-# Kopf passes the indexes by name; its TimerFn protocol does not declare them
-@kopf.timer(api.GROUP, api.VERSION, "jobflows", interval=TICK_S, initial_delay=1.0)  # type: ignore[arg-type]
+# the indexes come by name (kube.periodic passes every Kopf index, as Kopf passed them to its timers)
+@periodic.timer(api.GROUP, api.VERSION, "jobflows", interval=TICK_S, initial_delay=1.0)
 async def flow_tick(namespace: str | None, name: str, body: kopf.Body, status: kopf.Status, memo: Memo, patch: kopf.Patch,
                     flow_objects: kopf.Index[Any, Any], flow_pools: kopf.Index[Any, Any], flow_local_jobs: kopf.Index[Any, Any],
                     **_: Any) -> None:
@@ -190,7 +190,7 @@ async def flow_tick(namespace: str | None, name: str, body: kopf.Body, status: k
         log.warning("flow %s: %d action(s) failed this tick", me.key, done["errors"])
 
 
-@kopf.timer(api.GROUP, api.VERSION, "flowpools", interval=2.0, initial_delay=1.0)
+@periodic.timer(api.GROUP, api.VERSION, "flowpools", interval=2.0, initial_delay=1.0)
 async def pool_tick(name: str, body: kopf.Body, status: kopf.Status, memo: Memo, patch: kopf.Patch, **_: Any) -> None:
     """A FlowPool's status: its capacity now, the plan's load and throughput for it, the member cluster reachable."""
     try:
