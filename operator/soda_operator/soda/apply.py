@@ -40,11 +40,10 @@ an annotation that would not change is never sent).
 
 from __future__ import annotations
 
-import os
-
 import hashlib
 import json
 import logging
+import os
 import re
 import threading
 import time
