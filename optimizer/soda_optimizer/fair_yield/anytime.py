@@ -32,10 +32,11 @@ import time
 
 import numpy as np
 
+from .average import finish
 from .dynamic import reallocate
 from .greedy import solve_greedy
 from .mcb import solve_mcb
-from .milp import hopeless, lp_bound, solve_milp
+from .milp import hopeless, lp_bound, solve_average, solve_milp
 from .model import Allocation, Instance, Tasks
 
 #: a deadline this short goes to the heuristic alone (the MILP would not even be built in time)
@@ -72,7 +73,7 @@ def solve_anytime(
         first = reallocate(tasks, previous, float(budget or 0.0), by_count=by_count, deadline_s=share, fixed=fixed)
     bound = first.bound if first.bound is not None else lp_bound(tasks)
     if first.ok and first.min_yield >= bound - 1e-9:  # the heuristic reached the bound: proven optimal
-        return _named(first, "optimal", bound, t0)
+        return _named(_average(tasks, first, end, previous, budget, fixed, by_count), "optimal", bound, t0)
     left = None if end is None else end - time.monotonic()
     if left is not None and left < MIN_MILP_S:
         proven = not first.ok and hopeless(tasks, previous, fixed)
@@ -87,7 +88,31 @@ def solve_anytime(
         bound = min(bound, exact.bound)
     best = exact if _better(exact, first) or not first.ok else first
     status = "optimal" if exact.status == "optimal" or (best.ok and best.min_yield >= bound - 1e-9) else "deadline"
+    if status == "optimal":
+        best = _average(tasks, best, end, previous, budget, fixed, by_count)
     return _named(best, status, bound, t0)
+
+
+def _average(tasks: Tasks, a: Allocation, end: float | None, previous: np.ndarray | None, budget: float | None,
+             fixed: np.ndarray | None, by_count: bool) -> Allocation:
+    """Step 4: with the optimal minimum yield proven and time left, the placement of the highest average yield
+    among those keeping it (:func:`.milp.solve_average`); ``a`` when there is no time, nothing to gain (every job
+    at yield 1) or SCIP finds nothing better."""
+    if not a.ok or min(a.job_yield) >= 1.0 - 1e-9:
+        return a
+    left = None if end is None else end - time.monotonic()
+    if left is not None and left < MIN_MILP_S:
+        return a
+    p = np.asarray(a.placement, dtype=np.int64)
+    placement, _ = solve_average(tasks, a.min_yield, left, hint=_hint(tasks, p) if previous is None else p,
+                                 previous=previous, budget=budget if previous is not None else None,
+                                 by_count=by_count, fixed=fixed)
+    if placement is None:
+        return a
+    cand = finish(tasks, placement, a.algorithm, a.status, time.monotonic(), bound=a.bound)
+    if cand.min_yield >= a.min_yield - 1e-9 and cand.avg_yield > a.avg_yield + 1e-9:
+        return cand
+    return a
 
 
 def _hint(tasks: Tasks, placement: np.ndarray) -> np.ndarray:
