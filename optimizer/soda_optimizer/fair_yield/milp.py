@@ -237,6 +237,10 @@ def solve_milp(
                 if e[t][j] is not None:
                     hv.append(e[t][j])
                     vals.append(1.0 if int(hint[t]) == j else 0.0)
+        if makespan:  # a complete solution: with Z missing, SCIP completes a partial one by a sub-MIP that can take the whole deadline
+            load = tasks.cpu_load(np.asarray(hint, dtype=np.int64)) / tasks.cpu_cap
+            hv.append(obj)
+            vals.append(max(1.0, float(load.max())))
         solver.SetHint(hv, vals)
     if deadline_s is not None:  # what is left once the model is built, less a margin for SCIP's own overrun and the answer
         left = deadline_s - (time.monotonic() - t0)
