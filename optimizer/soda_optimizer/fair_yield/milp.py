@@ -237,7 +237,7 @@ def solve_milp(
                 if e[t][j] is not None:
                     hv.append(e[t][j])
                     vals.append(1.0 if int(hint[t]) == j else 0.0)
-        if makespan:  # a complete solution: with Z missing, SCIP completes a partial one by a sub-MIP that can take the whole deadline
+        if makespan:  # a complete solution (Z too), so SCIP need not complete a partial one
             load = tasks.cpu_load(np.asarray(hint, dtype=np.int64)) / tasks.cpu_cap
             hv.append(obj)
             vals.append(max(1.0, float(load.max())))
