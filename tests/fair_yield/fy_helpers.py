@@ -66,3 +66,44 @@ def brute_force(
         y = np.where(load > 0, t.cpu_cap[None, :] / np.where(load > 0, load, 1.0), np.inf)
     best = np.minimum(y.min(axis=1), 1.0)
     return float(best[ok].max())
+
+
+def lexicographic(
+    inst: Instance, previous: np.ndarray | None = None, budget: float | None = None, fixed: np.ndarray | None = None
+) -> tuple[float, float] | None:
+    """The lexicographic optimum (minimum yield, then average per-job yield) over every placement (None: no
+    placement fits), issue 47 item 4. The minimum from :func:`brute_force`; then, for each placement that reaches
+    it, the best average with every job at that minimum or more -- the LP "max sum_i y_i, y_min <= y_i <= 1,
+    sum_i n_ij alpha_i y_i <= C_j per host" solved by SciPy's HiGHS (independent of OR-Tools and of the paper's
+    greedy)."""
+    from scipy.optimize import linprog
+
+    best_min = brute_force(inst, previous, budget, fixed)
+    if best_min is None:
+        return None
+    t: Tasks = inst.tasks()
+    alpha_job = np.zeros(t.n_jobs)
+    alpha_job[t.job] = t.alpha
+    best_avg = -1.0
+    for p in itertools.product(range(t.hosts), repeat=t.n):
+        pl = np.array(p, dtype=np.int64)
+        if not t.memory_fits(pl) or t.max_min_yield(pl) < best_min - 1e-9:
+            continue
+        if t.allowed is not None and not t.allowed[np.arange(t.n), pl].all():
+            continue
+        if previous is not None and budget is not None:
+            moved = (previous >= 0) & (pl != previous)
+            if float((moved * t.mem).sum()) > budget + 1e-9:
+                continue
+        if previous is not None and fixed is not None:
+            pin = np.asarray(fixed, dtype=bool) & (previous >= 0)
+            if (pin & (pl != previous)).any():
+                continue
+        n_ij = np.zeros((t.n_jobs, t.hosts))
+        np.add.at(n_ij, (t.job, pl), 1.0)
+        a_ub = (n_ij * alpha_job[:, None]).T  # (H, jobs)
+        res = linprog(-np.ones(t.n_jobs), A_ub=a_ub, b_ub=t.cpu_cap, bounds=[(min(best_min, 1.0) * (1 - 1e-9), 1.0)] * t.n_jobs,
+                      method="highs")
+        if res.status == 0:
+            best_avg = max(best_avg, float(-res.fun) / t.n_jobs)
+    return best_min, best_avg

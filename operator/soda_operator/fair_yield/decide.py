@@ -72,6 +72,7 @@ class Decision:
     unplaceable: dict[str, str] = field(default_factory=dict)  # gated pod no node admits -> why (left gated)
     pending: dict[str, str] = field(default_factory=dict)  # released pod Pending for placement reasons -> why (re-planned)
     held: dict[str, tuple[str, float]] = field(default_factory=dict)  # moving pod -> (node, cores it still holds there)
+    waiting: dict[str, str] = field(default_factory=dict)  # gated pod planned beside a moving pod -> why it stays gated this epoch
     min_yield: float = 0.0
     avg_yield: float = 0.0
     bound: float | None = None  # a proven upper bound on min_yield, over the same pods and CPU (None: the algorithm has none)
@@ -151,6 +152,31 @@ def _jobs(order: list[Task], allowed: dict[str, frozenset[int]], hosts: int, c_u
         jobs.append(fair_yield.Job(alpha=min(1.0, t.alpha / c_unit), mem=min(1.0, t.mem / m_unit),
                                    hosts=None if len(may) == hosts else tuple(sorted(may))))
     return jobs
+
+
+def _defer(order: list[Task], stay: list[int], prev: list[int], placement: np.ndarray, names: list[str],
+           cpu_left: np.ndarray, planned: float, out: Decision) -> list[int]:
+    """Issue 47: the allocator plans as if a moving pod's CPU were free at once, but the pod holds it until it is
+    gone. A gated pod planned onto such a node, whose yield on the CPU left (the node's pods sharing it in
+    proportion to alpha, as :func:`.average.finish` does) would fall below the plan's minimum yield ``planned``,
+    stays gated this epoch (``out.waiting``); the next epoch, the moving pods gone, plans it again. Removing a
+    pod only raises its neighbours' yields, so one pass over each node, largest alpha first, suffices."""
+    held_on = {out.held[order[k].name][0] for k in range(len(order)) if order[k].name in out.held}
+    where = {k: int(prev[k]) if prev[k] >= 0 else int(placement[k]) for k in stay}
+    drop: set[int] = set()
+    for j, node in enumerate(names):
+        if node not in held_on:
+            continue
+        here = [k for k in stay if where[k] == j]
+        gated = sorted((k for k in here if order[k].gated), key=lambda k: -order[k].alpha)
+        for k in gated:
+            load = sum(order[i].alpha for i in here if i not in drop)
+            if min(1.0, max(float(cpu_left[j]), 0.0) / load) >= planned - 1e-9:
+                break
+            drop.add(k)
+            movers = sorted(p for p, (n, _) in out.held.items() if n == node)
+            out.waiting[order[k].name] = f"planned on {node}, still held by {', '.join(movers)}"
+    return [k for k in stay if k not in drop]
 
 
 def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSpec,
@@ -244,6 +270,11 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
         out.held[t.name] = (names[prev[k]], t.held)
         cpu_left[prev[k]] -= t.held
     stay = [k for k in range(len(order)) if k not in set(moving)]
+    if moving:  # the plan counted the moving pods' CPU free: no new pod is placed below the plan's yield beside one
+        stay = _defer(order, stay, prev, placement, names, cpu_left, alloc.min_yield, out)
+        if out.waiting:
+            notes.append("left gated until the moving pods they were planned beside are gone: "
+                         + "; ".join(f"{p} ({w})" for p, w in sorted(out.waiting.items())))
     final_order = [order[k] for k in stay]
     if not final_order:  # every pod moves: nothing stays to resize; the yields (and the bound) are the plan's, once they are re-placed
         out.min_yield, out.avg_yield = _down(alloc.min_yield), _down(alloc.avg_yield)

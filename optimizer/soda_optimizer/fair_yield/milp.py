@@ -85,7 +85,9 @@ def _build(
     budget: float | None = None,
     by_count: bool = False,
     fixed: np.ndarray | None = None,
-) -> tuple[list[list[Any]], Any]:
+) -> tuple[list[list[Any]], Any, list[Any]]:
+    """Section 2.5's program (5.1's per-job yields, 6.1's budget): the e variables (None where a task may not go),
+    Y and the per-job yields y; the objective is max Y."""
     n, h = tasks.n, tasks.hosts
     mem = np.where(tasks.mem < 1e-12, 0.0, tasks.mem)  # GLOP reports ABNORMAL on coefficients like 1e-19
     symmetric = integer and previous is None and tasks.identical_hosts
@@ -121,7 +123,7 @@ def _build(
     _migration_budget(solver, e, mem, previous, budget, by_count)
     _pin(solver, e, previous, fixed)
     solver.Maximize(big_y)
-    return e, big_y
+    return e, big_y, y
 
 
 def _build_makespan(
@@ -190,7 +192,7 @@ def relaxation(tasks: Tasks, time_limit_s: float | None = None) -> tuple[float, 
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if time_limit_s is not None:
         solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
-    e, big_y = _build(solver, tasks, integer=False)
+    e, big_y, _ = _build(solver, tasks, integer=False)
     code = solver.Solve()
     if code == pywraplp.Solver.INFEASIBLE:
         return 0.0, None
@@ -227,7 +229,7 @@ def solve_milp(
     if makespan:
         e, obj = _build_makespan(solver, tasks, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
     else:
-        e, obj = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
+        e, obj, _ = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
     if hint is not None:
         hv, vals = [], []
         for t in range(tasks.n):
@@ -235,6 +237,10 @@ def solve_milp(
                 if e[t][j] is not None:
                     hv.append(e[t][j])
                     vals.append(1.0 if int(hint[t]) == j else 0.0)
+        if makespan:  # a complete solution (Z too), so SCIP need not complete a partial one
+            load = tasks.cpu_load(np.asarray(hint, dtype=np.int64)) / tasks.cpu_cap
+            hv.append(obj)
+            vals.append(max(1.0, float(load.max())))
         solver.SetHint(hv, vals)
     if deadline_s is not None:  # what is left once the model is built, less a margin for SCIP's own overrun and the answer
         left = deadline_s - (time.monotonic() - t0)
@@ -266,3 +272,60 @@ def solve_milp(
     else:
         bound = float(obj.solution_value()) if status == "optimal" else float(solver.Objective().BestBound())
     return finish(tasks, placement, algorithm, status, t0, bound=min(bound, 1.0))
+
+
+def solve_average(
+    tasks: Tasks,
+    y_min: float,
+    deadline_s: float | None,
+    hint: np.ndarray | None = None,
+    previous: np.ndarray | None = None,
+    budget: float | None = None,
+    by_count: bool = False,
+    fixed: np.ndarray | None = None,
+) -> tuple[np.ndarray | None, bool]:
+    """The lexicographic second step (issue 47, ours): among the placements whose minimum yield is at least
+    ``y_min`` (the proven optimum of the first step), one with the highest average per-job yield. Section 2.5's
+    program with Y >= ``y_min`` and, per host, the load row sum_t alpha_t e[t, j] <= C_j / ``y_min`` (the same
+    condition on the placement, stated without the CPU variables: a tighter relaxation), maximising sum_i y_i.
+    The paper's two phases (3.5, 5.1) instead raise the average of the one placement the first phase returned.
+
+    Returns (placement, proven): SCIP's best placement when the deadline passes (None if it found none, e.g. it
+    could not even use ``hint``, the first step's placement) and whether it is proven to have the highest
+    average. The caller checks the placement's minimum yield (SCIP's tolerances are 1e-6)."""
+    solver = pywraplp.Solver.CreateSolver("SCIP")
+    if solver is None:  # pragma: no cover
+        raise RuntimeError("OR-Tools has no SCIP solver")
+    t0 = time.monotonic()
+    e, big_y, y = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
+    big_y.SetLb(float(y_min))
+    if y_min > 0:
+        for j in range(tasks.hosts):
+            col = [(t, e[t][j]) for t in range(tasks.n) if e[t][j] is not None]
+            if col:
+                solver.Add(sum(float(tasks.alpha[t]) * v for t, v in col) <= float(tasks.cpu_cap[j]) / float(y_min) * (1 + 1e-12))
+    solver.Maximize(sum(y))
+    if hint is not None:
+        hv, vals = [], []
+        for t in range(tasks.n):
+            for j in range(tasks.hosts):
+                if e[t][j] is not None:
+                    hv.append(e[t][j])
+                    vals.append(1.0 if int(hint[t]) == j else 0.0)
+        solver.SetHint(hv, vals)
+    if deadline_s is not None:
+        left = deadline_s - (time.monotonic() - t0)
+        if left <= 0.01:
+            return None, False
+        solver.SetTimeLimit(max(1, int(1000 * (0.85 * left - 0.005))))
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
+    code = solver.Solve(params)
+    if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return None, False
+    placement = np.array(
+        [max((j for j in range(tasks.hosts) if e[t][j] is not None), key=lambda j: e[t][j].solution_value())
+         for t in range(tasks.n)],
+        dtype=np.int64,
+    )
+    return placement, code == pywraplp.Solver.OPTIMAL
