@@ -376,3 +376,56 @@ def test_plan_driven_dispatch_and_preemption(kube, kubectl, namespace, extender_
             kube.core.patch_node(n, {"metadata": {"labels": {"kubesoda.io/e2e-dispatch": labels.get("kubesoda.io/e2e-dispatch")}}})
         for j in batch.list_namespaced_job(ns).items:
             batch.delete_namespaced_job(j.metadata.name, ns, propagation_policy="Background")
+
+
+def test_an_urgent_job_takes_an_idle_slot_at_once_without_eviction(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    """Issue 51: a fast node (mips 2000) full of ``low``'s pods, a slow node with one slot busy (``low``) and one
+    idle, ``preemption: true``. ``urgent`` (priority 5) arrives: the plan gives it the fastest slot (busy with
+    ``low``); its pod goes to the idle slow slot at once and no pod of ``low`` is evicted. (Main planned it behind the
+    busy fast slot: nothing released, and ``low``'s pod there evicted beside the idle slot.)"""
+    ns = namespace
+    fast, slow = PLAN_NODES
+    orig = {n: dict(kube.core.read_node(n).metadata.labels) for n in PLAN_NODES}
+    stop = threading.Event()
+    sim = threading.Thread(target=task_sim.run, args=(kube.core, ns, {}, 1.0, 0.1, stop), daemon=True)
+    op = None
+    log = PodLog(kube.core, ns)
+    try:
+        kube.core.patch_node(fast, {"metadata": {"labels": {"kubesoda.io/node-class": "fast", "kubesoda.io/mips-per-core": "2000",
+                                                            "kubesoda.io/e2e-dispatch": ns}}})
+        kube.core.patch_node(slow, {"metadata": {"labels": {"kubesoda.io/e2e-dispatch": ns}}})
+        kubectl("apply", "--server-side", "-f", str(ROOT / "crds" / "batchdispatches.yaml"))
+        kubectl("wait", "--for=condition=Established", "crd/batchdispatches.kubesoda.io", "--timeout=60s")
+        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+        sim.start()
+        kubectl("apply", "-n", ns, "-f", "-", input=job(LOW, 1, 600, 3, work=120))
+        wait_for(lambda: len(pods_of(kube, ns, LOW)) == 3, timeout=30, what="low's 3 pods")
+        kubectl("apply", "-n", ns, "-f", "-", input=f"""apiVersion: kubesoda.io/v1alpha1
+kind: BatchDispatch
+metadata: {{name: default}}
+spec: {{policy: deadline, preemption: true, intervalSeconds: 60, nodeSelector: {{kubesoda.io/e2e-dispatch: {ns}}}}}
+""")
+        lows = wait_for(lambda: (r := [p for p in pods_of(kube, ns, LOW) if p.status.phase == "Running"]) and len(r) == 3 and r,
+                        timeout=30, what="low running on 3 of the 4 slots")
+        assert sorted(released(p) for p in lows) == sorted([fast, fast, slow]), [released(p) for p in lows]
+        t0 = time.monotonic()
+        kubectl("apply", "-n", ns, "-f", "-", input=job("urgent", 5, 30, 1, work=3))
+        got = wait_for(lambda: (r := [p for p in pods_of(kube, ns, "urgent") if released(p)]) and r, timeout=20, interval=0.2,
+                       what="urgent's pod released")
+        t_rel = time.monotonic() - t0
+        wait_for(lambda: job_done(kube, ns, "urgent"), timeout=30, interval=0.5, what="urgent complete")
+        print(f"\nurgent released to {released(got[0])} {t_rel:.1f} s after it was created; complete {time.monotonic() - t0:.1f} s after")
+        assert released(got[0]) == slow, released(got[0])
+        assert not [e for e in log.events if e[3] == LOW and (e[1] == "DELETED" or e[6])], "a pod of low was evicted"
+        assert all(p.status.phase == "Running" for p in pods_of(kube, ns, LOW))
+        assert bd_status(kube, ns).get("preempted", 0) == 0
+    finally:
+        stop.set()
+        log.stop()
+        drop_dispatchers(kubectl, ns)
+        if op is not None:
+            op.stop()
+        for n, labels in orig.items():
+            kube.core.patch_node(n, {"metadata": {"labels": {k: labels.get(k) for k in ("kubesoda.io/node-class", "kubesoda.io/mips-per-core",
+                                                                                           "kubesoda.io/e2e-dispatch")}}})
+        kubectl("delete", "-n", ns, "jobs", "--all", "--wait=false", check=False)

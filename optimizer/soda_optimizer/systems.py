@@ -190,10 +190,11 @@ class DispatchInputs:
 @dataclass(frozen=True)
 class DispatchStep(DispatchInputs):
     """Inputs of one step of the paper's worker model (figure 3.2, :func:`.dispatch.step`): every worker is offered,
-    busy or idle; ``preempt``: a busy worker the plan gives to another job has its task killed (4.4). The result is
-    the :class:`.dispatch.Step` (plan, starts, preemptions) instead of the assignment."""
+    busy or idle; ``preempt``: a busy worker the plan gives to another job has its task killed (4.4; ``"lower"``: only
+    for a job of higher priority, :data:`.dispatch.Preempt`). The result is the :class:`.dispatch.Step` (plan,
+    starts, preemptions) instead of the assignment."""
 
-    preempt: bool = False
+    preempt: dispatch.Preempt = False
 
 
 class Dispatch:

@@ -81,13 +81,26 @@ def oracle(wl: Workload, policy: Policy, mode: str) -> tuple[dict[str, float], f
                 for w in wl.workers
             ]
             plan = policy.assign(views, offered, t, PRIOR) if any(v.job is None for v in offered) else {}
-            for w in sorted(plan):
-                jid = plan[w]
-                if state[w] is None and queue[jid]:
-                    task = queue[jid].popleft()
-                    worker = next(x for x in wl.workers if x.id == w)
-                    state[w] = (jid, t + wl.duration(jobs[jid], task, worker))
-                    running[jid] += 1
+            def run(wid: str, jid: str, now: float) -> None:
+                task = queue[jid].popleft()
+                worker = next(x for x in wl.workers if x.id == wid)
+                state[wid] = (jid, now + wl.duration(jobs[jid], task, worker))
+                running[jid] += 1
+
+            was = {wid: None if s is None else s[0] for wid, s in state.items()}
+            for wid in sorted(plan):
+                if state[wid] is None and queue[plan[wid]]:
+                    run(wid, plan[wid], t)
+            if every:  # issue 51: a worker left idle takes a queued task the plan gives a worker busy with another job
+                for jid in sorted(queue, key=lambda j: (-jobs[j].priority, jobs[j].arrival, j)):
+                    behind = sum(1 for wid, pj in plan.items() if was[wid] is not None and was[wid] != pj == jid)
+                    while behind and queue[jid]:
+                        idle = [x for x in wl.workers if state[x.id] is None]
+                        if not idle:
+                            break
+                        best = max(PRIOR.throughput(jobs[jid].kind, x.node_class) for x in idle)
+                        run(next(x.id for x in idle if PRIOR.throughput(jobs[jid].kind, x.node_class) == best), jid, t)
+                        behind -= 1
         if queue:
             per_plan = Counter(plan.values()) if mode == "plan" else running
             in_sys += STEP
@@ -136,10 +149,11 @@ def test_simulator_matches_the_brute_force_oracle(wl, policy, mode) -> None:  # 
 
 @st.composite
 def plans(draw: st.DrawFn) -> tuple[list[JobView], list[WorkerView], float]:
-    """The decision maker's input in the paper's model: every worker offered, every job with a deadline."""
+    """The decision maker's input in the paper's model: every worker offered; a job with a deadline or none (a
+    BatchDispatch Job may have none; issue 51 item 2)."""
     n = draw(st.integers(1, 8))
     jobs = [
-        JobView(f"j{i}", draw(st.integers(0, 4)), float(draw(st.integers(0, 5))), draw(st.floats(-5.0, 60.0)),
+        JobView(f"j{i}", draw(st.integers(0, 4)), float(draw(st.integers(0, 5))), draw(st.none() | st.floats(-5.0, 60.0)),
                 draw(st.sampled_from(KINDS)), draw(st.integers(1, 6)), 0, draw(st.floats(0.1, 30.0)))
         for i in range(n)
     ]
@@ -165,6 +179,15 @@ def test_plans_that_serve_jobs_in_priority_order_never_violate(inp, policy) -> N
     jobs, workers, now = inp
     out = policy.assign(jobs, workers, now, PRIOR)
     assert violated_count([(j.priority, Counter(out.values())[j.id]) for j in jobs]) == 0
+
+
+def test_a_high_priority_job_without_a_deadline_is_not_violated() -> None:
+    """Issue 51 item 2: Algorithm 4's text reading gave a job without a deadline nothing in the main pass; with no
+    fill (or the deadline fill, which serves it last) the lower-priority job with a deadline took the worker."""
+    jobs = [JobView("hi", 5, 0.0, None, "k1", 1, 0, 1.0), JobView("lo", 1, 0.0, 5.0, "k1", 1, 0, 1.0)]
+    for fill in (None, "deadline", "priority"):
+        out = DeadlinePolicy(fill, "text").assign(jobs, [WorkerView("w", "a")], 0.0, PRIOR)  # type: ignore[arg-type]
+        assert out == {"w": "hi"}, fill
 
 
 def test_edf_plans_do_violate() -> None:

@@ -123,10 +123,13 @@ def test_deadline_counts_running_workers_and_time_left() -> None:
     assert decide(DeadlinePolicy(fill=None), jobs, workers, 2.0, FAST_SLOW) == {}  # line 11: it runs on one already
 
 
-def test_deadline_past_takes_all_it_can_and_no_deadline_waits_for_fill() -> None:
+def test_deadline_past_takes_all_it_can_and_no_deadline_takes_one() -> None:
+    # issue 51: B (no deadline, the higher priority) is read as a deadline infinitely far: one worker in the main
+    # pass, before A; main read it as needing nothing and left it without a worker while A had 3 (a violation)
     jobs = [jv("A", 2, 3, work=1.0, deadline=1.0), jv("B", 5, 4, work=1.0)]
     out = decide(DeadlinePolicy(fill=None, reading="text"), jobs, free(5), 2.0)
-    assert counts(out) == {"A": 3}
+    assert counts(out) == {"A": 3, "B": 1}
+    assert counts(decide(DeadlinePolicy(fill=None, reading="text"), jobs, free(1), 2.0)) == {"B": 1}
     assert counts(decide(DeadlinePolicy(fill="priority", reading="text"), jobs, free(5), 2.0)) == {"A": 3, "B": 2}
 
 

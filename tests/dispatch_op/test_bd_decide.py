@@ -56,8 +56,9 @@ def test_fast_nodes_first_and_waiting() -> None:
     speeds = decide.speeds_from({}, spec_of(), {"mips-1000": 1.0, "fast": 3.0}, ["default"])
     # two slots on each node; the top job needs 4 units in (deadline - now) = 10 s: 0.4 units/s, one fast slot suffices
     text = dp.DeadlinePolicy(fill=None, reading="text")
+    # (lo has no deadline: read as one infinitely far, it takes one slot too -- issue 51; main gave it none)
     d = decide.plan(jobs, tasks, nn, {"slow": 2, "fast": 2}, text, speeds, jobs["hi"].arrival + 50)
-    assert d.place == {"hi-0": "fast"}
+    assert d.place == {"hi-0": "fast", "lo-0": "fast"}
     # Algorithm 4's line 11 as written (the default): the fastest slot to each job in priority order
     d = decide.plan(jobs, tasks, nn, {"slow": 2, "fast": 2}, dp.DeadlinePolicy(fill=None), speeds, jobs["hi"].arrival + 50)
     assert d.place == {"hi-0": "fast", "lo-0": "fast"}

@@ -1,7 +1,7 @@
 """The operator follows the paper's worker model (issue 35, item 5): on the same state, its decision equals the
 simulator's (soda_optimizer.dispatch.simulate) at that instant.
 
-The oracle is the simulator's own history: a random workload is replayed (``"plan"`` and ``"kill"`` modes, every
+The oracle is the simulator's own history: a random workload is replayed (``"plan"`` and ``"kill-lower"`` modes, every
 policy of the paper and its other readings, 1-4 one-slot workers of two speeds, 1-4 jobs); at every decision
 instant the state just before the decision is read back from the runs (which tasks run where, how many are done
 and queued) and turned into the operator's objects (a gated pod per queued task, a released pod per running one, a
@@ -75,7 +75,7 @@ def state_at(wl: dp.Workload, res: dp.SimResult, t: float) -> tuple[dict[str, ob
 @given(wl=workloads(), which=st.integers(0, len(POLICIES) - 1), kill=st.booleans())
 def test_the_operator_decides_what_the_simulator_does_on_the_same_state(wl: dp.Workload, which: int, kill: bool) -> None:
     _, policy = POLICIES[which]
-    res = dp.simulate(wl, policy, PRIOR, adaptive=False, mode="kill" if kill else "plan")
+    res = dp.simulate(wl, policy, PRIOR, adaptive=False, mode="kill-lower" if kill else "plan")  # preemption: 4.4's
     nodes = [ob.Node(w.id, w.node_class, 1.0, True, False) for w in wl.workers]
     slots = {w.id: 1 for w in wl.workers}
     for snap in res.timeline:

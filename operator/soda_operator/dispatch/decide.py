@@ -12,10 +12,14 @@ No API calls: :mod:`.apply` writes what this decides.
   node until they finish);
 - the plan (figure 3.2): the policy is offered every slot, busy or idle, and each Job's unfinished tasks, and maps
   each slot it uses to a Job. A busy slot keeps its pod (it finishes its task; the decision taken when it ends
-  gives the slot to the Job the plan then names); with ``spec.preemption`` a busy slot the plan gives to another
-  Job has its pod evicted (4.4's kill; the slot is released at the decision after the pod is gone). Each idle slot
-  is released at once to the next gated pod (lowest completion index first) of the Job the plan gives it; a slot
-  planned for a Job with no gated pod stays idle. A gated pod that no slot is given waits (the paper's dispatcher);
+  gives the slot to the Job the plan then names); with ``spec.preemption`` a busy slot the plan gives to a Job of
+  strictly higher priority than its pod's, a Job with a gated pod no idle slot took, has its pod evicted (4.4's "kill
+  some low priority running tasks", the simulator's ``"kill-lower"``; the slot is released at the decision after
+  the pod is gone). Each idle slot is released at once to the next gated pod (lowest completion index first) of the
+  Job the plan gives it; an idle slot planned for a Job with no gated pod (or for none) is released instead to a Job
+  the plan gives a busy slot of another Job while it has a gated pod (issue 51: no slot idle while a released task
+  waits, and no eviction while a slot is idle; :func:`soda_optimizer.dispatch.step`, steps 4-5). A gated pod that
+  no slot is given waits (the paper's dispatcher);
 - a task that succeeded is measured (container start to finish, per node class) and fed to the speed matrix (4.4),
   once per pod UID;
 - a released task on a failed node (NotReady or deleted) is deleted; its Job recreates it gated (4.4's "worker
@@ -158,7 +162,8 @@ def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterab
          policy: dp.Policy, speeds: dp.SpeedMatrix, now: float, preemption: bool = False,
          deadline_s: float | None = None) -> Decision:
     """One dispatch decision, pure: the plan over every slot, the gated pods released onto idle slots, the running
-    pods evicted (``preemption`` only), the released pods lost with their failed node, and each Job's status.
+    pods evicted (``preemption`` only, and only for a Job of strictly higher priority), the released pods lost with
+    their failed node, and each Job's status.
     ``deadline_s``: the policy's budget (None: ``limits.DEADLINE_S``)."""
     out = Decision(slots=dict(slots))
     by_name = {n.name: n for n in nodes}
@@ -217,7 +222,7 @@ def plan(jobs: Mapping[str, DispatchedJob], tasks: Iterable[Task], nodes: Iterab
         if remaining <= 0 and q == 0:
             continue
         views.append(dp.JobView(j.name, j.priority, j.arrival, j.deadline, j.kind, q, r, remaining * (j.work or 1.0)))
-    decided = systems.decide("dispatch", policy, systems.DispatchStep(views, workers, now, speeds, preemption), deadline_s)
+    decided = systems.decide("dispatch", policy, systems.DispatchStep(views, workers, now, speeds, "lower" if preemption else False), deadline_s)
     step: dp.Step = decided.result
     out.timed_out = decided.status == "deadline"
     out.plan = dict(step.plan)

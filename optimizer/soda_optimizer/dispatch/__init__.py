@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from . import limits
 from .base import Assignment, Budget, Fill, Policy, Reading, budget, check
 from .deadline import DeadlinePolicy, EdfPolicy, meets_deadline, required_rate
-from .follow import Step, plan_views, step
+from .follow import Preempt, Step, plan_views, released_waiting, step
 from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
 from .priority import PriorityPolicy
 from .proportion import ProportionPolicy
@@ -65,6 +65,7 @@ __all__ = [
     "MODES",
     "Mode",
     "Policy",
+    "Preempt",
     "PriorityPolicy",
     "ProportionPolicy",
     "Reading",
@@ -85,6 +86,7 @@ __all__ = [
     "paper_policies",
     "plan_views",
     "policy",
+    "released_waiting",
     "required_rate",
     "simulate",
     "step",

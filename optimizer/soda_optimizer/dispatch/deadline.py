@@ -16,8 +16,12 @@ Line 11 and the text disagree (``reading``):
   (5.5) -- which is what makes the fill rule decide the penalty, the comparison of 6.3.2;
 - ``"text"``: "assign the top k workers that can finish J_m before its deadline", i.e. ``th < 1/d_i`` (5.4.2's
   ``sum 1/T >= 1/d_i``), d_i the time left, ``deadline - now``; when it is <= 0 the condition cannot be met and
-  the job takes every free worker it can use (up to n_i); a job without a deadline needs nothing in the main pass
-  and is served only by the spare fill.
+  the job takes every free worker it can use (up to n_i). A job without a deadline is read as one whose deadline is
+  infinitely far (issue 51): for any finite d_i the loop takes its first worker (``th = 0 < 1/d_i``) and stops
+  there, so the limit is one worker in the main pass, in priority order like every other job, and the spare fill
+  may give it more. Read literally (``1/d_i = 0``: it needs nothing, served only by the spare fill) a high-priority
+  job without a deadline had no worker while a lower-priority job with one had some -- a priority violation the
+  paper's own finding (fill-priority: zero violations, 6.3.2) rules out.
 
 Departures from the paper:
 - line 15 ``result[j_i] <- workerSet[0..i]`` is read as ``workerSet[0..k)``, the k workers the loop summed;
@@ -34,6 +38,7 @@ queued tasks.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,11 +46,16 @@ from .base import Assignment, Fill, Ledger, Reading
 from .model import JobView, SpeedMatrix, WorkerView
 from .workload import greedy_by_rate
 
+#: the rate a job without a deadline requires: the least positive one (its deadline infinitely far), so the main
+#: pass of the ``"text"`` reading gives it exactly one worker (module docstring)
+NO_DEADLINE_RATE = sys.float_info.min
+
 
 def required_rate(job: JobView, now: float) -> float:
-    """1/d_i expressed as a throughput: the remaining work divided by the time left (inf if none is left)."""
+    """1/d_i expressed as a throughput: the remaining work divided by the time left (inf if none is left;
+    :data:`NO_DEADLINE_RATE` without a deadline)."""
     if job.deadline is None:
-        return 0.0
+        return NO_DEADLINE_RATE
     left = job.deadline - now
     return math.inf if left <= 0 else job.remaining_work / left
 

@@ -14,7 +14,7 @@ front of its job's queue and is redone from the start (4.4). Departure: the pape
 submission or completion and when the status checker reports (3.5.2, 4.4); we also run it when a task ends, the
 instant a busy worker would ask the dispatcher for its next task (figure 3.2).
 
-Three worker models (``mode``):
+Four worker models (``mode``):
 - ``"plan"`` (default: the paper's, figure 3.2 and 3.5.3): the policy plans over every worker that is up, busy or
   idle (each offered as free, ``WorkerView.current`` naming the job whose task it runs), each job offering all its
   unfinished tasks (queued + running). An idle worker starts a task of the job the plan gives it (if that job has a
@@ -25,10 +25,15 @@ Three worker models (``mode``):
   their workers and count towards its share; violations are measured on the workers running each job's tasks;
 - ``"kill"`` (departure, 4.4's "kill some low priority running tasks" applied at every decision): as ``"plan"``,
   but a busy worker the plan gives to another job has its task killed at once (re-queued at the front, redone
-  later) and starts that job's next task; a busy worker the plan leaves idle keeps its task.
+  later) and starts that job's next task; a busy worker the plan leaves idle keeps its task;
+- ``"kill-lower"`` (4.4's wording, "kill some low priority running tasks"; issue 51): as ``"kill"``, but a task is
+  killed only for a job of strictly higher priority than its own; otherwise its worker finishes it as in ``"plan"``.
 
-``"plan"`` and ``"kill"`` take their decision through :func:`.follow.step`, the code path the Kubernetes operator
-calls too (one model: the cluster follows the plan this simulator replays).
+In every model but ``"free"`` an idle worker is never left idle while a task the plan released waits for a busy
+worker, and nothing is killed while a worker is idle (:func:`.follow.step`, steps 4-5; issue 51).
+
+``"plan"``, ``"kill"`` and ``"kill-lower"`` take their decision through :func:`.follow.step`, the code path the
+Kubernetes operator calls too (one model: the cluster follows the plan this simulator replays).
 
 Metrics (6.3.2):
 - priority violation rate at an instant: #violated jobs / #jobs in the system (arrived, not finished), where a
@@ -52,11 +57,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .base import Policy, check
-from .follow import step
+from .follow import Preempt, released_waiting, step
 from .model import Job, JobView, SpeedMatrix, Worker, WorkerView
 
-Mode = Literal["plan", "free", "kill"]
-MODES: tuple[Mode, ...] = ("plan", "free", "kill")
+Mode = Literal["plan", "free", "kill", "kill-lower"]
+MODES: tuple[Mode, ...] = ("plan", "free", "kill", "kill-lower")
+_PREEMPT: dict[str, Preempt] = {"plan": False, "kill": True, "kill-lower": "lower"}
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,7 @@ class Snapshot:
     down: int
     plan: tuple[tuple[str, int], ...] = ()  #: (job, workers the plan gives it), jobs with at least one
     violated_running: int = 0  #: violated jobs counted on ``alloc`` (the workers running tasks) instead of the plan
+    released_waiting: int = 0  #: queued tasks the plan gives a busy worker of another job (:func:`.follow.released_waiting`)
 
     @property
     def violation(self) -> float:
@@ -261,14 +268,16 @@ def simulate(
         ]
         out: dict[str, str] = {}
         starts: dict[str, str] = {}
+        held_back = 0
         if mode == "free":
             if views and any(v.job is None for v in wviews):
                 out = starts = policy.assign(views, wviews, now, speeds)
                 check(views, wviews, out)
         else:
-            st = step(policy, views, wviews, now, speeds, preempt=mode == "kill")
+            st = step(policy, views, wviews, now, speeds, preempt=_PREEMPT[mode])
             out, starts = st.plan, st.start
-            for wid in sorted(st.preempt):  # "kill": the task is killed and re-queued at the front
+            held_back = sum(released_waiting(views, wviews, st).values())
+            for wid in sorted(st.preempt):  # "kill", "kill-lower": the task is killed and re-queued at the front
                 jid, task, start = state[wid]  # type: ignore[misc]
                 runs.append(TaskRun(jid, task, wid, start, now, False))
                 running[jid] -= 1
@@ -302,6 +311,7 @@ def simulate(
                 ndown,
                 tuple(sorted((j, n) for j, n in planned.items() if n > 0)),
                 violated_run,
+                held_back,
             )
         )
 
