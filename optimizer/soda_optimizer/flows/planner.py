@@ -62,14 +62,17 @@ from .model import (
     Hop,
     Plan,
     PolicyEntry,
+    PoolEpochStats,
     Problem,
     Route,
     SimResult,
     Unroutable,
     built,
 )
+from .polish import polish
+from .reach import admit_decision, doomed_cohorts, entry_steps, life_end
 from .route import Item, Late, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
-from .sim import Decision, Policy, plan_entries, simulate_policy
+from .sim import Policy, plan_entries, simulate_policy
 
 
 class PlannerParams(BaseModel):
@@ -83,6 +86,8 @@ class PlannerParams(BaseModel):
     seed: int = 0
     split_threshold: float = Field(default=0.2, gt=0, le=1)
     crossover_rate: float = Field(default=0.7, ge=0, le=1)
+    #: polish the best candidate entry by entry (:mod:`.polish`) when it has at most this many entries (0: never)
+    polish_entries: int = Field(default=64, ge=0)
 
 
 class PlanResult(BaseModel):
@@ -188,38 +193,16 @@ def _group(problem: Problem, bad: set[int]) -> tuple[Problem | None, list[list[i
 
 
 def admit_policy(cp: Compiled) -> Policy:
-    """The cheapest sound plan: every fresh cohort runs every step on arrival, spread over the step's allowed pools
-    in proportion to their capacity in that epoch (no ledger, no search: O(flows x steps x epochs)); jobs waiting at
-    time 0 likewise in epoch 0. A step with no pool of positive capacity in the epoch refuses the cohort there."""
+    """The cheapest sound plan (:func:`.reach.admit_decision`): every cohort runs every step on arrival, spread over
+    the step's allowed pools in proportion to their capacity in that epoch (no ledger, no search); a cohort whose
+    steps cannot all run now is held at entry until they can, and refused when no schedule completes it while it
+    lives; an entry for every epoch of every cohort's life and every step (issue 50: jobs served late, after waiting
+    in a queue, go on to their next step)."""
     pol: Policy = {}
-    cache: dict[tuple[int, tuple[int, ...]], Decision] = {}
-
-    def dec(e: int, pools: tuple[int, ...]) -> Decision:
-        d = cache.get((e, pools))
-        if d is None:
-            caps = [(c, float(cp.caps[e, c])) for c in pools if cp.caps[e, c] > 0]
-            tot = sum(v for _, v in caps)
-            d = cache[(e, pools)] = (tuple(sorted((c, v / tot) for c, v in caps)), 0.0)
-        return d
-
-    for f in range(cp.n_flows):
-        allowed = cp.allowed[f]
-        for e in range(cp.n_epochs):
-            if cp.rates[f, e] <= 0:
-                continue
-            for s in range(cp.n_steps[f]):
-                d = dec(e, allowed[s])
-                pol[(e, f, e, s)] = d
-                if not d[0]:
-                    break
-    fidx = cp.problem.flow_index()
-    for w in cp.problem.waiting:
-        f = fidx[w.flow]
-        for s in range(w.step + (1 if w.pool is not None else 0), cp.n_steps[f]):
-            d = dec(0, cp.allowed[f][s])
-            pol[(0, f, INITIAL_COHORT, s)] = d
-            if not d[0]:
-                break
+    for (f, a), s0 in entry_steps(cp).items():
+        for e in range(max(a, 0), life_end(cp, f, a) + 1):
+            for s in range(s0, cp.n_steps[f]):
+                pol[(e, f, a, s)] = admit_decision(cp, f, a, s, e, entry=s == s0)
     return pol
 
 
@@ -258,17 +241,19 @@ def _expand(
             d = {k: getattr(st, k) * share for k in ("arrived", "admitted", "completed", "dropped", "backlogged",
                                                       "released", "held")}
             stats.append(built(FlowEpochStats, {"epoch": st.epoch, "flow": fnames[f], "cohort": st.cohort, **d}))
+    tau = full.epoch_length
     for f, s in sorted(refused.items()):
         fl = full.flows[f]
         for e in range(full.epochs):
             n = fl.arrival_rate[e] * full.epoch_length
             if n <= 0:
                 continue
-            entries.append(
-                PolicyEntry.model_construct(
-                    epoch=e, flow=fl.name, cohort=e, step=0, pools={}, backlog=0.0, refused=1.0
-                )
-            )
+            for e2 in range(e, full.epochs):  # refused at every step and epoch of the cohort's life (issue 50)
+                if e2 > e and e2 * tau >= (e + 1) * tau + fl.lifespan:
+                    break
+                for s2 in range(len(fl.steps)):
+                    entries.append(PolicyEntry.model_construct(epoch=e2, flow=fl.name, cohort=e, step=s2, pools={},
+                                                               backlog=0.0, refused=1.0))
             stats.append(
                 FlowEpochStats.model_construct(
                     epoch=e, flow=fl.name, cohort=e, arrived=n, admitted=0.0, completed=0.0, dropped=n,
@@ -279,12 +264,12 @@ def _expand(
         for w in full.waiting:
             if w.flow == fl.name:
                 st0 = w.step + (1 if w.pool is not None else 0)
-                if st0 < len(fl.steps):
-                    entries.append(
-                        PolicyEntry.model_construct(
-                            epoch=0, flow=fl.name, cohort=INITIAL_COHORT, step=st0, pools={}, backlog=0.0, refused=1.0
-                        )
-                    )
+                for e2 in range(full.epochs):
+                    if e2 > 0 and e2 * tau >= w.max_remaining:
+                        break
+                    for s2 in range(st0, len(fl.steps)):
+                        entries.append(PolicyEntry.model_construct(epoch=e2, flow=fl.name, cohort=INITIAL_COHORT,
+                                                                   step=s2, pools={}, backlog=0.0, refused=1.0))
                 stats.append(
                     FlowEpochStats.model_construct(
                         epoch=0, flow=fl.name, cohort=INITIAL_COHORT, arrived=0.0, admitted=0.0, completed=0.0,
@@ -298,6 +283,7 @@ def _expand(
         score=float(sum(by_epoch)), score_by_epoch=by_epoch, flows=tuple(stats), pools=res.pools,
         left_at_horizon=res.left_at_horizon,
     )
+    entries = list({(x.epoch, x.flow, x.cohort, x.step): x for x in entries}.values())  # waiting jobs at 2 steps
     entries.sort(key=lambda x: (x.epoch, x.flow, x.cohort, x.step))
     return Plan.model_construct(entries=tuple(entries), routes=()), out
 
@@ -338,7 +324,9 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             )
     red, members = _group(problem, set(refused))
     if red is None:
-        empty = SimResult(score=0.0, score_by_epoch=(0.0,) * problem.epochs, flows=(), pools=(), left_at_horizon=0.0)
+        idle = tuple(PoolEpochStats(epoch=e, pool=p.name, capacity=p.capacity[e], load=0.0, throughput=0.0, jobs_in=0.0,
+                                    jobs_out=0.0) for e in range(problem.epochs) for p in problem.pools)
+        empty = SimResult(score=0.0, score_by_epoch=(0.0,) * problem.epochs, flows=(), pools=idle, left_at_horizon=0.0)
         plan, res = _expand(full_cp, problem, [], {}, empty, refused)
         return PlanResult(entries=len(plan.entries), result=res, first_score=res.score, evaluations=0, elapsed_s=time.monotonic() - t0,
                           timed_out=False, epochs_optimised=problem.epochs, unroutable=tuple(unroutable),
@@ -471,6 +459,14 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         except Late:
             timed_out = True
     chosen = min(cands, key=lambda k: (cands[k][0], k != "search"))
+    if 0 < len(cands[chosen][1]) <= params.polish_entries and fits(t_sim):
+        sc0, pol0, _ = cands[chosen]
+        base = pol0.to_policy() if isinstance(pol0, PolicyArrays) else pol0
+        pol_p, sc_p, runs = polish(cp, base, sc0, fits, t_sim)
+        evaluations += runs
+        if sc_p < sc0:
+            cands["polish"] = (sc_p, pol_p, None)
+            chosen = "polish"
     _, policy, routes = cands[chosen]
     final = first_res if chosen == "admit" else simulate_policy(cp, policy)
     if chosen == "admit":
@@ -491,18 +487,16 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             if was:
                 gc.enable()
     extra = result.score - final.score
-    for r in routes or ():
-        if r.blocked_step is not None:
-            fl = problem.flows[members[r.flow][0]]
-            for f in members[r.flow]:
-                unroutable.append(
-                    Unroutable(
-                        flow=problem.flows[f].name, step=fl.steps[r.blocked_step].name, step_index=r.blocked_step,
-                        cohort=r.cohort,
-                        reason=f"step {fl.steps[r.blocked_step].name}: no allowed pool has positive capacity while "
-                        f"the jobs of epoch {r.cohort} live",
-                    )
-                )
+    # cohorts no schedule completes while they live: refused at entry by every candidate, reported once per cohort
+    for (g, a), k in sorted(doomed_cohorts(cp).items(), key=lambda x: (x[0][1], x[0][0])):
+        fl = cp.problem.flows[g]
+        for f in members[g]:
+            if a >= 0 and problem.flows[f].arrival_rate[a] <= 0:
+                continue
+            when = f"the jobs of epoch {a}" if a >= 0 else "the jobs waiting now"
+            unroutable.append(Unroutable(
+                flow=problem.flows[f].name, step=fl.steps[k].name, step_index=k, cohort=a,
+                reason=f"step {fl.steps[k].name}: no allowed pool has positive capacity while {when} live"))
     return PlanResult(
         entries=len(policy),
         result=result,
