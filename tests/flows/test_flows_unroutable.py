@@ -276,3 +276,14 @@ def test_a_step_down_now_and_back_later_costs_the_healthy_flow_nothing() -> None
     assert stats(res.result, "healthy").completed == h.completed
     assert [(u.flow, u.step, u.cohort) for u in res.unroutable] == [("doomed", "s1", 0)]
     assert stats(res.result, "doomed", cohort=1).completed > 0
+
+
+def test_when_every_flow_is_refused_the_pools_still_get_their_figures() -> None:
+    """Issue 50, item 5: a FlowPool's status reads the plan's pool figures; with every flow of the group refused
+    there used to be none. Now: each pool and epoch, its capacity, nothing planned."""
+    prob = Problem(pools=(pool("X", 10, epochs=2), pool("Z", 0, epochs=2)),
+                   flows=(flow("doomed", ["X", "Z"], 5.0, epochs=2),), epochs=2, epoch_length=60.0)
+    res = plan_flows(prob, PARAMS)
+    assert res.chosen == "refused"
+    assert [(p.pool, p.epoch, p.capacity, p.load) for p in res.result.pools] == [
+        ("X", 0, 10.0, 0.0), ("Z", 0, 0.0, 0.0), ("X", 1, 10.0, 0.0), ("Z", 1, 0.0, 0.0)]
