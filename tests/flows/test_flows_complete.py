@@ -97,12 +97,28 @@ def _serving(prob: Problem, f: Flow, s: int, e: int) -> dict[str, float]:
     return {p: caps[p] / tot for p in live}
 
 
+def completes(prob: Problem, f: Flow, a: int) -> bool:
+    """Some schedule runs cohort a's steps in order, each in an epoch with capacity for it, while some jobs live."""
+    e, ep = a, life(prob, f, a)
+    for s in range(len(f.steps)):
+        while e in ep and not _serving(prob, f, s, e):
+            e += 1
+        if e not in ep:
+            return False
+    return True
+
+
 def admit_now(prob: Problem) -> Plan:
     """Admit on arrival, written plainly: every step of every cohort, in every epoch of its life, spread over the
-    step's pools that have capacity then; backlog where none has (refused in the last epoch)."""
+    step's pools that have capacity then; backlog where none has (refused in the last epoch). A cohort no schedule
+    completes is refused (the planner's rule: eq. (2) discounts a drop deferred, so letting such jobs die later would
+    score lower, by that discount, while taking capacity from the others)."""
     out = []
     for e, name, a, s in sorted(required(prob)):
         f = next(x for x in prob.flows if x.name == name)
+        if not completes(prob, f, a):
+            out.append(PolicyEntry(epoch=e, flow=name, cohort=a, step=s, pools={}, refused=1.0))
+            continue
         pools = _serving(prob, f, s, e)
         out.append(PolicyEntry(epoch=e, flow=name, cohort=a, step=s, pools=pools,
                                backlog=0.0 if pools or e == prob.epochs - 1 else 1.0,
@@ -115,7 +131,7 @@ def backlog_everything(prob: Problem) -> Plan:
     base = {(x.epoch, x.flow, x.cohort, x.step): x for x in admit_now(prob).entries}
     for (e, name, a, s), x in list(base.items()):
         f = next(y for y in prob.flows if y.name == name)
-        if s == 0 and e < life(prob, f, a)[-1]:
+        if s == 0 and e < life(prob, f, a)[-1] and completes(prob, f, a):
             base[(e, name, a, s)] = x.model_copy(update={"pools": {}, "backlog": 1.0, "refused": 0.0})
     return Plan(entries=tuple(base.values()))
 

@@ -15,7 +15,9 @@ planned that step in. A plan without it strands them: the simulator holds jobs w
   to their capacity; a cohort whose steps cannot all run now is held at its entry (backlog) until they can, a job
   between steps whose next step has no capacity now waits in backlog, and jobs no schedule can complete are refused;
 - :func:`complete_policy`: the missing entries of a plan: before the plan's first entry for a step, wait (backlog);
-  after it, go on where the plan last sent that step if those pools serve now, else as :func:`admit_decision`.
+  after it, as :func:`admit_decision` (over every allowed pool in proportion to capacity: the pool the route chose is
+  the one whose queue made the jobs late; measured on the search's plans of the paper's cases, sending them back
+  there scored 1,579.2 on the baseline against 1,468.9 spread, P3 2,247.4 against 2,187.7).
 
 Departure (ours): the paper's policy has no refusal; here a cohort whose later step has no capacity while it lives is
 refused at entry (issue 50, item 2: a step down now and back only after the jobs' deadlines).
@@ -105,16 +107,6 @@ def admit_decision(cp: Compiled, f: int, a: int, s: int, e: int, entry: bool) ->
     return HOLD
 
 
-def _go_on(cp: Compiled, f: int, a: int, s: int, e: int, last: Decision) -> Decision:
-    if doomed_from(cp, f, a, s, e) is not None:
-        return REFUSE
-    pools = [(c, p) for c, p in last[0] if cp.caps[e, c] > 0 and p > 0]
-    tot = sum(p for _, p in pools)
-    if tot > 0:
-        return (tuple((c, p / tot) for c, p in pools), 0.0)
-    return admit_decision(cp, f, a, s, e, entry=False)
-
-
 def complete_policy(cp: Compiled, policy: Policy) -> Policy:
     """``policy`` with an entry, for every cohort it plans, at every step from the cohort's entry step and every epoch
     of its life (module docstring); entries present are kept. Changes and returns ``policy``."""
@@ -134,7 +126,7 @@ def complete_policy(cp: Compiled, policy: Policy) -> Policy:
                 if last is None:
                     policy[key] = REFUSE if doomed_from(cp, f, a, s, e) is not None else HOLD
                 else:
-                    policy[key] = _go_on(cp, f, a, s, e, last)
+                    policy[key] = admit_decision(cp, f, a, s, e, entry=False)
     return policy
 
 
