@@ -139,7 +139,7 @@ def simulate_arrays(
         rt_tab[f, : len(rts)] = rts
     # deadline windows per (flow, cohort index)
     life = np.array(cp.lifespan)
-    lo_t = np.empty((F, A))
+    lo_t = np.zeros((F, A))
     for ai in range(1, A):
         lo_t[:, ai] = (ai - 1) * tau + life
     hi_t = lo_t + tau

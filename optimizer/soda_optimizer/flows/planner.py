@@ -48,6 +48,7 @@ import random
 import time
 from collections.abc import Callable
 from functools import cached_property
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -69,6 +70,7 @@ from .model import (
     Unroutable,
     built,
 )
+from .nearby import expand_arrays, near_groups
 from .polish import polish
 from .reach import admit_decision, doomed_cohorts, entry_steps, life_end
 from .route import Item, Late, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
@@ -88,6 +90,9 @@ class PlannerParams(BaseModel):
     crossover_rate: float = Field(default=0.7, ge=0, le=1)
     #: polish the best candidate entry by entry (:mod:`.polish`) when it has at most this many entries (0: never)
     polish_entries: int = Field(default=64, ge=0)
+    #: above this many (exactly grouped) flows, plan near-identical ones as groups too (:mod:`.nearby`; 0: never)
+    group_above: int = Field(default=2000, ge=0)
+    group_tolerance: float = Field(default=0.05, ge=0)  #: relative lifespan difference within a near group
 
 
 class PlanResult(BaseModel):
@@ -116,6 +121,7 @@ class PlanResult(BaseModel):
     bound: float | None = None  #: proven lower bound on eq. (2) (:mod:`.bound`; None: too large or out of time)
     gap: float | None = None  #: (score - bound) / score: how far from optimal the plan may be, at most
     _make_plan: Callable[[], Plan] | None = PrivateAttr(default=None)
+    _policy: Any = PrivateAttr(default=None)  #: the chosen policy, on the planned (exactly grouped) problem
 
     @cached_property
     def plan(self) -> Plan:
@@ -123,8 +129,9 @@ class PlanResult(BaseModel):
         assert self._make_plan is not None
         return self._make_plan()
 
-    def with_plan(self, make: Callable[[], Plan]) -> PlanResult:
+    def with_plan(self, make: Callable[[], Plan], policy: Any = None) -> PlanResult:
         self._make_plan = make
+        self._policy = policy
         return self
 
 
@@ -358,6 +365,26 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         "admit": (first_score, first_policy, None)
     }
 
+    # at scale (issue 50, item 3): near-identical flows planned as groups, the plan given back to every member and
+    # scored on the real flows; the grouped problem's LP is the bound at that size
+    group_bound: float | None = None
+    group_res: SimResult | None = None
+    if params.group_above and cp.n_flows > params.group_above:
+        red2, mem2 = near_groups(cp.problem, params.group_tolerance)
+        sub_dl = None if stop is None else stop - time.monotonic() - 3.0 * t_sim
+        if len(mem2) < cp.n_flows and (sub_dl is None or sub_dl > 0.2):
+            # the groups' GA gets at most 10 evaluations an epoch: the GA rarely moves off its seeds (docs/flows.md)
+            # and the route builds are what the deadline has room for
+            sub = _plan_flows(red2, params.model_copy(update={"deadline_s": sub_dl, "group_above": 0,
+                                                              "evaluations": min(params.evaluations, 10)}))
+            group_bound = sub.bound
+            if sub._policy is not None and sub.groups == len(mem2) and fits(t_sim):
+                g_cp = compile_problem(red2)
+                arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
+                pol_g = expand_arrays(cp, g_cp, arr, mem2)
+                group_res = simulate_policy(cp, pol_g)  # in detail: the final result if it is chosen
+                cands["grouped"] = (group_res.score, pol_g, None)
+
     # whole-plan baselines of the route builder: admit on arrival at the best pool per step, and backlog
     # everything possible, last epoch first (each costs one route build and one simulation)
     for mode in ("admit-best", "backlog-all"):
@@ -387,6 +414,10 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
                 base = first_policy.to_policy() if isinstance(first_policy, PolicyArrays) else first_policy
                 pol_lp = lp_policy(cp, lb, base)
                 cands["lp"] = (simulate_policy(cp, pol_lp, detail=False).score, pol_lp, None)
+
+    if bound is None and group_bound is not None:
+        bound = group_bound + sum(no_service_cost(full_cp, f, a, n) for f, a, n, _s, _p in cohorts(full_cp)
+                                  if f in refused)
 
     # Level 3 over Level 2; each epoch keeps the best of the GA's ordering, admit on arrival and backlog-all
     ledger = Ledger(cp)
@@ -468,7 +499,8 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             cands["polish"] = (sc_p, pol_p, None)
             chosen = "polish"
     _, policy, routes = cands[chosen]
-    final = first_res if chosen == "admit" else simulate_policy(cp, policy)
+    final = first_res if chosen == "admit" else group_res if chosen == "grouped" and group_res else \
+        simulate_policy(cp, policy)
     if chosen == "admit":
         result = first_full
     else:
@@ -514,7 +546,7 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         first_answer_s=first_s,
         seed_scores=tuple(seed_scores),
         ga_scores=tuple(ga_scores),
-    ).with_plan(make_plan)
+    ).with_plan(make_plan, policy)
 
 
 __all__ = ["PlanResult", "PlannerParams", "admit_policy", "heuristic_order", "plan_flows", "utility_order"]
