@@ -6,8 +6,12 @@
 - Level 3 (multi-epoch): the epochs are optimised one at a time from the last to the first, each seeing the load the
   later epochs' plans put on the pools (so that backlogging into a later epoch knows what is already there).
 
+Every candidate has an entry for every cohort at every step in every epoch of its life (issue 50, :mod:`.reach`): a
+job served late, after waiting in a queue, goes on to its next step instead of being stranded in backlog.
+
 Anytime (issue 36): the first answer is admit-on-arrival with each step spread over its allowed pools in proportion
-to their capacity (:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. Every
+to their capacity, cohorts whose steps cannot all run now held at entry and those no schedule completes refused
+(:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. Every
 later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
 simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
 subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
@@ -16,14 +20,17 @@ possible: each subflow held to the latest epoch where half its jobs are still al
 within a quarter of the time left) and its solution as a whole-plan candidate (:func:`.bound.lp_policy`); then the
 GA, each epoch keeping the best of the GA's ordering, the admit-on-arrival build and the backlog-all build (so the
 search never scores below either in eq. (2) for the epochs it has planned); epochs not reached are admitted on arrival
-at the best pool. The returned plan is the best-scoring candidate of all (:attr:`PlanResult.baselines`,
+at the best pool. At scale, near-identical flows planned as groups are one more candidate (:mod:`.nearby`); a
+small best candidate is polished entry by entry (:mod:`.polish`). The returned plan is the best-scoring candidate of
+all (:attr:`PlanResult.baselines`,
 :attr:`PlanResult.chosen`), with :attr:`PlanResult.bound` and :attr:`PlanResult.gap`. The garbage collector is paused
 while planning, and the plan's entries are built on first access (:attr:`PlanResult.plan`).
 
 Unroutable flows: a flow one of whose steps has no allowed pool of positive capacity in any epoch is refused as a
 whole (its arrivals are dropped on arrival, :attr:`~.model.PolicyEntry.refused`), reported in
 :attr:`PlanResult.unroutable` naming the step, and planned out: the rest is planned on the problem without it, so it
-changes nothing for the others. A cohort with no legal route while its jobs live is refused by the route builder.
+changes nothing for the others. A cohort no schedule completes while its jobs live is refused at entry by every
+candidate and reported once (:func:`.reach.doomed_cohorts`).
 
 Identical flows (same steps, lifespan and utility, no waiting jobs) are planned as one flow whose arrival rate is
 their sum, and the plan and figures are given back per flow (each its share of the cohort's arrivals). This is exact
@@ -31,8 +38,9 @@ in the fluid model: their jobs are interchangeable and a pool serves a class pro
 group policy with the same outcome.
 
 Departures from the paper, on purpose:
-- the admit-on-arrival first answer, the admit, backlog-all and LP candidates, the bound, the refusal of unroutable
-  flows and the grouping of identical flows (above); the paper's GA orders flows, ours orders groups;
+- the admit-on-arrival first answer, the admit, backlog-all, LP and grouped candidates, the polishing, the bound,
+  the refusal of unroutable flows and doomed cohorts, and the grouping of identical flows (above); the paper's GA
+  orders flows, ours orders groups;
 - the seeding of each GA population with two heuristic orderings (shortest lifespan
   first, then utility; highest utility first, then lifespan) -- the paper starts from random orderings only; it
   makes the first answer useful and costs two evaluations per epoch;
