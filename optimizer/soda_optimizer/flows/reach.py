@@ -35,29 +35,44 @@ HOLD: Decision = ((), 1.0)
 
 def life_end(cp: Compiled, f: int, a: int) -> int:
     """The last epoch in whose start some job of flow f's cohort a is alive (at least the cohort's own epoch)."""
-    _, hi = cp.window(f, a)
-    e = max(a, 0)
-    while e + 1 < cp.n_epochs and (e + 1) * cp.tau < hi:
-        e += 1
-    return e
+    key = ("life", f, a)
+    v = cp.memo.get(key)
+    if v is None:
+        _, hi = cp.window(f, a)
+        e = max(a, 0)
+        while e + 1 < cp.n_epochs and (e + 1) * cp.tau < hi:
+            e += 1
+        v = cp.memo[key] = e
+    return v  # type: ignore[return-value]
 
 
 def serves(cp: Compiled, f: int, s: int, e: int) -> bool:
     """Some allowed pool of flow f's step s has positive capacity in epoch e."""
-    return any(cp.caps[e, c] > 0 for c in cp.allowed[f][s])
+    pools = cp.allowed[f][s]
+    key = ("serves", pools, e)
+    v = cp.memo.get(key)
+    if v is None:
+        v = cp.memo[key] = any(cp.caps[e, c] > 0 for c in pools)
+    return v  # type: ignore[return-value]
 
 
 def doomed_from(cp: Compiled, f: int, a: int, s: int, e: int) -> int | None:
     """The first step from s on that cannot be served in step order from epoch e while cohort a lives (None: all
     can: each step at the earliest epoch, not before the previous step's, with an allowed pool of capacity)."""
     end = life_end(cp, f, a)
+    key = ("doomed", cp.allowed[f], s, e, end)
+    if key in cp.memo:
+        return cp.memo[key]  # type: ignore[return-value]
     t = e
+    out: int | None = None
     for k in range(s, cp.n_steps[f]):
         while t <= end and not serves(cp, f, k, t):
             t += 1
         if t > end:
-            return k
-    return None
+            out = k
+            break
+    cp.memo[key] = out
+    return out
 
 
 def entry_steps(cp: Compiled) -> dict[tuple[int, int], int]:
@@ -90,9 +105,13 @@ def doomed_cohorts(cp: Compiled) -> dict[tuple[int, int], int]:
 
 def proportional(cp: Compiled, f: int, s: int, e: int) -> Decision:
     """Step s of flow f spread over its allowed pools in proportion to their capacity in epoch e."""
-    caps = [(c, float(cp.caps[e, c])) for c in sorted(cp.allowed[f][s]) if cp.caps[e, c] > 0]
-    tot = sum(v for _, v in caps)
-    return (tuple((c, v / tot) for c, v in caps), 0.0)
+    key = ("prop", cp.allowed[f][s], e)
+    v = cp.memo.get(key)
+    if v is None:
+        caps = [(c, float(cp.caps[e, c])) for c in sorted(cp.allowed[f][s]) if cp.caps[e, c] > 0]
+        tot = sum(x for _, x in caps)
+        v = cp.memo[key] = (tuple((c, x / tot) for c, x in caps), 0.0)
+    return v  # type: ignore[return-value]
 
 
 def admit_decision(cp: Compiled, f: int, a: int, s: int, e: int, entry: bool) -> Decision:
