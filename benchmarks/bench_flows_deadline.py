@@ -40,6 +40,8 @@ def one(n: int, distinct: bool, dl: float) -> dict[str, object]:
     return dict(
         flows=len(p.flows), distinct=distinct, deadline_s=dl, elapsed_s=round(el, 2), cpu_s=round(cpu, 2),
         first_answer_s=round(r.first_answer_s, 2), groups=r.groups, score=round(r.result.score, 1), chosen=r.chosen,
+        baselines={k: round(v, 1) for k, v in r.baselines.items()},
+        bound=round(r.bound, 1) if r.bound is not None else None, gap=round(r.gap, 4) if r.gap is not None else None,
         epochs_optimised=r.epochs_optimised, timed_out=r.timed_out,
         peak_rss_mib_problem=round(rss0 / 1024), peak_rss_mib_planned=round(rss1 / 1024),
         plan_entries=entries, plan_entries_s=round(plan_s, 2),

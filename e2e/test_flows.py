@@ -309,3 +309,117 @@ def test_flows_across_member_clusters(kube, kubectl, namespace, extender_port, w
 
 def fr_pool(j) -> str | None:
     return (j.metadata.labels or {}).get("kubesoda.io/flow-pool")
+
+
+def down_then_up(ns: str, x: str, y: str, z: str) -> str:
+    """Issue 50, item 2: Z is down in two epochs of every three (capacity [4, 0, 0] by absolute epoch); flow ``down``
+    (a in X, b in Z, lifespan 8 s) shares X with ``healthy`` (a in X, b in Y). Plans look 3 epochs ahead (with 1, Z
+    down makes ``down`` unroutable as a whole); a deadline of 1 ms: the plan is the planner's first answer,
+    admit-on-arrival."""
+    def jf(name: str, second: str, life: int) -> str:
+        return f"""---
+apiVersion: kubesoda.io/v1alpha1
+kind: JobFlow
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  utility: 1
+  lifespanSeconds: {life}
+  epochSeconds: {EPOCH}
+  arrivals: {{mode: forecast, forecast: [1]}}
+  horizonEpochs: 3
+  planner: {{evaluations: 10, deadlineSeconds: 0.001}}
+  steps:
+  - name: a
+    runSeconds: 1
+    pools: [{x}]
+    jobTemplate:
+      spec:
+        template:{POD.format(work=1)}
+  - name: b
+    runSeconds: 1
+    pools: [{second}]
+    jobTemplate:
+      spec:
+        template:{POD.format(work=1)}
+"""
+    pools = "".join(f"""---
+apiVersion: kubesoda.io/v1alpha1
+kind: FlowPool
+metadata: {{name: {name}}}
+spec:
+  nodeSelector: {{topology.kubernetes.io/zone: {zone}}}
+  capacity: {cap}
+""" for name, zone, cap in ((x, "zone-0", "[4]"), (y, "zone-1", "[4]"), (z, "zone-1", "[4, 0, 0]")))
+    return pools + jf("healthy", y, 60) + jf("down", z, 8)
+
+
+def test_a_step_down_now_and_back_later_holds_the_doomed_jobs_out_of_the_shared_pool(kube, kubectl, namespace, extender_port,
+                                                                                     wait_for, tmp_path):
+    """The admit-on-arrival answer no longer sends the jobs of ``down`` that arrive while Z is down into X: those no
+    schedule can complete (Z down in this epoch and the next, lifespan 8 s of 12) are refused at entry (held
+    suspended, dropped at their lifespan, never placed); those whose second step gets Z back in the next epoch are
+    held until then; ``healthy`` completes every job."""
+    ns = namespace
+    x, y, z = f"{ns}-x", f"{ns}-y", f"{ns}-z"
+    stop = threading.Event()
+    op = None
+    t0 = time.monotonic()
+    try:
+        sim = threading.Thread(target=task_sim.run, args=(kube.core, ns, {}, 1.0, 0.0, stop), daemon=True)
+        sim.start()
+        op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+        batch = client.BatchV1Api(kube.api_client)
+        kubectl("apply", "-f", "-", input=down_then_up(ns, x, y, z))
+
+        def epoch_of(j) -> int:
+            return int(j.metadata.annotations["kubesoda.io/flow-epoch"])
+
+        # down's step-0 Jobs, sampled while they exist (a dropped job's Jobs are deleted): arrival epoch, and every
+        # (pool, decision) each was seen with
+        seen: dict[str, tuple[int, set]] = {}
+
+        def sample() -> bool:
+            for j in jobs_in(batch, ns, "kubesoda.io/flow=down,kubesoda.io/flow-step=0"):
+                if "kubesoda.io/flow-epoch" in (j.metadata.annotations or {}):
+                    k, marks = seen.setdefault(j.metadata.name, (epoch_of(j), set()))
+                    marks.add((fr_pool(j), j.metadata.annotations.get("kubesoda.io/flow-decision")))
+            ks = {k for k, _ in seen.values()}
+            doomed = [k for k in ks if k % 3 == 1]
+            return bool(doomed) and any(k % 3 == 2 for k in ks) and max(ks) >= min(doomed) + 2
+
+        # a job of down in each phase of Z's cycle (Z down now and next: doomed; down now, back next: held)
+        wait_for(sample, timeout=7 * EPOCH, interval=0.5, what="jobs of down in epochs with Z down")
+        for name in ("healthy", "down"):
+            kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "jobflows", name, {"spec": {"arrivals": {"mode": "external"}}})
+
+        def settled(name):
+            s = flow_status(kube, ns, name)
+            t, now = s.get("totals") or {}, s.get("now") or {}
+            return t.get("arrivals", 0) > 0 and now.get("backlogged") == 0 and now.get("running") == 0 and \
+                t.get("arrivals") == t.get("completed", 0) + t.get("dropped", 0) and s
+
+        sd = wait_for(lambda: sample() and settled("down"), timeout=4 * EPOCH, interval=0.5, what="down settled")
+        sh = wait_for(lambda: settled("healthy"), timeout=3 * EPOCH, interval=1, what="healthy settled")
+        print(f"\ndown: {sd['totals']}; healthy: {sh['totals']}; down's step-0 Jobs: {seen}")
+        for k, marks in seen.values():
+            pools = {p for p, _ in marks if p is not None}
+            if k % 3 == 1:  # doomed: never placed in X
+                assert not pools, (k, marks)
+            elif k % 3 == 2 and pools:  # held at entry, released only once Z is back
+                assert all(int(d.split("/")[0]) > k for p, d in marks if p is not None), (k, marks)
+        assert sd["totals"]["dropped"] >= 1
+        assert sh["totals"]["dropped"] == 0 and sh["totals"]["completed"] == sh["totals"]["arrivals"] >= 3, sh["totals"]
+        print(f"total {time.monotonic() - t0:.1f} s")
+    finally:
+        stop.set()
+        kubectl("delete", "-n", ns, "jobflows", "--all", "--wait=false", check=False)
+        kubectl("delete", "flowpool", x, y, z, "--ignore-not-found", "--wait=false", check=False)
+        kubectl("wait", "--for=delete", "-n", ns, "jobflows", "--all", "--timeout=20s", check=False)
+        unfinal = ["--type=merge", "-p", '{"metadata":{"finalizers":null}}']
+        for name in ("healthy", "down"):
+            kubectl("patch", "-n", ns, "jobflow", name, *unfinal, check=False)
+        for name in (x, y, z):
+            kubectl("patch", "flowpool", name, *unfinal, check=False)
+        if op is not None:
+            op.stop()
+        kubectl("delete", "-n", ns, "jobs", "--all", "--wait=false", check=False)

@@ -28,12 +28,17 @@ def flow(
 
 
 def admit_all(problem: Problem, epochs: range | None = None) -> Plan:
-    """Every fresh cohort goes straight through its steps in its arrival epoch (first allowed pool)."""
+    """Every fresh cohort goes straight through its steps (first allowed pool), from its arrival epoch on: an entry
+    in every epoch of its life (issue 50: a job served late, after waiting in a queue, goes on to its next step)."""
     entries = []
-    for e in epochs if epochs is not None else range(problem.epochs):
+    tau = problem.epoch_length
+    for a in epochs if epochs is not None else range(problem.epochs):
         for f in problem.flows:
-            for s, st in enumerate(f.steps):
-                entries.append(PolicyEntry(epoch=e, flow=f.name, cohort=e, step=s, pools={st.pools[0]: 1.0}))
+            for e in range(a, problem.epochs):
+                if e > a and e * tau >= (a + 1) * tau + f.lifespan:
+                    break
+                for s, st in enumerate(f.steps):
+                    entries.append(PolicyEntry(epoch=e, flow=f.name, cohort=a, step=s, pools={st.pools[0]: 1.0}))
     return Plan(entries=tuple(entries))
 
 

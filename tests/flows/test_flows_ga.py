@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from soda_optimizer.flows.ga import mutate, position_based_crossover, steady_state_ga
@@ -28,6 +28,12 @@ def test_paper_figure_5_example() -> None:
     assert position_based_crossover(p1, p2, keep) == [2, 5, 1, 4, 3, 6, 7]
 
 
+# no timing in these properties: under load (2 shared cores) drawing 30-element permutations tripped Hypothesis's
+# too_slow health check and its per-example deadline (issue 50)
+RELAXED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@RELAXED
 @given(parents_and_mask())
 def test_crossover_yields_a_permutation_keeping_masked_positions(data: tuple[list[int], list[int], list[bool]]) -> None:
     p1, p2, mask = data
@@ -39,6 +45,7 @@ def test_crossover_yields_a_permutation_keeping_masked_positions(data: tuple[lis
     assert free == [x for x in p2 if x in set(free)]
 
 
+@RELAXED
 @given(parents_and_mask(), st.integers(min_value=0, max_value=2**32 - 1))
 def test_mutation_permutes_only_the_free_positions(data: tuple[list[int], list[int], list[bool]], seed: int) -> None:
     p1, _, mask = data

@@ -243,3 +243,47 @@ def test_backlog_that_buys_nothing_is_not_chosen() -> None:
     assert min(grid) == grid[0]  # the oracle: admitting on arrival is the best of the grid
     assert res.result.score <= grid[0] + 1e-6
     assert stats(res.result, "long", epoch=0).backlogged <= 1e-6
+
+
+def _down_then_up(with_doomed: bool) -> Problem:
+    """Issue 50, item 2: the doomed flow's second pool Z is down in epochs 0-1 and back in 2; its jobs live 60 min
+    (epochs of 120): the jobs of epoch 0 cannot reach Z alive, half of those of epoch 1 can (held at entry), the later
+    ones run. X, shared with the healthy flow, serves both only from epoch 2 on."""
+    flows = [flow("healthy", ["X", "Y"], 7.5, lifespan=60.0, epochs=4)]
+    if with_doomed:
+        flows.append(flow("doomed", ["X", "Z"], 7.5, lifespan=60.0, epochs=4))
+    pools = (Pool(name="X", capacity=(10.0, 10.0, 30.0, 30.0), load_map=FLAT), pool("Y", 10, epochs=4, load_map=FLAT),
+             Pool(name="Z", capacity=(0.0, 0.0, 10.0, 10.0), load_map=FLAT))
+    return Problem(pools=pools, flows=tuple(flows), epochs=4, epoch_length=120.0)
+
+
+def test_a_step_down_now_and_back_later_costs_the_healthy_flow_nothing() -> None:
+    from soda_optimizer.flows.compiled import compile_problem
+    from soda_optimizer.flows.fastsim import admit_arrays
+    from soda_optimizer.flows.sim import simulate_policy
+
+    alone, both = _down_then_up(False), _down_then_up(True)
+    h = stats(plan_flows(alone, PARAMS).result, "healthy")
+    assert h.dropped <= 1e-9
+    # the admit-on-arrival answer (the planner's first answer, what it returns at scale or under a short deadline)
+    first = simulate_policy(compile_problem(both), admit_arrays(compile_problem(both)))
+    assert stats(first, "healthy").completed == h.completed and stats(first, "healthy").dropped <= 1e-9
+    d = stats(first, "doomed", cohort=0)
+    assert d.admitted == 0 and d.dropped == d.arrived == 900.0  # refused at entry: no capacity of X spent
+    assert stats(first, "doomed", cohort=1).completed > 0  # the half alive when Z is back: held, then run
+    # the plan, and the cohort reported once (not once per subflow), naming the step
+    res = plan_flows(both, PARAMS)
+    assert stats(res.result, "healthy").completed == h.completed
+    assert [(u.flow, u.step, u.cohort) for u in res.unroutable] == [("doomed", "s1", 0)]
+    assert stats(res.result, "doomed", cohort=1).completed > 0
+
+
+def test_when_every_flow_is_refused_the_pools_still_get_their_figures() -> None:
+    """Issue 50, item 5: a FlowPool's status reads the plan's pool figures; with every flow of the group refused
+    there used to be none. Now: each pool and epoch, its capacity, nothing planned."""
+    prob = Problem(pools=(pool("X", 10, epochs=2), pool("Z", 0, epochs=2)),
+                   flows=(flow("doomed", ["X", "Z"], 5.0, epochs=2),), epochs=2, epoch_length=60.0)
+    res = plan_flows(prob, PARAMS)
+    assert res.chosen == "refused"
+    assert [(p.pool, p.epoch, p.capacity, p.load) for p in res.result.pools] == [
+        ("X", 0, 10.0, 0.0), ("Z", 0, 0.0, 0.0), ("X", 1, 10.0, 0.0), ("Z", 1, 0.0, 0.0)]

@@ -67,6 +67,8 @@ class Compiled:
     map_groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  #: (pool indices, loads, throughputs)
     maps: tuple[tuple[tuple[float, float], ...], ...]  #: per pool map points
     initial_window: dict[int, tuple[float, float]] = field(default_factory=dict)
+    #: memo of derived lookups (:mod:`.reach`: serving epochs, lives, doomed steps), filled on use
+    memo: dict[tuple[object, ...], object] = field(default_factory=dict, repr=False, compare=False)
 
     def window(self, f: int, cohort: int) -> tuple[float, float]:
         if cohort == INITIAL_COHORT:

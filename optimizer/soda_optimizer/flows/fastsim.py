@@ -139,7 +139,7 @@ def simulate_arrays(
         rt_tab[f, : len(rts)] = rts
     # deadline windows per (flow, cohort index)
     life = np.array(cp.lifespan)
-    lo_t = np.empty((F, A))
+    lo_t = np.zeros((F, A))
     for ai in range(1, A):
         lo_t[:, ai] = (ai - 1) * tau + life
     hi_t = lo_t + tau
@@ -402,10 +402,13 @@ def simulate_arrays(
 
 
 def admit_arrays(cp: Compiled) -> PolicyArrays:
-    """:func:`.planner.admit_policy` built over arrays: every fresh cohort runs every step on arrival, spread over the
-    step's allowed pools in proportion to their capacity; a step with no pool of positive capacity in the epoch
-    refuses the cohort there (no entries after it); jobs waiting at time 0 likewise in epoch 0."""
+    """:func:`.planner.admit_policy` built over arrays (:func:`.reach.admit_decision` for every cohort, epoch of its
+    life and step: proportional to capacity now; held at entry until every step can run; waiting between steps
+    when the next has no capacity now; refused when no schedule completes the jobs while they live)."""
+    from .reach import entry_steps
+
     F, E, S = cp.n_flows, cp.n_epochs, max(cp.n_steps)
+    tau = cp.tau
     sets: dict[tuple[int, ...], int] = {}
     set_of = np.full((F, S), -1, dtype=np.int64)
     for f, steps in enumerate(cp.allowed):
@@ -423,37 +426,50 @@ def admit_arrays(cp: Compiled) -> PolicyArrays:
             t_start[e, k], t_len[e, k] = len(t_pool), len(caps)
             t_pool += [c for c, _ in caps]
             t_prob += [v / tot for _, v in caps]
-    nsteps = np.array(cp.n_steps)
+    nsteps = np.array(cp.n_steps, dtype=np.int64)
     step_ok = np.arange(S)[None, :] < nsteps[:, None]  # (F, S)
-    kc, kl, ks = [], [], []
-    for e in range(E):
-        fl = np.nonzero(cp.rates[:, e] > 0)[0]
-        if not len(fl):
-            continue
-        sid = set_of[fl]
-        ln = np.where(step_ok[fl], t_len[e][np.maximum(sid, 0)], 1)
-        empty = step_ok[fl] & (ln == 0)
-        before = np.cumsum(empty, axis=1) - empty  # refusing steps before s
-        keep = step_ok[fl] & (before == 0)
-        ff, ss = np.nonzero(keep)
-        f_ = fl[ff]
-        kc.append(((e * F + f_) * (E + 1) + (e + 1)) * S + ss)
-        kl.append(t_len[e][set_of[f_, ss]])
-        ks.append(t_start[e][set_of[f_, ss]])
-    fidx = cp.problem.flow_index()
-    for w in cp.problem.waiting:
-        f = fidx[w.flow]
-        for s in range(w.step + (1 if w.pool is not None else 0), cp.n_steps[f]):
-            k = int(set_of[f, s])
-            kc.append(np.array([((0 * F + f) * (E + 1) + 0) * S + s]))
-            kl.append(np.array([t_len[0, k]]))
-            ks.append(np.array([t_start[0, k]]))
-            if t_len[0, k] == 0:
-                break
-    z = np.zeros(0, dtype=np.int64)
-    codes = np.concatenate(kc) if kc else z
-    return PolicyArrays.of(cp, codes, np.concatenate(kl) if kl else z, np.zeros(len(codes)),
-                           np.concatenate(ks) if ks else z, np.array(t_pool, dtype=np.int64),
+    sid = np.maximum(set_of, 0)
+    serve = np.stack([step_ok & (t_len[e][sid] > 0) for e in range(E)], axis=1)  # (F, E, S)
+    # the earliest epoch >= e in which step s can be served (E: none), with a row E for "past the horizon"
+    nxt = np.full((F, E + 1, S), E, dtype=np.int64)
+    for e in reversed(range(E)):
+        nxt[:, e] = np.where(serve[:, e], e, nxt[:, e + 1])
+    # every step from s on can be served in epoch e (steps past the flow's last count as served)
+    all_now = np.flip(np.cumprod(np.flip(serve | ~step_ok[:, None, :], axis=2), axis=2), axis=2).astype(bool)
+    first = entry_steps(cp)
+    if not first:
+        z = np.zeros(0, dtype=np.int64)
+        return PolicyArrays.of(cp, z, z, np.zeros(0), z, np.array(t_pool, dtype=np.int64), np.array(t_prob))
+    co = np.array([(f, a, s0) for (f, a), s0 in first.items()], dtype=np.int64)
+    cf, ca, cs0 = co[:, 0], co[:, 1], co[:, 2]
+    a0 = np.maximum(ca, 0)
+    life = np.array(cp.lifespan)[cf]
+    hi = np.where(ca >= 0, (ca + 1) * tau + life, 0.0)
+    for i in np.nonzero(ca < 0)[0]:
+        hi[i] = cp.initial_window[int(cf[i])][1]
+    end = a0.copy()
+    for e in range(1, E):
+        end = np.where((e >= a0) & (e * tau < hi), np.maximum(end, e), end)
+    eg = np.arange(E)[None, :, None]
+    sg = np.arange(S)[None, None, :]
+    mask = (eg >= a0[:, None, None]) & (eg <= end[:, None, None]) & (sg >= cs0[:, None, None]) & (
+        sg < nsteps[cf][:, None, None])
+    ci, ke, ks = np.nonzero(mask)
+    kf, ka = cf[ci], ca[ci]
+    # doomed from (e, s): follow the earliest serving epoch step by step; past the cohort's life: refused
+    t = ke.copy()
+    for k in range(S):
+        on = (k >= ks) & (k < nsteps[kf])
+        t = np.where(on, nxt[kf, t, k], t)
+    doomed = t > end[ci]
+    now = serve[kf, ke, ks]
+    hold = ~doomed & (((ks == cs0[ci]) & ~all_now[kf, ke, ks]) | ~now)
+    prop = ~doomed & ~hold
+    codes = ((ke * F + kf) * (E + 1) + (ka + 1)) * S + ks
+    sk = set_of[kf, ks]
+    lens = np.where(prop, t_len[ke, sk], 0)
+    starts = np.where(prop, t_start[ke, sk], 0)
+    return PolicyArrays.of(cp, codes, lens, hold.astype(float), starts, np.array(t_pool, dtype=np.int64),
                            np.array(t_prob, dtype=float))
 
 

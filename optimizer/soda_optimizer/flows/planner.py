@@ -6,8 +6,12 @@
 - Level 3 (multi-epoch): the epochs are optimised one at a time from the last to the first, each seeing the load the
   later epochs' plans put on the pools (so that backlogging into a later epoch knows what is already there).
 
+Every candidate has an entry for every cohort at every step in every epoch of its life (issue 50, :mod:`.reach`): a
+job served late, after waiting in a queue, goes on to its next step instead of being stranded in backlog.
+
 Anytime (issue 36): the first answer is admit-on-arrival with each step spread over its allowed pools in proportion
-to their capacity (:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. Every
+to their capacity, cohorts whose steps cannot all run now held at entry and those no schedule completes refused
+(:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. Every
 later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
 simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
 subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
@@ -16,14 +20,17 @@ possible: each subflow held to the latest epoch where half its jobs are still al
 within a quarter of the time left) and its solution as a whole-plan candidate (:func:`.bound.lp_policy`); then the
 GA, each epoch keeping the best of the GA's ordering, the admit-on-arrival build and the backlog-all build (so the
 search never scores below either in eq. (2) for the epochs it has planned); epochs not reached are admitted on arrival
-at the best pool. The returned plan is the best-scoring candidate of all (:attr:`PlanResult.baselines`,
+at the best pool. At scale, near-identical flows planned as groups are one more candidate (:mod:`.nearby`); a
+small best candidate is polished entry by entry (:mod:`.polish`). The returned plan is the best-scoring candidate of
+all (:attr:`PlanResult.baselines`,
 :attr:`PlanResult.chosen`), with :attr:`PlanResult.bound` and :attr:`PlanResult.gap`. The garbage collector is paused
 while planning, and the plan's entries are built on first access (:attr:`PlanResult.plan`).
 
 Unroutable flows: a flow one of whose steps has no allowed pool of positive capacity in any epoch is refused as a
 whole (its arrivals are dropped on arrival, :attr:`~.model.PolicyEntry.refused`), reported in
 :attr:`PlanResult.unroutable` naming the step, and planned out: the rest is planned on the problem without it, so it
-changes nothing for the others. A cohort with no legal route while its jobs live is refused by the route builder.
+changes nothing for the others. A cohort no schedule completes while its jobs live is refused at entry by every
+candidate and reported once (:func:`.reach.doomed_cohorts`).
 
 Identical flows (same steps, lifespan and utility, no waiting jobs) are planned as one flow whose arrival rate is
 their sum, and the plan and figures are given back per flow (each its share of the cohort's arrivals). This is exact
@@ -31,8 +38,9 @@ in the fluid model: their jobs are interchangeable and a pool serves a class pro
 group policy with the same outcome.
 
 Departures from the paper, on purpose:
-- the admit-on-arrival first answer, the admit, backlog-all and LP candidates, the bound, the refusal of unroutable
-  flows and the grouping of identical flows (above); the paper's GA orders flows, ours orders groups;
+- the admit-on-arrival first answer, the admit, backlog-all, LP and grouped candidates, the polishing, the bound,
+  the refusal of unroutable flows and doomed cohorts, and the grouping of identical flows (above); the paper's GA
+  orders flows, ours orders groups;
 - the seeding of each GA population with two heuristic orderings (shortest lifespan
   first, then utility; highest utility first, then lifespan) -- the paper starts from random orderings only; it
   makes the first answer useful and costs two evaluations per epoch;
@@ -48,6 +56,7 @@ import random
 import time
 from collections.abc import Callable
 from functools import cached_property
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -62,14 +71,18 @@ from .model import (
     Hop,
     Plan,
     PolicyEntry,
+    PoolEpochStats,
     Problem,
     Route,
     SimResult,
     Unroutable,
     built,
 )
+from .nearby import expand_arrays, near_groups
+from .polish import polish
+from .reach import admit_decision, doomed_cohorts, entry_steps, life_end
 from .route import Item, Late, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
-from .sim import Decision, Policy, plan_entries, simulate_policy
+from .sim import Policy, plan_entries, simulate_policy
 
 
 class PlannerParams(BaseModel):
@@ -83,6 +96,11 @@ class PlannerParams(BaseModel):
     seed: int = 0
     split_threshold: float = Field(default=0.2, gt=0, le=1)
     crossover_rate: float = Field(default=0.7, ge=0, le=1)
+    #: polish the best candidate entry by entry (:mod:`.polish`) when it has at most this many entries (0: never)
+    polish_entries: int = Field(default=64, ge=0)
+    #: above this many (exactly grouped) flows, plan near-identical ones as groups too (:mod:`.nearby`; 0: never)
+    group_above: int = Field(default=2000, ge=0)
+    group_tolerance: float = Field(default=0.05, ge=0)  #: relative lifespan difference within a near group
 
 
 class PlanResult(BaseModel):
@@ -111,6 +129,7 @@ class PlanResult(BaseModel):
     bound: float | None = None  #: proven lower bound on eq. (2) (:mod:`.bound`; None: too large or out of time)
     gap: float | None = None  #: (score - bound) / score: how far from optimal the plan may be, at most
     _make_plan: Callable[[], Plan] | None = PrivateAttr(default=None)
+    _policy: Any = PrivateAttr(default=None)  #: the chosen policy, on the planned (exactly grouped) problem
 
     @cached_property
     def plan(self) -> Plan:
@@ -118,8 +137,9 @@ class PlanResult(BaseModel):
         assert self._make_plan is not None
         return self._make_plan()
 
-    def with_plan(self, make: Callable[[], Plan]) -> PlanResult:
+    def with_plan(self, make: Callable[[], Plan], policy: Any = None) -> PlanResult:
         self._make_plan = make
+        self._policy = policy
         return self
 
 
@@ -188,38 +208,16 @@ def _group(problem: Problem, bad: set[int]) -> tuple[Problem | None, list[list[i
 
 
 def admit_policy(cp: Compiled) -> Policy:
-    """The cheapest sound plan: every fresh cohort runs every step on arrival, spread over the step's allowed pools
-    in proportion to their capacity in that epoch (no ledger, no search: O(flows x steps x epochs)); jobs waiting at
-    time 0 likewise in epoch 0. A step with no pool of positive capacity in the epoch refuses the cohort there."""
+    """The cheapest sound plan (:func:`.reach.admit_decision`): every cohort runs every step on arrival, spread over
+    the step's allowed pools in proportion to their capacity in that epoch (no ledger, no search); a cohort whose
+    steps cannot all run now is held at entry until they can, and refused when no schedule completes it while it
+    lives; an entry for every epoch of every cohort's life and every step (issue 50: jobs served late, after waiting
+    in a queue, go on to their next step)."""
     pol: Policy = {}
-    cache: dict[tuple[int, tuple[int, ...]], Decision] = {}
-
-    def dec(e: int, pools: tuple[int, ...]) -> Decision:
-        d = cache.get((e, pools))
-        if d is None:
-            caps = [(c, float(cp.caps[e, c])) for c in pools if cp.caps[e, c] > 0]
-            tot = sum(v for _, v in caps)
-            d = cache[(e, pools)] = (tuple(sorted((c, v / tot) for c, v in caps)), 0.0)
-        return d
-
-    for f in range(cp.n_flows):
-        allowed = cp.allowed[f]
-        for e in range(cp.n_epochs):
-            if cp.rates[f, e] <= 0:
-                continue
-            for s in range(cp.n_steps[f]):
-                d = dec(e, allowed[s])
-                pol[(e, f, e, s)] = d
-                if not d[0]:
-                    break
-    fidx = cp.problem.flow_index()
-    for w in cp.problem.waiting:
-        f = fidx[w.flow]
-        for s in range(w.step + (1 if w.pool is not None else 0), cp.n_steps[f]):
-            d = dec(0, cp.allowed[f][s])
-            pol[(0, f, INITIAL_COHORT, s)] = d
-            if not d[0]:
-                break
+    for (f, a), s0 in entry_steps(cp).items():
+        for e in range(max(a, 0), life_end(cp, f, a) + 1):
+            for s in range(s0, cp.n_steps[f]):
+                pol[(e, f, a, s)] = admit_decision(cp, f, a, s, e, entry=s == s0)
     return pol
 
 
@@ -258,17 +256,19 @@ def _expand(
             d = {k: getattr(st, k) * share for k in ("arrived", "admitted", "completed", "dropped", "backlogged",
                                                       "released", "held")}
             stats.append(built(FlowEpochStats, {"epoch": st.epoch, "flow": fnames[f], "cohort": st.cohort, **d}))
+    tau = full.epoch_length
     for f, s in sorted(refused.items()):
         fl = full.flows[f]
         for e in range(full.epochs):
             n = fl.arrival_rate[e] * full.epoch_length
             if n <= 0:
                 continue
-            entries.append(
-                PolicyEntry.model_construct(
-                    epoch=e, flow=fl.name, cohort=e, step=0, pools={}, backlog=0.0, refused=1.0
-                )
-            )
+            for e2 in range(e, full.epochs):  # refused at every step and epoch of the cohort's life (issue 50)
+                if e2 > e and e2 * tau >= (e + 1) * tau + fl.lifespan:
+                    break
+                for s2 in range(len(fl.steps)):
+                    entries.append(PolicyEntry.model_construct(epoch=e2, flow=fl.name, cohort=e, step=s2, pools={},
+                                                               backlog=0.0, refused=1.0))
             stats.append(
                 FlowEpochStats.model_construct(
                     epoch=e, flow=fl.name, cohort=e, arrived=n, admitted=0.0, completed=0.0, dropped=n,
@@ -279,12 +279,12 @@ def _expand(
         for w in full.waiting:
             if w.flow == fl.name:
                 st0 = w.step + (1 if w.pool is not None else 0)
-                if st0 < len(fl.steps):
-                    entries.append(
-                        PolicyEntry.model_construct(
-                            epoch=0, flow=fl.name, cohort=INITIAL_COHORT, step=st0, pools={}, backlog=0.0, refused=1.0
-                        )
-                    )
+                for e2 in range(full.epochs):
+                    if e2 > 0 and e2 * tau >= w.max_remaining:
+                        break
+                    for s2 in range(st0, len(fl.steps)):
+                        entries.append(PolicyEntry.model_construct(epoch=e2, flow=fl.name, cohort=INITIAL_COHORT,
+                                                                   step=s2, pools={}, backlog=0.0, refused=1.0))
                 stats.append(
                     FlowEpochStats.model_construct(
                         epoch=0, flow=fl.name, cohort=INITIAL_COHORT, arrived=0.0, admitted=0.0, completed=0.0,
@@ -298,6 +298,7 @@ def _expand(
         score=float(sum(by_epoch)), score_by_epoch=by_epoch, flows=tuple(stats), pools=res.pools,
         left_at_horizon=res.left_at_horizon,
     )
+    entries = list({(x.epoch, x.flow, x.cohort, x.step): x for x in entries}.values())  # waiting jobs at 2 steps
     entries.sort(key=lambda x: (x.epoch, x.flow, x.cohort, x.step))
     return Plan.model_construct(entries=tuple(entries), routes=()), out
 
@@ -338,7 +339,9 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             )
     red, members = _group(problem, set(refused))
     if red is None:
-        empty = SimResult(score=0.0, score_by_epoch=(0.0,) * problem.epochs, flows=(), pools=(), left_at_horizon=0.0)
+        idle = tuple(PoolEpochStats(epoch=e, pool=p.name, capacity=p.capacity[e], load=0.0, throughput=0.0, jobs_in=0.0,
+                                    jobs_out=0.0) for e in range(problem.epochs) for p in problem.pools)
+        empty = SimResult(score=0.0, score_by_epoch=(0.0,) * problem.epochs, flows=(), pools=idle, left_at_horizon=0.0)
         plan, res = _expand(full_cp, problem, [], {}, empty, refused)
         return PlanResult(entries=len(plan.entries), result=res, first_score=res.score, evaluations=0, elapsed_s=time.monotonic() - t0,
                           timed_out=False, epochs_optimised=problem.epochs, unroutable=tuple(unroutable),
@@ -370,6 +373,26 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         "admit": (first_score, first_policy, None)
     }
 
+    # at scale (issue 50, item 3): near-identical flows planned as groups, the plan given back to every member and
+    # scored on the real flows; the grouped problem's LP is the bound at that size
+    group_bound: float | None = None
+    group_res: SimResult | None = None
+    if params.group_above and cp.n_flows > params.group_above:
+        red2, mem2 = near_groups(cp.problem, params.group_tolerance)
+        sub_dl = None if stop is None else stop - time.monotonic() - 3.0 * t_sim
+        if len(mem2) < cp.n_flows and (sub_dl is None or sub_dl > 0.2):
+            # the groups' GA gets at most 10 evaluations an epoch: the GA rarely moves off its seeds (docs/flows.md)
+            # and the route builds are what the deadline has room for
+            sub = _plan_flows(red2, params.model_copy(update={"deadline_s": sub_dl, "group_above": 0,
+                                                              "evaluations": min(params.evaluations, 10)}))
+            group_bound = sub.bound
+            if sub._policy is not None and sub.groups == len(mem2) and fits(t_sim):
+                g_cp = compile_problem(red2)
+                arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
+                pol_g = expand_arrays(cp, g_cp, arr, mem2)
+                group_res = simulate_policy(cp, pol_g)  # in detail: the final result if it is chosen
+                cands["grouped"] = (group_res.score, pol_g, None)
+
     # whole-plan baselines of the route builder: admit on arrival at the best pool per step, and backlog
     # everything possible, last epoch first (each costs one route build and one simulation)
     for mode in ("admit-best", "backlog-all"):
@@ -399,6 +422,10 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
                 base = first_policy.to_policy() if isinstance(first_policy, PolicyArrays) else first_policy
                 pol_lp = lp_policy(cp, lb, base)
                 cands["lp"] = (simulate_policy(cp, pol_lp, detail=False).score, pol_lp, None)
+
+    if bound is None and group_bound is not None:
+        bound = group_bound + sum(no_service_cost(full_cp, f, a, n) for f, a, n, _s, _p in cohorts(full_cp)
+                                  if f in refused)
 
     # Level 3 over Level 2; each epoch keeps the best of the GA's ordering, admit on arrival and backlog-all
     ledger = Ledger(cp)
@@ -471,8 +498,17 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         except Late:
             timed_out = True
     chosen = min(cands, key=lambda k: (cands[k][0], k != "search"))
+    if 0 < len(cands[chosen][1]) <= params.polish_entries and fits(t_sim):
+        sc0, pol0, _ = cands[chosen]
+        base = pol0.to_policy() if isinstance(pol0, PolicyArrays) else pol0
+        pol_p, sc_p, runs = polish(cp, base, sc0, fits, t_sim)
+        evaluations += runs
+        if sc_p < sc0:
+            cands["polish"] = (sc_p, pol_p, None)
+            chosen = "polish"
     _, policy, routes = cands[chosen]
-    final = first_res if chosen == "admit" else simulate_policy(cp, policy)
+    final = first_res if chosen == "admit" else group_res if chosen == "grouped" and group_res else \
+        simulate_policy(cp, policy)
     if chosen == "admit":
         result = first_full
     else:
@@ -491,18 +527,16 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             if was:
                 gc.enable()
     extra = result.score - final.score
-    for r in routes or ():
-        if r.blocked_step is not None:
-            fl = problem.flows[members[r.flow][0]]
-            for f in members[r.flow]:
-                unroutable.append(
-                    Unroutable(
-                        flow=problem.flows[f].name, step=fl.steps[r.blocked_step].name, step_index=r.blocked_step,
-                        cohort=r.cohort,
-                        reason=f"step {fl.steps[r.blocked_step].name}: no allowed pool has positive capacity while "
-                        f"the jobs of epoch {r.cohort} live",
-                    )
-                )
+    # cohorts no schedule completes while they live: refused at entry by every candidate, reported once per cohort
+    for (g, a), k in sorted(doomed_cohorts(cp).items(), key=lambda x: (x[0][1], x[0][0])):
+        fl = cp.problem.flows[g]
+        for f in members[g]:
+            if a >= 0 and problem.flows[f].arrival_rate[a] <= 0:
+                continue
+            when = f"the jobs of epoch {a}" if a >= 0 else "the jobs waiting now"
+            unroutable.append(Unroutable(
+                flow=problem.flows[f].name, step=fl.steps[k].name, step_index=k, cohort=a,
+                reason=f"step {fl.steps[k].name}: no allowed pool has positive capacity while {when} live"))
     return PlanResult(
         entries=len(policy),
         result=result,
@@ -520,7 +554,7 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         first_answer_s=first_s,
         seed_scores=tuple(seed_scores),
         ga_scores=tuple(ga_scores),
-    ).with_plan(make_plan)
+    ).with_plan(make_plan, policy)
 
 
 __all__ = ["PlanResult", "PlannerParams", "admit_policy", "heuristic_order", "plan_flows", "utility_order"]

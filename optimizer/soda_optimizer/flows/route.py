@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from .compiled import Compiled, class_throughput, mean_survival, survival
 from .limits import MAX_SPLITS
 from .model import INITIAL_COHORT
+from .reach import complete_policy
 from .sim import Decision, Policy
 
 
@@ -394,7 +395,9 @@ def epoch_items(cp: Compiled, e: int) -> list[Item]:
 
 
 def policy_from_routes(cp: Compiled, routes: list[RouteSpec]) -> Policy:
-    """Aggregate single-path routes into the per (epoch, flow, cohort, step) probabilities (section 3.1)."""
+    """Aggregate single-path routes into the per (epoch, flow, cohort, step) probabilities (section 3.1), with an
+    entry for every epoch of a routed cohort's life and every step (:func:`.reach.complete_policy`, issue 50: the
+    jobs a route's pool serves only in a later epoch go on from there)."""
     acc: dict[tuple[int, int, int, int], dict[int, float]] = {}
     BL, DROP = -1, -2
     for r in routes:
@@ -418,4 +421,4 @@ def policy_from_routes(cp: Compiled, routes: list[RouteSpec]) -> Policy:
         bl = d.get(BL, 0.0) / tot
         dec: Decision = (pools, bl)
         out[key] = dec
-    return out
+    return complete_policy(cp, out)

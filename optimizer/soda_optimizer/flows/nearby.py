@@ -1,0 +1,86 @@
+"""Near-identical flows planned as groups (issue 50, item 3; ours, the paper plans every flow).
+
+At 5,000-20,000 flows the search does not get past its first answer within seconds. Flows with the same steps (run
+times and allowed pools) and utility whose lifespans differ by at most ``tolerance`` (relative to the shortest of the
+group) are planned as one flow: the group's arrival rates summed, its lifespan the longest of its members (so the
+group's plan has an entry in every epoch of every member's life). The group plan's decisions are then given to every
+member (:func:`expand_arrays`, over arrays) and the result is simulated on the real flows: the planner compares it
+with its other candidates on the real problem's score, so grouping can only help.
+
+Bound: the LP relaxation (:mod:`.bound`) of the grouped problem is a lower bound on the real one: a real plan's
+variables summed over a group's members satisfy the group's constraints (capacities and step order add up; each
+member's deadline row n_f G_f(t) is at most the group's N G_max(t), G growing with the lifespan), and its drop cost
+sum_f max(0, n_f (1 - G_f) - C_f) is at least max(0, N (1 - G_max) - C). So the bound at scale is the aggregate LP over
+the groups.
+
+Departure: identical flows (:func:`.planner._group`) are grouped exactly; here the grouping is an approximation whose
+plan is scored on the real flows, never reported from the grouped problem's own figures.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .compiled import Compiled
+from .fastsim import PolicyArrays
+from .model import Flow, Problem
+
+
+def near_groups(problem: Problem, tolerance: float) -> tuple[Problem, list[list[int]]]:
+    """The grouped problem and each group's member flows (indices into ``problem.flows``). Flows with jobs waiting
+    at time 0 stay alone."""
+    waiting = {w.flow for w in problem.waiting}
+    by_key: dict[object, list[int]] = {}
+    alone: list[list[int]] = []
+    for f, fl in enumerate(problem.flows):
+        if fl.name in waiting:
+            alone.append([f])
+            continue
+        by_key.setdefault((tuple((s.run_time, s.pools) for s in fl.steps), fl.utility), []).append(f)
+    members: list[list[int]] = []
+    for fs in by_key.values():
+        fs.sort(key=lambda f: problem.flows[f].lifespan)
+        cur: list[int] = []
+        for f in fs:
+            if cur and problem.flows[f].lifespan > problem.flows[cur[0]].lifespan * (1.0 + tolerance):
+                members.append(cur)
+                cur = []
+            cur.append(f)
+        members.append(cur)
+    members += alone
+    members.sort(key=lambda m: m[0])
+    flows = []
+    for m in members:
+        first = problem.flows[m[0]]
+        if len(m) == 1:
+            flows.append(first)
+            continue
+        rates = tuple(sum(problem.flows[f].arrival_rate[e] for f in m) for e in range(problem.epochs))
+        life = max(problem.flows[f].lifespan for f in m)
+        flows.append(Flow.model_construct(**{**dict(first), "name": f"{first.name}+{len(m) - 1}", "arrival_rate": rates,
+                                             "lifespan": life}))
+    red = Problem.model_construct(**{**dict(problem), "flows": tuple(flows)})
+    return red, members
+
+
+def expand_arrays(cp: Compiled, group_cp: Compiled, policy: PolicyArrays, members: list[list[int]]) -> PolicyArrays:
+    """The group plan's decisions given to every member flow of ``cp`` (the real problem)."""
+    S, A, G = policy.S, policy.E + 1, policy.F
+    c = policy.codes
+    s = c % S
+    a = (c // S) % A - 1
+    g = (c // (S * A)) % G
+    e = c // (S * A * G)
+    sizes = np.array([len(m) for m in members], dtype=np.int64)
+    flat = np.array([f for m in members for f in m], dtype=np.int64)
+    offs = np.concatenate(([0], np.cumsum(sizes)))
+    reps = sizes[g]
+    row = np.repeat(np.arange(len(c)), reps)
+    k = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+    f = flat[offs[g][row] + k]
+    F, E, S2 = cp.n_flows, cp.n_epochs, max(cp.n_steps)
+    codes = ((e[row] * F + f) * (E + 1) + (a[row] + 1)) * S2 + s[row]
+    return PolicyArrays.of(cp, codes, policy.lens[row], policy.bl[row], policy.start[row], policy.pool, policy.prob)
+
+
+__all__ = ["expand_arrays", "near_groups"]
