@@ -197,8 +197,11 @@ def with_scheduling(status: dict[str, Any], old: Mapping[str, Any] | None, failu
     scheduler's words; the ``Running`` condition then gives the same reason and message. True once none
     is, only for a job that had the condition (nothing is added to a job that never had a problem);
     dropped when the job runs (:func:`running` makes the conditions again)."""
+    if status.get("phase") not in ("Admitted", "Degraded"):  # Running, Rejected, ...: no pod waits to be placed
+        conds = status.get("conditions") or []
+        return status if not any(c.get("type") == SCHEDULED for c in conds) else dict(status, conditions=[c for c in conds if c.get("type") != SCHEDULED])
     had = any(c.get("type") == SCHEDULED for c in (old or {}).get("conditions") or [] if isinstance(c, Mapping))
-    fails = dict(failures or {}) if status.get("phase") in ("Admitted", "Degraded") else {}
+    fails = dict(failures or {})
     failing = bool(fails)
     if not failing and not had:
         return status
