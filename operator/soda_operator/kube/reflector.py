@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import queue
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, ValuesView
 from typing import Any
@@ -177,9 +178,14 @@ class Reflector:
     def _watch(self, rv: str) -> str:
         resp = self.list_call(watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=self.server_timeout_s,
                               _preload_content=False, _request_timeout=self.server_timeout_s + 30)
+        chunks: queue.SimpleQueue[bytes | BaseException | None] = queue.SimpleQueue()
+        pump = threading.Thread(target=self._pump, args=(resp, chunks), name=f"reflector-{self.name}-read", daemon=True)
+        pump.start()
         buf = b""
         try:
-            for chunk in resp.stream(65536):
+            while (chunk := chunks.get()) is not None:
+                if isinstance(chunk, BaseException):
+                    raise chunk
                 if self._stop.is_set():
                     break
                 buf += chunk
@@ -203,8 +209,29 @@ class Reflector:
                 if batch:
                     self._post(batch)
         finally:
+            if pump.is_alive():  # left early (stop, 410, an error): the reader's next read fails and it ends
+                resp.close()
+            pump.join(5)
             resp.release_conn()
         return rv
+
+    def _pump(self, resp: Any, chunks: queue.SimpleQueue[bytes | BaseException | None]) -> None:
+        """Read the watch's bytes as they come, nothing else (issue 53): the API server closes a watch whose
+        reader falls a few events behind during a burst ("Forcing pods watcher close due to unresponsiveness":
+        ten events of buffer for a cluster-wide watch, 50 ms of waiting a second shared by every watcher),
+        and a reader that parses and indexes each event under the GIL, beside the epoch's 16 create threads,
+        fell behind: with its waits it also spent the budget that KWOK's and the schedulers' watches needed,
+        and each close of KWOK's watch (which restarts from resourceVersion 0) started its Pending pods
+        again. Parsing and indexing stay on the reflector's thread, behind this queue."""
+        try:
+            for chunk in resp.stream(65536):
+                chunks.put(chunk)
+                if self._stop.is_set():
+                    break
+        except BaseException as e:  # noqa: BLE001 - handed to the parsing thread, which raises it there
+            chunks.put(e)
+        finally:
+            chunks.put(None)
 
     def _run(self) -> None:
         rv: str | None = None

@@ -42,7 +42,7 @@ from soda_optimizer.plan import Plan
 
 from ..kube import conditions, metrics
 from ..kube.api import list_json
-from . import crd, desired, disruption, loop, resizes, state, status
+from . import crd, desired, disruption, indexes, loop, resizes, state, status
 from .apply import Applier, Instance, status_changed
 from .learning import Learning
 from .observe import Observer
@@ -354,6 +354,7 @@ class Loops:
         if self.reader is not None:
             # fresher than the snapshot: what the refresh may have promoted since it was taken
             pod_phase.update(self.pod_phases([(w.namespace, w.name) for ws in by_job.values() for w in ws]))
+        unplaced = self.pod_unscheduled([(w.namespace, w.name) for ws in by_job.values() for w in ws], snap.pods)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         updates = []
         events: list[tuple[dict[str, Any], str, str, str]] = []
@@ -376,10 +377,12 @@ class Loops:
                                 functions=functions.get(j.name, {}), index=index, owner=(j.owner, str((obj.get("spec") or {}).get("owner") or "")),
                                 create_failure=failures.get((ns, name)))
             st = status.with_observed(st, self.observer.block(j.name), gen)  # conditions made again: the resizes' after it
-            st = status.with_transitions(old, resizes.with_resizes(st, old, not_in_force.get(j.name), cores, gen), now)
+            st = resizes.with_resizes(st, old, not_in_force.get(j.name), cores, gen)
+            st = status.with_scheduling(st, old, {w.name: unplaced[(ns, w.name)] for w in by_job.get((ns, name), []) if (ns, w.name) in unplaced}, gen)
+            st = status.with_transitions(old, st, now)
             if st["phase"] == "Admitted":  # promoted by refresh_running() as soon as its pods run, not an epoch later
                 awaiting[(ns, name)] = (obj, st, [i["pod"] for v in inst.values() for i in v])
-            for ev in (status.event(old, st), status.projection_event(old, st), status.owner_event(old, st)):
+            for ev in (status.event(old, st), status.projection_event(old, st), status.owner_event(old, st), status.scheduling_event(old, st)):
                 if ev:
                     events.append((obj, *ev))
             if status_changed(old, st):
@@ -398,6 +401,23 @@ class Loops:
             return self.reader.pod_phases(keys)  # type: ignore[no-any-return]
         pods = list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
         return {(p["metadata"]["namespace"], p["metadata"]["name"]): (p.get("status") or {}).get("phase") for p in pods}
+
+    def pod_unscheduled(self, keys: list[tuple[str, str]], pods: list[dict[str, Any]] | None = None) -> dict[tuple[str, str], str]:
+        """Of the named kubesoda pods, those kube-scheduler could not place (issue 48): (namespace, name)
+        -> its "reason: message" (:func:`.indexes.unscheduled`); from the watch-fed index, else ``pods``
+        (or one list of kubesoda's pods)."""
+        if self.reader is not None:
+            return self.reader.pod_unscheduled(keys)  # type: ignore[no-any-return]
+        want = set(keys)
+        if pods is None:
+            pods = list_json(self.core.list_pod_for_all_namespaces, label_selector=crd.LABEL_JOB)
+        out = {}
+        for p in pods:
+            k = (p["metadata"]["namespace"], p["metadata"]["name"])
+            why = indexes.unscheduled(p) if k in want else None
+            if why is not None:
+                out[k] = why
+        return out
 
     def refresh_running(self) -> int:
         """An Admitted job whose planned instances all run becomes Running now, not at the next
@@ -418,7 +438,29 @@ class Loops:
             self.applier.events([(obj, "Running", st.get("message") or "every instance runs", "Normal") for _, obj, st in promoted])
             for key, _, _ in done:
                 del self.awaiting[key]
+            self._refresh_scheduling(phase)
             return len(done)
+
+    def _refresh_scheduling(self, phase: dict[tuple[str, str], str | None]) -> None:
+        """The awaiting jobs' ``Scheduled`` condition (issue 48) as their pods are now: a pod kube-scheduler
+        cannot place is named in the status within a second, not at the next macro epoch. Under ``status_lock``."""
+        pending = [(key[0], pod) for key, (_, _, pods) in self.awaiting.items() for pod in pods if phase.get((key[0], pod)) != "Running"]
+        unplaced = self.pod_unscheduled(pending) if pending else {}
+        writes, events = [], []
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for key, (obj, st, pods) in list(self.awaiting.items()):
+            gen = (obj.get("metadata") or {}).get("generation")
+            new = status.with_scheduling(st, st, {p: unplaced[(key[0], p)] for p in pods if (key[0], p) in unplaced}, gen)
+            if new is st or not status_changed(st, new):
+                continue
+            new = status.with_transitions(st, new, now)
+            self.awaiting[key] = (obj, new, pods)
+            writes.append((obj, new))
+            ev = status.scheduling_event(st, new)
+            if ev:
+                events.append((obj, *ev))
+        self._write_statuses(writes)
+        self.applier.events(events)
 
     def _object_statuses(self, snap: Snapshot, errors: list[crd.ObjectError]) -> None:
         """The StreamTemplates' and the SchedulingPolicy's status: PE and stream counts, and the

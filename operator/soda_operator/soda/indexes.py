@@ -76,6 +76,18 @@ def kubesoda_pods(body: Mapping[str, Any]) -> dict[Any, Any]:
     return {(md.get("namespace"), md.get("name")): _trim_pod(body)}
 
 
+def unscheduled(pod: Mapping[str, Any]) -> str | None:
+    """A Pending pod's ``PodScheduled`` condition when it is False (kube-scheduler's FailedScheduling:
+    reason ``Unschedulable`` or ``SchedulerError``), as "reason: message"; None otherwise (issue 48)."""
+    st = pod.get("status") or {}
+    if st.get("phase") not in (None, "Pending") or (pod.get("spec") or {}).get("nodeName"):
+        return None
+    for c in st.get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return f"{c.get('reason') or 'Unschedulable'}: {c.get('message') or ''}".rstrip(": ")
+    return None
+
+
 def inflight_listener(memo: Any) -> Callable[[str, Mapping[str, Any]], None]:
     """A pod watch listener: a PE pod the watch shows is no longer in flight (apply.Inflight)."""
 
@@ -148,6 +160,22 @@ class Reader:
             if body is not None:
                 out[k] = (body.get("status") or {}).get("phase")
         return out
+
+    async def _unscheduled(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        ix = self.indices["kubesoda_pods"]
+        out: dict[tuple[str, str], str] = {}
+        for k in keys:
+            store = ix.get(k)
+            body = next(iter(store), None) if store is not None else None
+            why = unscheduled(body) if body is not None else None
+            if why is not None:
+                out[k] = why
+        return out
+
+    def pod_unscheduled(self, keys: list[tuple[str, str]], timeout: float = 30.0) -> dict[tuple[str, str], str]:
+        """Of kubesoda's pods named in ``keys``, those the scheduler could not place (issue 48):
+        (namespace, name) -> its message (:func:`unscheduled`)."""
+        return asyncio.run_coroutine_threadsafe(self._unscheduled(keys), self.loop).result(timeout)
 
     def pod_phases(self, keys: list[tuple[str, str]], timeout: float = 30.0) -> dict[tuple[str, str], str | None]:
         """The phase of each of kubesoda's pods named in ``keys`` (namespace, name) that the index

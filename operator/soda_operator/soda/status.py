@@ -17,6 +17,10 @@ binding of its namespace, :func:`.crd.effective_owner`); when its ``spec.owner``
 ``OwnerNotBound``), with one Warning Event (:func:`owner_event`). An admitted job whose pods the
 API server refuses to create is ``Degraded`` with reason ``CreateFailed`` and the API server's
 words (:func:`planned`'s ``create_failure``): its status and one Warning Event say why.
+
+Issue 48: an admitted job whose pod kube-scheduler cannot place (``PodScheduled`` False: the extender
+unreachable, no node with room) has the condition ``Scheduled`` False, reason ``FailedScheduling``,
+naming the pod and the scheduler's message, and one Warning Event (:func:`with_scheduling`).
 """
 
 from __future__ import annotations
@@ -179,6 +183,49 @@ def projection_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> t
     if n["status"] == "False":
         return "BelowProjection", n["message"], "Warning"
     return ("AsProjected", n["message"], "Normal") if o else None
+
+
+SCHEDULED = "Scheduled"  # issue 48: a PE pod the scheduler cannot place is named in its job's status
+MAX_SCHEDULER_MESSAGE = 600  # characters of kube-scheduler's message kept (it lists node counts by reason)
+
+
+def with_scheduling(status: dict[str, Any], old: Mapping[str, Any] | None, failures: Mapping[str, str] | None,
+                    generation: int | None) -> dict[str, Any]:
+    """``status`` with the condition ``Scheduled``: False, reason ``FailedScheduling``, while a pod of the
+    job is Pending with kube-scheduler's ``PodScheduled`` False (``failures``: pod name -> its
+    "reason: message", :func:`.indexes.unscheduled`), the message naming the first such pod and the
+    scheduler's words; the ``Running`` condition then gives the same reason and message. True once none
+    is, only for a job that had the condition (nothing is added to a job that never had a problem);
+    dropped when the job runs (:func:`running` makes the conditions again)."""
+    if status.get("phase") not in ("Admitted", "Degraded"):  # Running, Rejected, ...: no pod waits to be placed
+        conds = status.get("conditions") or []
+        return status if not any(c.get("type") == SCHEDULED for c in conds) else dict(status, conditions=[c for c in conds if c.get("type") != SCHEDULED])
+    had = any(c.get("type") == SCHEDULED for c in (old or {}).get("conditions") or [] if isinstance(c, Mapping))
+    fails = dict(failures or {})
+    failing = bool(fails)
+    if not failing and not had:
+        return status
+    cond: dict[str, Any] = {"type": SCHEDULED, "status": "True", "reason": "Scheduled", "message": ""}
+    if failing:
+        pod = sorted(fails)[0]
+        more = f" ({len(fails) - 1} more of its pods cannot be scheduled)" if len(fails) > 1 else ""
+        cond.update(status="False", reason="FailedScheduling", message=f"pod {pod}: {fails[pod][:MAX_SCHEDULER_MESSAGE]}{more}")
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    conds = [c for c in status.get("conditions") or [] if c.get("type") != SCHEDULED]
+    if failing:
+        conds = [dict(c, reason=cond["reason"], message=cond["message"]) if c.get("type") == "Running" and c.get("status") == "False" else c
+                 for c in conds]
+    return dict(status, conditions=conds + [cond])
+
+
+def scheduling_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """One Warning ``FailedScheduling`` when a job's ``Scheduled`` condition turns False (not again
+    while it stays False, whatever the scheduler's message says)."""
+    def failing(st: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        return next((c for c in (st or {}).get("conditions") or [] if c.get("type") == SCHEDULED and c.get("status") == "False"), None)
+    c = failing(new)
+    return ("FailedScheduling", str(c.get("message") or ""), "Warning") if c is not None and failing(old) is None else None
 
 
 def running(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
