@@ -33,6 +33,14 @@ from . import rap
 
 EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
 LATE_EXACT_LIMIT = 256  # past the deadline, only components this small are still enumerated
+# issue 49: up to this many vectors are still enumerated exactly (in chunks) when the time they are
+# estimated to take, twice the last big enumeration's seconds per vector and PE (at least
+# ROW_SECONDS, about what a quiet core takes), ends before the deadline: a two-PE job's 10-mips
+# curve is exact, a step in its value found; under load the estimate grows with what was measured
+BIG_EXACT_LIMIT = 2_000_000
+ROW_SECONDS = 1e-7
+CHUNK_ROWS = 200_000
+_RATE = [ROW_SECONDS]  # seconds per vector and PE of the last big enumeration (a speed, not a result)
 
 
 @dataclass
@@ -106,23 +114,73 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     # each PE's growth: 0, step, 2 step, ... and its whole span
     levels = [sorted(set(range(0, int(s) + 1, step)) | {int(s)}) for s in span]
     n_vec = float(np.prod([float(len(x)) for x in levels]))
-    if n_vec <= EXACT_LIMIT and (n_vec <= LATE_EXACT_LIMIT or deadline is None or time.monotonic() <= deadline):
-        grids = np.array(list(itertools.product(*levels)), dtype=int).reshape(-1, len(span))
+    now = time.monotonic()
+    if n_vec <= EXACT_LIMIT and (n_vec <= LATE_EXACT_LIMIT or deadline is None or now <= deadline) or (
+            n_vec <= BIG_EXACT_LIMIT and (deadline is None or now + n_vec * len(span) * 2 * _RATE[0] <= deadline)):
+        values, allocs = _enumerate(ev, lo, off, unit, levels, total)
+        if n_vec > EXACT_LIMIT:  # the measured speed (the machine's load) prices the next big enumeration
+            _RATE[0] = max(ROW_SECONDS, (time.monotonic() - now) / (n_vec * len(span)))
+        return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, offset=off, ceiling=ceiling)
+    greedy = _greedy(ev, lo, off, unit, span, total, step, deadline)
+    # issue 49: the greedy never reaches a step in value that needs several PEs to grow together
+    # (each alone gains nothing), so the curve is also enumerated exactly on a coarser grid of
+    # growth (every PE from its minimum to its whole span in a few levels, at most EXACT_LIMIT
+    # vectors, LATE_EXACT_LIMIT past the deadline) and the better of the two is kept per point
+    limit = LATE_EXACT_LIMIT if deadline is not None and time.monotonic() > deadline else EXACT_LIMIT
+    per = max(2, int(limit ** (1.0 / max(1, len(span)))))
+    coarse = [sorted({int(round(x)) for x in np.linspace(0, int(sp), min(per, int(sp) + 1))}) for sp in span]
+    cv, ca = _enumerate(ev, lo, off, unit, coarse, total)
+    gv, ga, complete = greedy
+    n = max(len(gv), len(cv))
+    gi = np.minimum(np.arange(n), len(gv) - 1)
+    ci = np.minimum(np.arange(n), len(cv) - 1)
+    take_c = cv[ci] > gv[gi] + 1e-12 * (1.0 + np.abs(gv[gi]))
+    values = np.where(take_c, cv[ci], gv[gi])
+    allocs = np.where(take_c[:, None], ca[ci], ga[gi])
+    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete, offset=off, exact=False, ceiling=ceiling)
+
+
+def _enumerate(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, levels: list[list[int]],
+               total: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, allocs) for 0..``total`` units above the minima: the best of every allocation vector
+    whose PEs take the given ``levels`` (the first of equals in product order), made nondecreasing
+    (with more units some may stay idle). Evaluated in chunks of about CHUNK_ROWS vectors (the first
+    PE's levels split; the others' product built once), so a few million vectors fit in memory."""
+    P = len(levels)
+    values = np.full(total + 1, -np.inf)
+    allocs = np.zeros((total + 1, P), dtype=int)
+    tail = (np.array(list(itertools.product(*levels[1:])), dtype=int).reshape(-1, P - 1) if P > 1
+            else np.zeros((1, 0), dtype=int))
+    tail = tail[tail.sum(axis=1) <= total]
+    head = np.array(levels[0], dtype=int) if P else np.zeros(1, dtype=int)
+    per = max(1, CHUNK_ROWS // max(1, len(tail)))
+    for h0 in range(0, len(head), per):
+        hs = head[h0:h0 + per]
+        grids = np.concatenate([np.repeat(hs, len(tail))[:, None], np.tile(tail, (len(hs), 1))], axis=1)[:, :P]
         grids = grids[grids.sum(axis=1) <= total]
+        if not len(grids):
+            continue
         vals = ev.importance((grids + lo) * unit + off)
         sums = grids.sum(axis=1)
-        values = np.full(total + 1, -np.inf)
-        allocs = np.zeros((total + 1, len(span)), dtype=int)
-        # the best vector of each sum (the first of equals, in enumeration order)
+        # the best vector of each sum in this chunk (the first of equals, in enumeration order)
         order = np.lexsort((np.arange(len(vals)), -vals, sums))
         ss = sums[order]
         first = order[np.r_[True, ss[1:] != ss[:-1]]]
-        values[sums[first]], allocs[sums[first]] = vals[first], grids[first]
-        # nondecreasing: with more units you may leave some idle (an earlier point wins ties)
-        run = np.maximum.accumulate(values)
-        record = np.r_[True, values[1:] > run[:-1]]
-        src = np.maximum.accumulate(np.where(record, np.arange(total + 1), 0))
-        return Curve(tuple(ev.pes), lo, values[src], allocs[src] + lo, unit, offset=off, ceiling=ceiling)
+        k = sums[first]
+        better = vals[first] > values[k]
+        values[k[better]] = vals[first][better]
+        allocs[k[better]] = grids[first][better]
+    # nondecreasing: with more units you may leave some idle (an earlier point wins ties)
+    run = np.maximum.accumulate(values)
+    record = np.r_[True, values[1:] > run[:-1]]
+    src = np.maximum.accumulate(np.where(record, np.arange(total + 1), 0))
+    return values[src], allocs[src]
+
+
+def _greedy(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, span: np.ndarray, total: int, step: int,
+            deadline: float | None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(values, allocs, complete) of the greedy marginal scheme (module docstring); ``complete`` is
+    False when the deadline stopped it."""
     # greedy marginal over bundles; a move of k units leaves the k-1 totals before it at the
     # previous solution (the curve is filled in from the breakpoints at the end)
     x = np.zeros(len(span), dtype=int)
@@ -180,9 +238,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
             used = at[-1]
     # entry k of the curve: the last breakpoint at or below k
     idx = np.searchsorted(np.array(at), np.arange(used + 1), side="right") - 1
-    values = np.array(vals_l)[idx]
-    allocs = np.array(allocs_l)[idx]
-    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete, offset=off, exact=False, ceiling=ceiling)
+    return np.array(vals_l)[idx], np.array(allocs_l)[idx], complete
 
 
 def _ceiling(ev: Evaluator, unit: float, hi: np.ndarray, off: np.ndarray) -> float | None:
