@@ -404,6 +404,9 @@ def main_pressure() -> bool:
     ap.add_argument("--only", action="append", default=None, help="a family (repeatable); default: all")
     args = ap.parse_args()
     sys.path[:0] = [str(ROOT / "optimizer"), str(ROOT)]
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a kill still stops the busy loop (pressure's finally)
     load = os.getloadavg()
     rows = pressure(Path(args.baseline_root) if args.baseline_root else None, args.only or PRESSURE_FAMILIES)
     write_pressure(rows, args.baseline_root, (load, os.getloadavg()))

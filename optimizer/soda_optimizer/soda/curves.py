@@ -20,9 +20,9 @@ Departures from the paper, on purpose:
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,12 +34,14 @@ from . import rap
 EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
 LATE_EXACT_LIMIT = 256  # past the deadline, only components this small are still enumerated
 # issue 49: up to this many vectors are still enumerated exactly (in chunks) when the time they are
-# estimated to take, twice the last big enumeration's seconds per vector and PE (at least
-# ROW_SECONDS, about what a quiet core takes), ends before the deadline: a two-PE job's 10-mips
+# estimated to take, twice the last enumeration's seconds per vector and PE (of one of at least
+# HYBRID_LIMIT vectors; at least ROW_SECONDS, a quiet core's), ends before the deadline: a two-PE job's 10-mips
 # curve is exact, a step in its value found; under load the estimate grows with what was measured
 BIG_EXACT_LIMIT = 2_000_000
-ROW_SECONDS = 1e-7
+BIG_EXACT_PES = 3  # ... for components of at most this many PEs (LSD's 21-PE component took 7 s under load)
+ROW_SECONDS = 3e-7
 CHUNK_ROWS = 200_000
+HYBRID_LIMIT = 2048  # vectors of the coarse exact enumeration beside a greedy curve (LSD: 20,000 cost 8 s a pass)
 _RATE = [ROW_SECONDS]  # seconds per vector and PE of the last big enumeration (a speed, not a result)
 
 
@@ -116,20 +118,25 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     n_vec = float(np.prod([float(len(x)) for x in levels]))
     now = time.monotonic()
     if n_vec <= EXACT_LIMIT and (n_vec <= LATE_EXACT_LIMIT or deadline is None or now <= deadline) or (
-            n_vec <= BIG_EXACT_LIMIT and (deadline is None or now + n_vec * len(span) * 2 * _RATE[0] <= deadline)):
+            n_vec <= BIG_EXACT_LIMIT and len(span) <= BIG_EXACT_PES
+            and (deadline is None or now + n_vec * len(span) * 2 * _RATE[0] <= deadline)):
         values, allocs = _enumerate(ev, lo, off, unit, levels, total)
-        if n_vec > EXACT_LIMIT:  # the measured speed (the machine's load) prices the next big enumeration
+        if n_vec >= HYBRID_LIMIT:  # the measured speed (the machine's load) prices the next big enumeration
             _RATE[0] = max(ROW_SECONDS, (time.monotonic() - now) / (n_vec * len(span)))
         return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, offset=off, ceiling=ceiling)
     greedy = _greedy(ev, lo, off, unit, span, total, step, deadline)
     # issue 49: the greedy never reaches a step in value that needs several PEs to grow together
     # (each alone gains nothing), so the curve is also enumerated exactly on a coarser grid of
-    # growth (every PE from its minimum to its whole span in a few levels, at most EXACT_LIMIT
+    # growth (every PE from its minimum to its whole span in a few levels, at most HYBRID_LIMIT
     # vectors, LATE_EXACT_LIMIT past the deadline) and the better of the two is kept per point
-    limit = LATE_EXACT_LIMIT if deadline is not None and time.monotonic() > deadline else EXACT_LIMIT
-    per = max(2, int(limit ** (1.0 / max(1, len(span)))))
-    coarse = [sorted({int(round(x)) for x in np.linspace(0, int(sp), min(per, int(sp) + 1))}) for sp in span]
-    cv, ca = _enumerate(ev, lo, off, unit, coarse, total)
+    limit = LATE_EXACT_LIMIT if deadline is not None and time.monotonic() > deadline else HYBRID_LIMIT
+    per = int(limit ** (1.0 / max(1, len(span))))
+    if per >= 2:
+        coarse = [sorted({int(round(x)) for x in np.linspace(0, int(sp), min(per, int(sp) + 1))}) for sp in span]
+        cv, ca = _enumerate(ev, lo, off, unit, coarse, total)
+    else:  # too many PEs for two levels each: every PE grows together, the same share of its span
+        ts = np.linspace(0.0, 1.0, limit)
+        cv, ca = _best_of(ev, lo, off, unit, [np.floor(ts[:, None] * span[None, :] + 1e-9).astype(int)], total)
     gv, ga, complete = greedy
     n = max(len(gv), len(cv))
     gi = np.minimum(np.arange(n), len(gv) - 1)
@@ -144,19 +151,31 @@ def _enumerate(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, leve
                total: int) -> tuple[np.ndarray, np.ndarray]:
     """(values, allocs) for 0..``total`` units above the minima: the best of every allocation vector
     whose PEs take the given ``levels`` (the first of equals in product order), made nondecreasing
-    (with more units some may stay idle). Evaluated in chunks of about CHUNK_ROWS vectors (the first
-    PE's levels split; the others' product built once), so a few million vectors fit in memory."""
+    (with more units some may stay idle). Evaluated in chunks of CHUNK_ROWS vectors (consecutive
+    vectors in product order), so a few million vectors fit in memory."""
     P = len(levels)
+    lv = [np.asarray(x, dtype=int) for x in levels]
+    shape = tuple(len(x) for x in lv)
+    n = int(np.prod(shape)) if P else 1
+
+    def chunks() -> Iterator[np.ndarray]:
+        for c0 in range(0, n, CHUNK_ROWS):
+            # the vectors c0 .. c0 + CHUNK_ROWS in product order (the last PE fastest), built in numpy
+            idx = np.unravel_index(np.arange(c0, min(n, c0 + CHUNK_ROWS)), shape) if P else ()
+            yield np.stack([x[i] for x, i in zip(lv, idx)], axis=1) if P else np.zeros((1, 0), dtype=int)
+
+    return _best_of(ev, lo, off, unit, chunks(), total)
+
+
+def _best_of(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, chunks: Iterable[np.ndarray],
+             total: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, allocs) for 0..``total`` units: the best of the given vectors per sum (the first of
+    equals), made nondecreasing."""
     values = np.full(total + 1, -np.inf)
-    allocs = np.zeros((total + 1, P), dtype=int)
-    tail = (np.array(list(itertools.product(*levels[1:])), dtype=int).reshape(-1, P - 1) if P > 1
-            else np.zeros((1, 0), dtype=int))
-    tail = tail[tail.sum(axis=1) <= total]
-    head = np.array(levels[0], dtype=int) if P else np.zeros(1, dtype=int)
-    per = max(1, CHUNK_ROWS // max(1, len(tail)))
-    for h0 in range(0, len(head), per):
-        hs = head[h0:h0 + per]
-        grids = np.concatenate([np.repeat(hs, len(tail))[:, None], np.tile(tail, (len(hs), 1))], axis=1)[:, :P]
+    allocs: np.ndarray | None = None
+    for grids in chunks:
+        if allocs is None:
+            allocs = np.zeros((total + 1, grids.shape[1]), dtype=int)
         grids = grids[grids.sum(axis=1) <= total]
         if not len(grids):
             continue
@@ -170,6 +189,7 @@ def _enumerate(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, leve
         better = vals[first] > values[k]
         values[k[better]] = vals[first][better]
         allocs[k[better]] = grids[first][better]
+    assert allocs is not None and np.isfinite(values[0])  # the minima (the zero vector) are always among them
     # nondecreasing: with more units you may leave some idle (an earlier point wins ties)
     run = np.maximum.accumulate(values)
     record = np.r_[True, values[1:] > run[:-1]]
