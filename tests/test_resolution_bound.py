@@ -103,7 +103,8 @@ def test_the_bound_is_at_least_the_continuous_optimum(specs, share, deadline):
     fine = macroq.solve(F.with_unit(s, 10.0), deadline_s=60)
     b = res.report.bound
     assert b is not None
-    assert want >= fine.importance - 1e-6 * (1 + fine.importance)  # the oracle: a grid allocation is a continuous one
+    if not any(d.reason == "infeasible-required" for d in fine.decisions):  # a grid that refuses a required job has more room
+        assert want >= fine.importance - 1e-6 * (1 + fine.importance)  # the oracle: a grid allocation is a continuous one
     assert b >= want * (1 - 1e-7) - 1e-6, (b, want, res.report.detail)
 
 

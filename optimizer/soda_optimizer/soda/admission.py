@@ -183,6 +183,7 @@ class Items:
         self._curves: dict[tuple, Curve] = cache if cache is not None else {}
         self.knapsack_s = 0.0  # time spent in the knapsacks (the part that grows with the global grid)
         self.abandon_at = math.inf  # building options past this time gives up the pass
+        self.big_until: float | None = None  # curves past EXACT_LIMIT vectors are enumerated only before this time
         self._built: set[int] = set()
 
     def _curve(self, choice: dict[str, str], comp: frozenset[str]) -> Curve:
@@ -199,7 +200,7 @@ class Items:
         if c is None:
             ev = ev or Evaluator(glued, sorted(comp))
             c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step, exact_min=self.per_job,
-                                capacity=self.H if self.per_job else None)
+                                capacity=self.H if self.per_job else None, big_until=self.big_until)
             self._curves[key] = c
         return c
 

@@ -95,7 +95,8 @@ def bounds(ev: Evaluator, unit: float, floor: float = 0.0, exact_min: bool = Fal
 
 
 def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None, floor: float = 0.0,
-                    step: int = 1, exact_min: bool = False, capacity: float | None = None) -> Curve:
+                    step: int = 1, exact_min: bool = False, capacity: float | None = None,
+                    big_until: float | None = None) -> Curve:
     """Best importance of the component for each number of units (paper's I_c), with allocations;
     every PE gets at least :func:`~soda_optimizer.model.floor_units` (its minimum, ``floor`` mips,
     one unit). With ``step`` > 1 a PE grows above its minimum only by multiples of ``step`` units
@@ -104,7 +105,9 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     mips (``Curve.offset``) and the curve goes up to what the capacity leaves above them: with
     ``capacity`` (mips), one unit past it (issue 34: flooring twice, capacity to units and then
     the minima, cut the last unit that fits; and a bound's points, moved one unit left, then cover
-    every continuous allocation up to the capacity; no answer takes a point past the capacity)."""
+    every continuous allocation up to the capacity; no answer takes a point past the capacity).
+    ``big_until``: enumerations past EXACT_LIMIT vectors must end by then too (a share of the
+    stage's deadline: on 7.1 at 65 nodes they took every pass's time)."""
     lo, hi, off = bounds(ev, unit, floor, exact_min)
     ceiling = _ceiling(ev, unit, hi, off) if exact_min else None
     if exact_min and capacity is not None:
@@ -119,7 +122,8 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     now = time.monotonic()
     if n_vec <= EXACT_LIMIT and (n_vec <= LATE_EXACT_LIMIT or deadline is None or now <= deadline) or (
             n_vec <= BIG_EXACT_LIMIT and len(span) <= BIG_EXACT_PES
-            and (deadline is None or now + n_vec * len(span) * 2 * _RATE[0] <= deadline)):
+            and (deadline is None or now + n_vec * len(span) * 2 * _RATE[0] <= deadline)
+            and (big_until is None or now + n_vec * len(span) * 2 * _RATE[0] <= big_until)):
         values, allocs = _enumerate(ev, lo, off, unit, levels, total)
         if n_vec >= HYBRID_LIMIT:  # the measured speed (the machine's load) prices the next big enumeration
             _RATE[0] = max(ROW_SECONDS, (time.monotonic() - now) / (n_vec * len(span)))
