@@ -151,7 +151,9 @@ def family(name: str):  # type: ignore[no-untyped-def]
     return {"lone": lambda: F.lone(), "lone required": lambda: F.lone(True), "exact fit": lambda: F.exact_fit(),
             "exact fit -1 mips": lambda: F.exact_fit(delta=-1.0), "exact fit +1 mips": lambda: F.exact_fit(delta=1.0),
             "span 211 jobs": lambda: F.span(), "step 80 jobs": lambda: F.step(), "one-PE 500 jobs": lambda: F.one_pe(),
-            "7.1 at 25 nodes": lambda: F.sec71(25), "7.1 at 65 nodes": lambda: F.sec71(65)}[name]()
+            "7.1 at 25 nodes": lambda: F.sec71(25), "7.1 at 65 nodes": lambda: F.sec71(65),
+            "7.1 at 85 nodes": lambda: F.sec71(85), "7.1 at 100 nodes": lambda: F.sec71(100),
+            "two-PE step": lambda: F.two_pe_step()}[name]()
 
 
 def families(deadline: float, baseline: Path | None = None) -> list[dict]:
@@ -275,6 +277,142 @@ def main_families() -> bool:
     return True
 
 
+# ------------------------------------------------------------------ issue 49: under the operator's real CPU
+
+PRESSURE_FAMILIES = [f for f in FAMILIES if f not in ("lone required", "exact fit -1 mips", "exact fit +1 mips")] + [
+    "two-PE step", "7.1 at 85 nodes", "7.1 at 100 nodes"]
+PRESSURE_DEADLINES = (1.0, 2.0, 5.0)
+
+
+def pressure_case(name: str, deadline: float) -> dict:
+    """In the child (pinned to one core beside a busy loop): the automatic resolution on one family."""
+    try:
+        from soda_optimizer.soda import macroq
+    except ImportError:
+        from soda_optimizer import macroq  # type: ignore[no-redef]
+    from soda_optimizer.importance import Evaluator
+
+    s = family(name)
+    t0 = time.perf_counter()
+    q = macroq.solve(s, deadline_s=deadline)
+    secs = time.perf_counter() - t0
+    choice = {d.job: d.template for d in q.decisions if d.admitted}
+    idle = s.capacity_mips - sum(q.goals.values())
+    usable = 0.0
+    if choice:  # idle mips an admitted PE below its cap (maximum, saturation) could use
+        ev = Evaluator(s.glued(choice))
+        room = sum(max(0.0, min(ev.glued.spec(p).max_mips, float(c)) - q.goals[p]) for p, c in zip(ev.pes, ev.saturation()))
+        usable = max(0.0, min(idle, room))
+    return {"seconds": secs, "importance": q.importance, "status": q.report.status, "bound": q.report.bound, "gap": q.report.gap,
+            "bound_proven": getattr(q, "bound_proven", None), "idle": idle, "idle_usable": usable,
+            "admitted": sum(d.admitted for d in q.decisions)}
+
+
+def pinned_child(opt_root: Path, name: str, deadline: float) -> dict:
+    """:func:`pressure_case` under ``taskset -c 0`` with ``opt_root``'s optimizer and this checkout's families."""
+    import subprocess
+
+    code = ("import json, sys; sys.path[:0] = [sys.argv[1] + '/optimizer', sys.argv[2]]; sys.argv = sys.argv[:1]; "
+            f"import benchmarks.bench_resolution as m; print(json.dumps(m.pressure_case({name!r}, {deadline!r})))")
+    env = {"PYTHONPATH": f"{opt_root}/optimizer:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    p = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code, str(opt_root), str(ROOT)], capture_output=True, text=True,
+                       env=env, cwd=ROOT, timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-2000:])
+    return json.loads(p.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def pressure(baseline_root: Path | None, names: list[str]) -> list[dict]:
+    """Per family: the fine-grid optimum and fixed 100-mips units (in this process, unpinned, no
+    deadline that bites), then the automatic resolution at each deadline of PRESSURE_DEADLINES in a
+    process pinned to core 0 beside a busy loop pinned there too (the chart's one-CPU limit with a
+    busy neighbour), this checkout and, with ``baseline_root``, that tree's optimizer just before."""
+    import subprocess
+
+    from benchmarks import resolution_families as F
+    from soda_optimizer.soda import macroq
+
+    busy = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+    rows = []
+    try:
+        for name in names:
+            s = family(name)
+            fine_unit = 50.0 if name.startswith("7.1") else 10.0
+            row: dict = {"family": name, "capacity": s.capacity_mips, "jobs": len(s.jobs), "fine_unit": fine_unit}
+            for key, unit in (("fixed100", 100.0), ("fine", fine_unit)):
+                old = macroq.MAX_UNITS
+                macroq.MAX_UNITS = max(old, int(s.capacity_mips / unit) + 1)
+                try:
+                    q = macroq.solve(F.with_unit(s, unit), deadline_s=600.0)
+                finally:
+                    macroq.MAX_UNITS = old
+                row[key] = q.importance
+            fine = row["fine"]
+            for dl in PRESSURE_DEADLINES:
+                for side, root in (("baseline", baseline_root), ("now", ROOT)):
+                    if root is None:
+                        continue
+                    x = pinned_child(root, name, dl)
+                    x["vs_fine"] = (x["importance"] - fine) / fine if fine > 0 else 0.0
+                    x["vs_fixed100"] = x["importance"] - row["fixed100"]
+                    x["load"] = os.getloadavg()[0]
+                    row[f"{side}@{dl:g}"] = x
+                    print(f"{name} {side} {dl:g}s: {x['seconds']:.2f}s {x['importance']:,.1f} ({100 * x['vs_fine']:+.2f}% vs fine, "
+                          f"{x['vs_fixed100']:+,.1f} vs fixed 100) idle usable {x['idle_usable']:,.0f} {x['status']} load {x['load']:.1f}",
+                          flush=True)
+            rows.append(row)
+    finally:
+        busy.kill()
+        busy.wait()
+    return rows
+
+
+def write_pressure(rows: list[dict], baseline: str | None, load: tuple) -> None:
+    out = ROOT / "docs" / "benchmarks"
+    cmd = "benchmarks/bench_resolution.py --pressure" + (f" --baseline-root {baseline}" if baseline else "")
+    (out / "resolution-pressure.json").write_text(json.dumps({"command": cmd, "rows": rows, "loadavg": load}, indent=2))
+    sides = ["baseline", "now"] if baseline else ["now"]
+
+    def cell(x: dict | None) -> str:
+        if x is None:
+            return ""
+        gap = "gap ?" if x["gap"] is None else f"gap {100 * x['gap']:.2f}%{'' if x.get('bound_proven', True) else ' (est.)'}"
+        return (f"{x['seconds']:.2f} s, {100 * x['vs_fine']:+.2f}%, {gap}, {x['vs_fixed100']:+,.0f} vs 100, "
+                f"idle {x['idle_usable']:,.0f}")
+
+    lines = [f"Regenerate: `.venv/bin/python {cmd}` (issue 49). The automatic resolution in a process pinned to core 0 "
+             "(`taskset -c 0`) beside a busy loop pinned there too: the chart's one-CPU limit with a busy neighbour, on the "
+             "2-core machine shared with other sessions. Each cell: seconds, importance against the fine-grid optimum (10 mips; "
+             "50 for 7.1), macroQ's own gap (est.: an estimated bound), importance minus fixed 100-mips units', mips left idle "
+             "that an admitted PE below its cap could use." + (f" Baseline: the optimizer of {baseline}, run just before." if baseline else ""),
+             "", "| family | fine optimum | fixed 100 | " + " | ".join(f"{side} {dl:g} s" for dl in PRESSURE_DEADLINES for side in sides) + " |",
+             "|---" * (3 + len(PRESSURE_DEADLINES) * len(sides)) + "|"]
+    for r in rows:
+        lines.append(f"| {r['family']} | {r['fine']:,.1f} | {r['fixed100']:,.1f} | "
+                     + " | ".join(cell(r.get(f"{side}@{dl:g}")) for dl in PRESSURE_DEADLINES for side in sides) + " |")
+    lines += ["", f"Load average (1/5/15 min): {'/'.join(f'{x:.1f}' for x in load[0])} at the start, "
+              f"{'/'.join(f'{x:.1f}' for x in load[1])} at the end (the busy loop counts one)."]
+    (out / "resolution-pressure.md").write_text("\n".join(lines) + "\n")
+
+
+def main_pressure() -> bool:
+    if "--pressure" not in sys.argv:
+        return False
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pressure", action="store_true")
+    ap.add_argument("--baseline-root", default=None, help="a checkout whose optimizer runs beside (e.g. the main checkout)")
+    ap.add_argument("--only", action="append", default=None, help="a family (repeatable); default: all")
+    args = ap.parse_args()
+    sys.path[:0] = [str(ROOT / "optimizer"), str(ROOT)]
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a kill still stops the busy loop (pressure's finally)
+    load = os.getloadavg()
+    rows = pressure(Path(args.baseline_root) if args.baseline_root else None, args.only or PRESSURE_FAMILIES)
+    write_pressure(rows, args.baseline_root, (load, os.getloadavg()))
+    return True
+
+
 if __name__ == "__main__":
-    if not main_families():
+    if not main_pressure() and not main_families():
         main()

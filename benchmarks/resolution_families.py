@@ -82,6 +82,23 @@ def step(n_small: int = 80, at: float = 29950.0, capacity: float = 40000.0, seed
     return _scenario(ts, js, capacity, node_mips=8000.0)
 
 
+def two_pe_step(capacity: float = 20000.0) -> Scenario:
+    """Issue 49's step: a two-PE job (source -> sink) whose value jumps from 0 to 100,000 at 9,001
+    tuples/s (its source saturates at 10,000 mips, its sink at 3,000), beside a one-PE job worth 0.1
+    per mips up to 1,500: the step needs both PEs high together, which no single-PE move of a
+    greedy curve ever gains (the 10-mips optimum is 100,799; main planned 1,500)."""
+    src = PE(name="src", kind="source", rf=ResourceFunction(a=1.0, b=1.0))
+    snk = PE(name="snk", kind="sink", rf=ResourceFunction(a=1 / 3000.0, b=1.0))
+    step_v = ValueFunction(kind="piecewise", points=((0, 0), (9000, 0), (9001, 100000)))
+    t = Template(name="d/step", pes=(src, snk), streams=(Stream(src="src", dst="snk"),), sinks=(Sink(pe="snk", value=step_v),),
+                 primal_inputs=(PrimalInput(pe="src", rate=10000),))
+    lin = Template(name="d/lin", pes=(PE(name="s", kind="source", rf=ResourceFunction(a=0.1, b=1.0)),),
+                   sinks=(Sink(pe="s", value=ValueFunction(kind="capped", slope=1.0, cap=1500)),),
+                   primal_inputs=(PrimalInput(pe="s", rate=1e6),))
+    return _scenario([t, lin], [Job(name="d/step", templates=("d/step",)), Job(name="d/lin", templates=("d/lin",))], capacity,
+                     node_mips=capacity / max(1, int(capacity // 4000)))
+
+
 def one_pe(n_jobs: int = 500, n_required: int = 6, capacity: float = 100000.0, seed: int = 0) -> Scenario:
     """Hundreds of one-PE jobs of three ranks, a few required."""
     rng = np.random.default_rng(seed)

@@ -28,7 +28,9 @@ runs and the oracle tests) every option uses the global unit.
 
 **Anytime.** Levels run from the highest one whose forced minima fit downwards, so the first
 answer already admits every rank that fits; a level that the deadline interrupts is dropped (the
-caller keeps the best answer of the levels done, or of a coarser resolution).
+caller keeps the best answer of the levels done, or of a coarser resolution). The first answer
+solves every level (up to ``FIRST_LEVELS``) whatever the clock, by importance like any other
+(issue 49: the top level alone, or job count first, cost 3% and 20% at a 1 s deadline).
 
 Just over 400 lines: the items, their curves and the knapsack per level share one state (the
 curve cache, the deadline, what is forced at each level); the exact step is :mod:`.exact`, the
@@ -54,6 +56,9 @@ NEG = -np.inf
 MAX_JOB_UNITS = 2048  # the finest an option's own grid gets: its saturation in at most this many units
 COMBO_LIMIT = 16  # template combinations enumerated per job group option; beyond, each job's first template
 GROUP_LIMIT = 10  # job subsets enumerated per import group (2^n); beyond, only prefixes by rank
+# the first answer solves this many waterline levels whatever the clock (issue 49: the top level
+# alone, where every job of better rank is forced in at its minimum, was 3% below the best level)
+FIRST_LEVELS = 8
 
 
 @dataclass
@@ -178,6 +183,7 @@ class Items:
         self._curves: dict[tuple, Curve] = cache if cache is not None else {}
         self.knapsack_s = 0.0  # time spent in the knapsacks (the part that grows with the global grid)
         self.abandon_at = math.inf  # building options past this time gives up the pass
+        self.big_until: float | None = None  # curves past EXACT_LIMIT vectors are enumerated only before this time
         self._built: set[int] = set()
 
     def _curve(self, choice: dict[str, str], comp: frozenset[str]) -> Curve:
@@ -194,7 +200,7 @@ class Items:
         if c is None:
             ev = ev or Evaluator(glued, sorted(comp))
             c = component_curve(ev, u, int(math.floor(self.H / u + 1e-9)), self.deadline, self.floor, step, exact_min=self.per_job,
-                                capacity=self.H if self.per_job else None)
+                                capacity=self.H if self.per_job else None, big_until=self.big_until)
             self._curves[key] = c
         return c
 
@@ -263,10 +269,10 @@ Pick = tuple[Option, int] | None  # an option and its own point, or nothing
 
 
 def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
-             expired: Callable[[], bool], jobs_first: bool = False) -> tuple[float, int, list[tuple[Option, int]]] | None:
+             expired: Callable[[], bool]) -> tuple[float, int, list[tuple[Option, int]]] | None:
     """Max-plus knapsack over items (values by global units, jobs counted, the option at each point)
-    with at most ``U`` units; ties go to more jobs (``jobs_first``: more jobs first, then importance).
-    None when infeasible or ``expired()``."""
+    with at most ``U`` units; importance first, ties go to more jobs. None when infeasible or
+    ``expired()``."""
     F = np.full(U + 1, NEG)
     F[0] = 0.0
     C = np.zeros(U + 1, dtype=np.int64)
@@ -274,6 +280,8 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
     for V, N, _ in items:
         if expired():
             return None
+        # one tolerance per item (a relative one per entry cost a third of the knapsack on 3,000 jobs)
+        tol = 1e-9 * (1.0 + float(np.abs(F[np.isfinite(F)]).max(initial=0.0)) + float(np.abs(V[np.isfinite(V)]).max(initial=0.0)))
         G = np.full(U + 1, NEG)
         GC = np.zeros(U + 1, dtype=np.int64)
         arg = np.full(U + 1, -1, dtype=np.int64)
@@ -284,11 +292,7 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
             cand = F[:U + 1 - k] + V[k]
             cc = C[:U + 1 - k] + N[k]
             seg, segc, sega = G[k:], GC[k:], arg[k:]
-            tol = _tol(seg)
-            if jobs_first:
-                better = (cc > segc) | ((cc == segc) & (cand > seg + tol))
-            else:
-                better = (cand > seg + tol) | ((cand >= seg - tol) & (cc > segc))
+            better = (cand > seg + tol) | ((cand >= seg - tol) & (cc > segc))
             seg[better] = cand[better]
             segc[better] = cc[better]
             sega[better] = k
@@ -296,15 +300,9 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
         args.append(arg)
     if not np.isfinite(F).any():
         return None
-    if jobs_first:
-        fin = np.isfinite(F)
-        most = int(C[fin].max())
-        cand_u = np.nonzero(fin & (C == most))[0]
-        u = int(cand_u[np.argmax(F[cand_u])])
-    else:
-        best = float(F.max())
-        near = np.nonzero(F >= best - 1e-9 * (1.0 + abs(best)))[0]
-        u = int(near[np.argmax(C[near])])  # ties: more jobs, then fewer units
+    best = float(F.max())
+    near = np.nonzero(F >= best - 1e-9 * (1.0 + abs(best)))[0]
+    u = int(near[np.argmax(C[near])])  # ties: more jobs, then fewer units
     total, count = float(F[u]), int(C[u])
     picks: list[tuple[Option, int]] = []
     for (_, _, opts), arg in zip(reversed(items), reversed(args)):
@@ -342,8 +340,11 @@ def item_curve(options: list[Option], forced: frozenset[str], allowed: frozenset
 
 
 def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, int], expired: Callable[[], bool],
-                 have_answer: Callable[[], bool]) -> tuple[LevelResult | None, str]:
-    """The best (importance, jobs) over waterline levels; status 'optimal' or 'deadline'."""
+                 have_answer: Callable[[], bool],
+                 finish: Callable[[LevelResult], LevelResult] | None = None) -> tuple[LevelResult | None, str]:
+    """The best (importance, jobs) over waterline levels; status 'optimal' or 'deadline'. ``finish``:
+    what the caller does with a level's answer (its give-back), applied to each level's before they
+    are compared (issue 49: the knapsack's best level was not the best once both were given back)."""
     levels = sorted(set(free_rank.values())) or [1]
     rank_of = dict(free_rank)
     min_g: dict[tuple[int, frozenset[str]], float] = {}  # mips of the cheapest option of a group containing these jobs
@@ -365,14 +366,15 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
         return tot
 
     try:
-        return _levels(items, U, levels, forced_at, rank_of, minimum, expired, have_answer)
+        return _levels(items, U, levels, forced_at, rank_of, minimum, expired, have_answer, finish)
     except Expired:
         return None, "deadline"
 
 
 def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], set[str]], rank_of: dict[str, int],
             minimum: Callable[[set[str]], float], expired: Callable[[], bool],
-            have_answer: Callable[[], bool]) -> tuple[LevelResult | None, str]:
+            have_answer: Callable[[], bool],
+            finish: Callable[[LevelResult], LevelResult] | None = None) -> tuple[LevelResult | None, str]:
     H = min(items.H, U * items.g + 1e-6 * (1.0 + items.H))  # the mips the knapsack may hand out
     feasible = [r for r in levels if minimum(forced_at(r)) <= H + 1e-6]
     if not feasible:
@@ -381,8 +383,9 @@ def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], 
     order = [top] + [r for r in reversed(feasible) if r != top]
     best: LevelResult | None = None
     status = "optimal"
-    for r in order:
-        if expired() and (best is not None or have_answer()):
+    first = not have_answer()  # the first answer: every level, whatever the clock (up to FIRST_LEVELS)
+    for i, r in enumerate(order):
+        if expired() and (best is not None or have_answer()) and not (first and i < FIRST_LEVELS):
             status = "deadline"
             break
         forced = forced_at(r)
@@ -396,27 +399,29 @@ def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], 
             curves.append((V, N, pick))
             shifts += shift
         U_r = int(math.floor((H - shifts) / items.g + 1e-9))  # units left above the forced minima
-        answered = best is not None or have_answer()
+        answered = have_answer() or (best is not None and not first)
 
         def give_up(answered: bool = answered) -> bool:
             return expired() and answered
 
-        # a first answer from coarse curves or curves that stopped improving early: their values
-        # understate what a job would add, so more jobs come first (a deadline never costs a job that fits its place)
-        jobs_first = not answered and (items.coarse or any(not c.complete for c in items.used_curves()))
+        # importance first, always (issue 49: a first answer that put job count first cost 20% at
+        # a 1 s deadline); the jobs a cut curve understates are admitted by the give-back
+        # (:func:`.refine.fill`), which admits every job whose minimum fits what is left
         tk = time.monotonic()
-        got = knapsack(curves, U_r, give_up, jobs_first) if U_r >= 0 else None
+        got = knapsack(curves, U_r, give_up) if U_r >= 0 else None
         items.knapsack_s += time.monotonic() - tk
         if got is None:
-            if expired() and (best is not None or have_answer()):
+            if expired() and (best is not None or have_answer()) and not first:
                 status = "deadline"
                 break
             continue
-        imp, count, picks = got
+        res = LevelResult(got[0], got[1], r, got[2])
+        if finish is not None:
+            res = finish(res)
+        imp, count = res.importance, res.count
         tol = 1e-9 * (1.0 + abs(imp))
-        if best is None or (count, imp) > (best.count, best.importance + tol) if jobs_first else \
-                best is None or imp > best.importance + tol or (imp >= best.importance - tol and count > best.count):
-            best = LevelResult(imp, count, r, picks)
+        if best is None or imp > best.importance + tol or (imp >= best.importance - tol and count > best.count):
+            best = res
     return best, status
 
 

@@ -20,9 +20,9 @@ Departures from the paper, on purpose:
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +33,16 @@ from . import rap
 
 EXACT_LIMIT = 20000  # allocation vectors enumerated exactly per component
 LATE_EXACT_LIMIT = 256  # past the deadline, only components this small are still enumerated
+# issue 49: up to this many vectors are still enumerated exactly (in chunks) when the time they are
+# estimated to take, twice the last enumeration's seconds per vector and PE (of one of at least
+# HYBRID_LIMIT vectors; at least ROW_SECONDS, a quiet core's), ends before the deadline: a two-PE job's 10-mips
+# curve is exact, a step in its value found; under load the estimate grows with what was measured
+BIG_EXACT_LIMIT = 2_000_000
+BIG_EXACT_PES = 3  # ... for components of at most this many PEs (LSD's 21-PE component took 7 s under load)
+ROW_SECONDS = 3e-7
+CHUNK_ROWS = 200_000
+HYBRID_LIMIT = 2048  # vectors of the coarse exact enumeration beside a greedy curve (LSD: 20,000 cost 8 s a pass)
+_RATE = [ROW_SECONDS]  # seconds per vector and PE of the last big enumeration (a speed, not a result)
 
 
 @dataclass
@@ -85,7 +95,8 @@ def bounds(ev: Evaluator, unit: float, floor: float = 0.0, exact_min: bool = Fal
 
 
 def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float | None = None, floor: float = 0.0,
-                    step: int = 1, exact_min: bool = False, capacity: float | None = None) -> Curve:
+                    step: int = 1, exact_min: bool = False, capacity: float | None = None,
+                    big_until: float | None = None) -> Curve:
     """Best importance of the component for each number of units (paper's I_c), with allocations;
     every PE gets at least :func:`~soda_optimizer.model.floor_units` (its minimum, ``floor`` mips,
     one unit). With ``step`` > 1 a PE grows above its minimum only by multiples of ``step`` units
@@ -94,7 +105,9 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     mips (``Curve.offset``) and the curve goes up to what the capacity leaves above them: with
     ``capacity`` (mips), one unit past it (issue 34: flooring twice, capacity to units and then
     the minima, cut the last unit that fits; and a bound's points, moved one unit left, then cover
-    every continuous allocation up to the capacity; no answer takes a point past the capacity)."""
+    every continuous allocation up to the capacity; no answer takes a point past the capacity).
+    ``big_until``: enumerations past EXACT_LIMIT vectors must end by then too (a share of the
+    stage's deadline: on 7.1 at 65 nodes they took every pass's time)."""
     lo, hi, off = bounds(ev, unit, floor, exact_min)
     ceiling = _ceiling(ev, unit, hi, off) if exact_min else None
     if exact_min and capacity is not None:
@@ -106,23 +119,92 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     # each PE's growth: 0, step, 2 step, ... and its whole span
     levels = [sorted(set(range(0, int(s) + 1, step)) | {int(s)}) for s in span]
     n_vec = float(np.prod([float(len(x)) for x in levels]))
-    if n_vec <= EXACT_LIMIT and (n_vec <= LATE_EXACT_LIMIT or deadline is None or time.monotonic() <= deadline):
-        grids = np.array(list(itertools.product(*levels)), dtype=int).reshape(-1, len(span))
+    now = time.monotonic()
+    if n_vec <= EXACT_LIMIT and (n_vec <= LATE_EXACT_LIMIT or deadline is None or now <= deadline) or (
+            n_vec <= BIG_EXACT_LIMIT and len(span) <= BIG_EXACT_PES
+            and (deadline is None or now + n_vec * len(span) * 2 * _RATE[0] <= deadline)
+            and (big_until is None or now + n_vec * len(span) * 2 * _RATE[0] <= big_until)):
+        values, allocs = _enumerate(ev, lo, off, unit, levels, total)
+        if n_vec >= HYBRID_LIMIT:  # the measured speed (the machine's load) prices the next big enumeration
+            _RATE[0] = max(ROW_SECONDS, (time.monotonic() - now) / (n_vec * len(span)))
+        return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, offset=off, ceiling=ceiling)
+    greedy = _greedy(ev, lo, off, unit, span, total, step, deadline)
+    # issue 49: the greedy never reaches a step in value that needs several PEs to grow together
+    # (each alone gains nothing), so the curve is also enumerated exactly on a coarser grid of
+    # growth (every PE from its minimum to its whole span in a few levels, at most HYBRID_LIMIT
+    # vectors, LATE_EXACT_LIMIT past the deadline) and the better of the two is kept per point
+    limit = LATE_EXACT_LIMIT if deadline is not None and time.monotonic() > deadline else HYBRID_LIMIT
+    per = int(limit ** (1.0 / max(1, len(span))))
+    if per >= 2:
+        coarse = [sorted({int(round(x)) for x in np.linspace(0, int(sp), min(per, int(sp) + 1))}) for sp in span]
+        cv, ca = _enumerate(ev, lo, off, unit, coarse, total)
+    else:  # too many PEs for two levels each: every PE grows together, the same share of its span
+        ts = np.linspace(0.0, 1.0, limit)
+        cv, ca = _best_of(ev, lo, off, unit, [np.floor(ts[:, None] * span[None, :] + 1e-9).astype(int)], total)
+    gv, ga, complete = greedy
+    n = max(len(gv), len(cv))
+    gi = np.minimum(np.arange(n), len(gv) - 1)
+    ci = np.minimum(np.arange(n), len(cv) - 1)
+    take_c = cv[ci] > gv[gi] + 1e-12 * (1.0 + np.abs(gv[gi]))
+    values = np.where(take_c, cv[ci], gv[gi])
+    allocs = np.where(take_c[:, None], ca[ci], ga[gi])
+    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete, offset=off, exact=False, ceiling=ceiling)
+
+
+def _enumerate(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, levels: list[list[int]],
+               total: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, allocs) for 0..``total`` units above the minima: the best of every allocation vector
+    whose PEs take the given ``levels`` (the first of equals in product order), made nondecreasing
+    (with more units some may stay idle). Evaluated in chunks of CHUNK_ROWS vectors (consecutive
+    vectors in product order), so a few million vectors fit in memory."""
+    P = len(levels)
+    lv = [np.asarray(x, dtype=int) for x in levels]
+    shape = tuple(len(x) for x in lv)
+    n = int(np.prod(shape)) if P else 1
+
+    def chunks() -> Iterator[np.ndarray]:
+        for c0 in range(0, n, CHUNK_ROWS):
+            # the vectors c0 .. c0 + CHUNK_ROWS in product order (the last PE fastest), built in numpy
+            idx = np.unravel_index(np.arange(c0, min(n, c0 + CHUNK_ROWS)), shape) if P else ()
+            yield np.stack([x[i] for x, i in zip(lv, idx)], axis=1) if P else np.zeros((1, 0), dtype=int)
+
+    return _best_of(ev, lo, off, unit, chunks(), total)
+
+
+def _best_of(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, chunks: Iterable[np.ndarray],
+             total: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, allocs) for 0..``total`` units: the best of the given vectors per sum (the first of
+    equals), made nondecreasing."""
+    values = np.full(total + 1, -np.inf)
+    allocs: np.ndarray | None = None
+    for grids in chunks:
+        if allocs is None:
+            allocs = np.zeros((total + 1, grids.shape[1]), dtype=int)
         grids = grids[grids.sum(axis=1) <= total]
+        if not len(grids):
+            continue
         vals = ev.importance((grids + lo) * unit + off)
         sums = grids.sum(axis=1)
-        values = np.full(total + 1, -np.inf)
-        allocs = np.zeros((total + 1, len(span)), dtype=int)
-        # the best vector of each sum (the first of equals, in enumeration order)
+        # the best vector of each sum in this chunk (the first of equals, in enumeration order)
         order = np.lexsort((np.arange(len(vals)), -vals, sums))
         ss = sums[order]
         first = order[np.r_[True, ss[1:] != ss[:-1]]]
-        values[sums[first]], allocs[sums[first]] = vals[first], grids[first]
-        # nondecreasing: with more units you may leave some idle (an earlier point wins ties)
-        run = np.maximum.accumulate(values)
-        record = np.r_[True, values[1:] > run[:-1]]
-        src = np.maximum.accumulate(np.where(record, np.arange(total + 1), 0))
-        return Curve(tuple(ev.pes), lo, values[src], allocs[src] + lo, unit, offset=off, ceiling=ceiling)
+        k = sums[first]
+        better = vals[first] > values[k]
+        values[k[better]] = vals[first][better]
+        allocs[k[better]] = grids[first][better]
+    assert allocs is not None and np.isfinite(values[0])  # the minima (the zero vector) are always among them
+    # nondecreasing: with more units you may leave some idle (an earlier point wins ties)
+    run = np.maximum.accumulate(values)
+    record = np.r_[True, values[1:] > run[:-1]]
+    src = np.maximum.accumulate(np.where(record, np.arange(total + 1), 0))
+    return values[src], allocs[src]
+
+
+def _greedy(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, span: np.ndarray, total: int, step: int,
+            deadline: float | None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(values, allocs, complete) of the greedy marginal scheme (module docstring); ``complete`` is
+    False when the deadline stopped it."""
     # greedy marginal over bundles; a move of k units leaves the k-1 totals before it at the
     # previous solution (the curve is filled in from the breakpoints at the end)
     x = np.zeros(len(span), dtype=int)
@@ -180,9 +262,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
             used = at[-1]
     # entry k of the curve: the last breakpoint at or below k
     idx = np.searchsorted(np.array(at), np.arange(used + 1), side="right") - 1
-    values = np.array(vals_l)[idx]
-    allocs = np.array(allocs_l)[idx]
-    return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete, offset=off, exact=False, ceiling=ceiling)
+    return np.array(vals_l)[idx], np.array(allocs_l)[idx], complete
 
 
 def _ceiling(ev: Evaluator, unit: float, hi: np.ndarray, off: np.ndarray) -> float | None:

@@ -36,7 +36,12 @@ Departures from the paper, on purpose:
   ``FINISH_SHARE`` of the deadline and twice what the first pass's give-back and polish took
   (measured, so it grows with the load and the size of the answer); later passes' knapsacks, the
   exact step and the bound's knapsack/CP-SAT give up at ``deadline - reserve``; only the first
-  answer (its knapsack and its admission of the jobs that fit) runs whatever the clock says;
+  answer (its knapsacks at every level, chosen by importance, and its whole give-back: the jobs
+  that fit, the growth on own grids and the polish) runs whatever the clock says (issue 49: a
+  deadline costs a refinement, never 20%, and leaves no capacity idle that an admitted PE could
+  use; after the knee, what it freed goes to admitted PEs below saturation too);
+- an answer that reaches the saturation bound (:mod:`.saturation`) is proven optimal and the
+  passes stop there (issue 49: a what-if of one job that fits is proven by its first pass);
 - feasibility in exact mips (issue 34): with the automatic resolution the admission rule, "cannot
   fit" and the level check count exact minima, the knapsack charges forced jobs their exact minimum
   (:func:`.admission.item_curve`), and :mod:`.refine` gives back what whole units leave unused (a
@@ -67,7 +72,7 @@ import numpy as np
 from ..importance import Evaluator, value
 from ..model import Job, Scenario, floor_mips, floor_units
 from ..plan import JobDecision, StageReport, gap_of
-from . import admission, exact, refine
+from . import admission, exact, refine, saturation
 from .curves import Curve
 from .knee import at_the_knee
 from .required import Promise, job_minimum, promise
@@ -80,6 +85,9 @@ AUTO_UNITS = 8192  # the finest global grid the automatic refinement goes to
 # share of the deadline: what is left pays for the curves not yet started (their floors) and the
 # knapsacks, and keeps the overrun small
 FIRST_CURVES_SHARE = 0.6
+# curves past EXACT_LIMIT vectors (:data:`.curves.BIG_EXACT_LIMIT`) only in this share of the
+# deadline (issue 49: on 7.1 at 65 nodes they took every pass's time, -0.7% at 5 s)
+BIG_CURVES_SHARE = 0.25
 FINISH_SHARE = 0.1  # a later pass gives up this share of the deadline before it ends (goals, streams, report)
 MAX_UNITS = 16384  # the finest resolution a policy may ask for (unitMips / resolutionUnits are clamped to it)
 
@@ -208,7 +216,24 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     # kept out of the deadline: ``reserve`` seconds, at least FINISH_SHARE of it and twice what
     # the first pass's give-back and polish took (measured, so it grows with the load and the size)
     reserve = FINISH_SHARE * (deadline - t0)
+    sat: list[float | None] = []  # the saturation bound, once an answer admits every job (:mod:`.saturation`)
+
+    def saturated(ans: _Answer) -> bool:
+        """Whether ``ans`` reaches the saturation bound (proven optimal: no later pass can do better)."""
+        if len(ans.choice) < len(scenario.jobs):
+            return False
+        if not sat:
+            one = all(len(j.candidate_templates) == 1 for j in scenario.jobs)
+            sat.append(saturation.bound(scenario, ans.choice, _evaluator(scenario, ans.choice, evs) if one else None))
+        b = sat[0]
+        return b is not None and ans.importance >= b - 1e-9 * (1.0 + abs(b))
+
+    done = False  # the answer is proven optimal by the saturation bound
+    give_back_s = [0.0]  # the longest give-back of one level (:func:`.refine.fill`), for the reserve
     for i_step, step in enumerate(passes):
+        if best is not None and saturated(best):
+            done = True
+            break
         last_step = i_step == len(passes) - 1
         if step is None:  # the exact step; again after the finer passes when it did not reach the 10-mips grids
             fine_done = exact_items is not None and exact_items.g <= FINE_UNIT_MIPS + 1e-9
@@ -245,6 +270,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         curves_until = deadline if answered else t0 + FIRST_CURVES_SHARE * (deadline - t0)
         items = admission.Items(scenario, unit, per_job=per_job, deadline=curves_until, jobs=candidates, cache=curve_cache,
                                 coarse=coarse)
+        items.big_until = t0 + BIG_CURVES_SHARE * (deadline - t0)
         if answered:  # a later pass leaves time to turn the answer into goals and streams
             items.abandon_at = deadline - reserve
 
@@ -252,20 +278,30 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             return answered
 
         U = int(math.floor(H / unit + 1e-9))
+
+        def give_back(got: admission.LevelResult, items: admission.Items = items, answered: bool = answered,
+                      free: dict[str, int] = free, reserve: float = reserve) -> admission.LevelResult:
+            """What whole global units left unused, given back in exact mips (never lowers the answer);
+            the first answer's always completes (issue 49: cut by the deadline, it left capacity idle
+            that admitted PEs could use), a later pass's stops at the reserve."""
+            if fixed_unit:
+                return got
+            tg = time.monotonic()
+            until = (lambda: False) if not answered else admission.timer(max(deadline - reserve, time.monotonic() + 0.05))
+            picks = refine.fill(items, got.picks, free, H, until, admit_all=not answered)
+            give_back_s[0] = max(give_back_s[0], time.monotonic() - tg)
+            return admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), got.level, picks)
+
         # a later pass's knapsack gives up at the reserve (the first runs to its answer)
         got, status = admission.solve_levels(items, U, set(pr_u.promised), free,
-                                             admission.timer(deadline - reserve) if answered else expired, have_answer)
+                                             admission.timer(deadline - reserve) if answered else expired, have_answer, give_back)
         if status == "optimal" and any(not c.complete for c in items.used_curves()):
             status = "deadline"  # exact over the curves, but some curves stopped improving early
         cut = cut or status == "deadline"
         if per_job or fixed_unit:  # the next per-job resolution's estimate (the plain grid's knapsack is another size)
             knapsack_s = items.knapsack_s
         tf = time.monotonic()
-        if got is not None and not fixed_unit:
-            # give back what whole global units left unused (exact mips; never lowers the answer)
-            until = admission.timer(max(deadline - reserve, time.monotonic() + 0.05))
-            picks = refine.fill(items, got.picks, free, H, until, admit_all=not answered)
-            got = admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), got.level, picks)
+        until = (lambda: False) if not answered else admission.timer(max(deadline - reserve, time.monotonic() + 0.05))
         if got is not None:
             ans = _answer(got, unit, U, status, pr_u, hl_u, free, per_job)
             ans.items_used = items
@@ -274,7 +310,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 if imp_p is not None and imp_p > ans.importance:
                     ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
             if not answered:
-                reserve = max(reserve, 2.0 * (time.monotonic() - tf))
+                reserve = max(reserve, 2.0 * (time.monotonic() - tf + give_back_s[0]))
             grids.append(f"{'plain' if not per_job else 'per-job' if not coarse else 'coarse per-job'} {unit:.1f}: {ans.importance:,.6g}")
             # more of the rule's required jobs first, then importance: a finer resolution replaces a
             # coarser answer only when it is at least as good
@@ -288,7 +324,13 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         if time.monotonic() > deadline - reserve:
             cut = cut or not last_step
             break
+    if best is not None and not done and saturated(best):
+        done = True
+    cut = cut and not done  # proven optimal: nothing left for the deadline to cut
     bound, proven = None, False
+    if done and best is not None and sat and sat[0] is not None:
+        bound, proven = max(sat[0], best.importance), True
+        last_items = last_ctx = exact_items = None  # no other bound to compute
     bound_items, bctx = last_items, last_ctx  # the bound over the finest per-job curves built
     if exact_items is not None and last_ctx is not None and (last_items is None or exact_items.g <= last_items.g):
         bound_items = exact_items  # the finest curves built: the exact step's, or a later pass's
@@ -330,6 +372,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     gap = gap_of(bound, best.importance, proven)
     if cut:
         status = "deadline"
+    elif done:
+        status = "optimal"  # the saturation bound: no admission, grid or not, does better
     elif fixed_unit:
         status = best.status  # the knapsack is exact on the fixed grid
     else:  # automatic: optimal only when the bound proves it
@@ -350,15 +394,21 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             goals = {**goals, **{p: m for o in more for p, m in o.split(0).items()}}
             ev = _evaluator(scenario, best.choice, evs)
             glued = ev.glued
-            if bound is not None:
-                bound = max(bound, best.importance)
-                gap = max(0.0, bound - best.importance) / bound if bound > 0 else 0.0
+        if H - sum(goals.values()) > 1e-6:
+            # what the knee freed and no job took goes to admitted PEs below their saturation
+            # (issue 49: no capacity idle that an admitted PE could use)
+            goals, imp_p = refine.polish(scenario, best.choice, goals, H, lambda: False, ev=ev, rounds=64)
+            best.importance = max(best.importance, imp_p if imp_p is not None else -math.inf)
+        if bound is not None and proven:  # an estimate is never raised to the answer (issue 49)
+            bound = max(bound, best.importance)
+        gap = gap_of(bound, best.importance, proven)
     vec = np.array([[goals[p] for p in ev.pes]])
     traffic = ev.traffic(vec[0])
     imp_by_job = _importance_by_job(ev, vec[0])
     deps = _deps(scenario)
     job_mips = {x: sum(goals[p] for p in glued.pes_of(x)) for x in best.choice}
     out_dec: list[JobDecision] = []
+    why_cache: dict = {}
     for j in scenario.jobs:
         if j.name in best.choice:
             mips = sum(goals[p] for p in glued.pes_of(j.name))
@@ -384,7 +434,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 reason, msg = "dependency", f"imports from jobs not admitted: {sorted(deps[j.name] - set(best.choice))}"
             else:
                 reason = "rank-waterline" if level is not None and rev[j.name] > level else "capacity"
-                msg = _why(scenario, j, rev, level, best, job_mips)
+                msg = _why(scenario, j, rev, level, best, job_mips, why_cache)
             out_dec.append(
                 JobDecision(job=j.name, admitted=False, reason=reason, message=msg, rank=j.rank, revised_rank=rev[j.name])  # type: ignore
             )
@@ -430,21 +480,30 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     )
 
 
-def _why(scenario: Scenario, job: Job, rev: dict[str, int], level: int | None, best: _Answer, job_mips: dict[str, float]) -> str:
+def _why(scenario: Scenario, job: Job, rev: dict[str, int], level: int | None, best: _Answer, job_mips: dict[str, float],
+         cache: dict | None = None) -> str:
     """Why an admissible job is out, in numbers a user can act on: its minimum, what is free, and
-    what the admitted jobs of better and equal revised rank hold (the largest named)."""
+    what the admitted jobs of better and equal revised rank hold (the largest named). ``cache``:
+    those figures per revised rank, shared by the calls of one answer (issue 49: recomputed per
+    refused job, they took seconds on 3,000 jobs)."""
     need = job_minimum(scenario, job)
     H = scenario.capacity_mips
-    free = max(0.0, H - sum(best.goals.values()))
-    better = sorted(((m, x) for x, m in job_mips.items() if rev[x] < rev[job.name]), reverse=True)
-    equal = sorted(((m, x) for x, m in job_mips.items() if rev[x] == rev[job.name]), reverse=True)
-    held = sum(m for m, _ in better)
-    top = ", ".join(f"{x} {m:.0f}" for m, x in better[:3])
+    r = rev[job.name]
+    cache = {} if cache is None else cache
+    if "free" not in cache:
+        cache["free"] = max(0.0, H - sum(best.goals.values()))
+    if r not in cache:
+        better = sorted(((m, x) for x, m in job_mips.items() if rev[x] < r), reverse=True)
+        equal = [m for x, m in job_mips.items() if rev[x] == r]
+        cache[r] = (len(better), sum(m for m, _ in better), better[:3], sum(equal), len(equal))
+    free = cache["free"]
+    n_better, held, top3, equal_mips, n_equal = cache[r]
+    top = ", ".join(f"{x} {m:.0f}" for m, x in top3)
     head = (f"revised rank {rev[job.name]} is worse than the waterline {level}: " if level is not None and rev[job.name] > level
             else "not admitted at its rank (more importance elsewhere): ")
     text = (f"{head}it needs at least {need:.0f} mips ({best.unit:.0f}-mips units); {free:.0f} of {H:.0f} are free, {held:.0f} are held by "
-            f"{len(better)} job(s) of better revised rank" + (f" ({top}{', ...' if len(better) > 3 else ''})" if better else "")
-            + (f" and {sum(m for m, _ in equal):.0f} by {len(equal)} of equal rank" if equal else ""))
+            f"{n_better} job(s) of better revised rank" + (f" ({top}{', ...' if n_better > 3 else ''})" if n_better else "")
+            + (f" and {equal_mips:.0f} by {n_equal} of equal rank" if n_equal else ""))
     if need > H - held:
         text += f"; even alone beside the better ranks it is short by {need - (H - held):.0f} mips"
     return text
@@ -515,6 +574,7 @@ def _exact_step(scenario: Scenario, items: admission.Items, ctx: tuple, best: _A
     if items.g > FINE_UNIT_MIPS and n * items.g / FINE_UNIT_MIPS <= exact.MAX_POINTS:
         fine = admission.Items(scenario, FINE_UNIT_MIPS, per_job=True, deadline=until, jobs=[j for g in items.groups for j in g],
                                cache=cache)
+        fine.big_until = items.big_until
         fine.abandon_at = time.monotonic() + 0.3 * (until - time.monotonic())
         try:
             for gi, grp in enumerate(fine.groups):

@@ -40,6 +40,7 @@ split one relaxation over two modules.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable
@@ -162,76 +163,124 @@ def admit_freed(items: Items, picks: list[tuple[Option, int]], free_rank: dict[s
 
 def _admit(items: Items, picks: list[tuple[Option, int]], free_rank: dict[str, int], H: float,
            expired: Callable[[], bool], free: float | None = None) -> list[tuple[Option, int]]:
+    """Admit, at their minimum and while they fit, the options of jobs not admitted, least key
+    (worst revised rank, minimum, -importance) first, rank legality kept: an option is legal when
+    no job left out has a better revised rank than its worst one (the other jobs of the option
+    aside). Issue 49: the same choices as a scan of every option per admission, without the scan
+    (it took seconds on 3,000 jobs): one-job options are legal only at the best rank left out, and
+    of those only the cheapest that is still available can fit; options of several jobs (import
+    groups) are few and scanned."""
     free = H - used_mips(picks) if free is None else free
     taken = {items.group_of[j] for o, _ in picks for j in o.jobs}
     admitted = {j for o, _ in picks for j in o.jobs}
     out = {j for j in free_rank if j not in admitted}
+    single: dict[int, list[tuple[float, float, int, Option]]] = {}  # rank -> (minimum, -importance, group, option)
+    multi: list[tuple[tuple[int, float, float], int, Option]] = []
+    for gi, grp in enumerate(items.groups):
+        if gi in taken or not grp & out:
+            continue
+        try:
+            opts = items.build(gi)
+        except Expired:
+            continue
+        for o in opts:
+            if not o.jobs <= out:
+                continue
+            worst = max(free_rank[j] for j in o.jobs)
+            if len(o.jobs) == 1:
+                single.setdefault(worst, []).append((o.base, -float(o.values[0]), gi, o))
+            else:
+                multi.append(((worst, o.base, -float(o.values[0])), gi, o))
+    for lst in single.values():
+        lst.sort(key=lambda t: (t[0], t[1], t[2]))
+    multi.sort(key=lambda t: (t[0], t[1]))
+    at = dict.fromkeys(single, 0)  # per rank: the first entry not yet passed over
+    count: dict[int, int] = {}
+    for j in out:
+        count[free_rank[j]] = count.get(free_rank[j], 0) + 1
+
+    def available(gi: int, o: Option) -> bool:
+        return gi not in taken and o.jobs <= out
+
     while out and not expired():
-        best: tuple[tuple[int, float, float], Option] | None = None
-        ranks_out = sorted(free_rank[j] for j in out)  # once a round (a scan per option was quadratic)
-
-        def best_rank_left(jobs: frozenset[str], ranks_out: list[int] = ranks_out) -> float:
-            """The best revised rank among ``out`` less ``jobs`` (``jobs`` is in ``out``: a multiset
-            removal from the sorted ranks, a few steps)."""
-            skip = sorted(free_rank[j] for j in jobs)
-            k = 0
-            for x in ranks_out:
-                if k < len(skip) and x == skip[k]:
-                    k += 1
-                    continue
-                return x
-            return math.inf
-
-        for gi, grp in enumerate(items.groups):
-            if gi in taken or not grp & out:
+        r1 = min(r for r, c in count.items() if c > 0)
+        best: tuple[tuple[int, float, float], int, Option] | None = None
+        lst = single.get(r1, [])
+        while at.get(r1, 0) < len(lst) and not available(lst[at[r1]][2], lst[at[r1]][3]):
+            at[r1] += 1
+        if at.get(r1, 0) < len(lst):
+            base, negv, gi, o = lst[at[r1]]
+            if base <= free + 1e-6:
+                best = ((r1, base, negv), gi, o)
+        for key, gi, o in multi:
+            if best is not None and key >= best[0]:
+                break
+            if not available(gi, o) or o.base > free + 1e-6:
                 continue
-            try:
-                opts = items.build(gi)
-            except Expired:
+            # legal: every job left out of better rank than its worst is one of its own
+            if sum(c for r, c in count.items() if r < key[0]) > sum(free_rank[j] < key[0] for j in o.jobs):
                 continue
-            for o in opts:
-                if not o.jobs <= out or o.base > free + 1e-6:
-                    continue
-                worst = max(free_rank[j] for j in o.jobs)
-                if worst > best_rank_left(o.jobs):
-                    continue  # a better-ranked job would stay out: not rank-legal
-                key = (worst, o.base, -float(o.values[0]))
-                if best is None or key < best[0]:
-                    best = (key, o)
+            best = (key, gi, o)
+            break
         if best is None:
             break
-        o = best[1]
+        _, gi, o = best
         picks.append((o, 0))
         free -= o.base
-        taken.add(items.group_of[next(iter(o.jobs))])
+        taken.add(gi)
         out -= o.jobs
+        for j in o.jobs:
+            count[free_rank[j]] -= 1
+        count = {r: c for r, c in count.items() if c > 0}
+        if not count:
+            break
     return picks
 
 
 def _grow(picks: list[tuple[Option, int]], free: float, expired: Callable[[], bool]) -> list[tuple[Option, int]]:
     """Greedy: the move (one option to a later own point) with the best importance per mips that
-    fits what is free, until none gains."""
+    fits what is free, until none gains. Lazy (issue 49: a scan of every pick per move took seconds
+    on hundreds of jobs, so the deadline cut the first answer's give-back and left capacity idle):
+    what is free only shrinks, so a pick's best ratio only falls; a heap holds each pick's last
+    ratio, and the top is recomputed before it is taken (the same moves as a full scan)."""
     picks = list(picks)
-    for _ in range(100_000):
-        if free <= 0 or expired():
+    heap: list[tuple[float, int]] = []
+    for i, (o, x) in enumerate(picks):
+        mv = _move(o, x, free)
+        if mv is not None:
+            heap.append((-mv[0], i))
+    heapq.heapify(heap)
+    for _ in range(1_000_000):
+        if free <= 0 or not heap or expired():
             break
-        best = (0.0, -1, -1)
-        for i, (o, x) in enumerate(picks):
-            room = int(math.floor(free / o.unit + 1e-9))
-            top = min(len(o.values) - 1, x + room)
-            if top <= x:
-                continue
-            gain = o.values[x + 1:top + 1] - o.values[x]
-            ratio = gain / (np.arange(1, top - x + 1) * o.unit)
-            k = int(np.argmax(ratio))
-            if gain[k] > 1e-12 * (1.0 + abs(o.values[x])) and ratio[k] > best[0]:
-                best = (float(ratio[k]), i, x + 1 + k)
-        if best[1] < 0:
-            break
-        o, x = picks[best[1]]
-        free -= (best[2] - x) * o.unit
-        picks[best[1]] = (o, best[2])
+        _, i = heapq.heappop(heap)
+        o, x = picks[i]
+        mv = _move(o, x, free)
+        if mv is None:
+            continue
+        if heap and mv[0] < -heap[0][0] * (1 - 1e-12):
+            heapq.heappush(heap, (-mv[0], i))  # another pick is better now
+            continue
+        free -= (mv[1] - x) * o.unit
+        picks[i] = (o, mv[1])
+        nxt = _move(o, mv[1], free)
+        if nxt is not None:
+            heapq.heappush(heap, (-nxt[0], i))
     return picks
+
+
+def _move(o: Option, x: int, free: float) -> tuple[float, int] | None:
+    """The best (importance per mips, own point) past ``x`` that fits ``free`` mips, if it gains."""
+    room = int(math.floor(free / o.unit + 1e-9))
+    top = min(len(o.values) - 1, x + room)
+    if top <= x:
+        return None
+    gain = o.values[x + 1:top + 1] - o.values[x]
+    ratio = gain / (np.arange(1, top - x + 1) * o.unit)
+    k = int(np.argmax(ratio))
+    if gain[k] <= 1e-12 * (1.0 + abs(o.values[x])) or ratio[k] <= 0:
+        return None
+    return float(ratio[k]), x + 1 + k
 
 
 def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: float,
@@ -448,10 +497,11 @@ def timer(deadline: float) -> Callable[[], bool]:
 
 
 def polish(scenario: Scenario, choice: dict[str, str], goals: dict[str, float], H: float, expired: Callable[[], bool],
-           max_pes: int = 1000, ev: Evaluator | None = None) -> tuple[dict[str, float], float | None]:
+           max_pes: int = 1000, ev: Evaluator | None = None, rounds: int = 8) -> tuple[dict[str, float], float | None]:
     """What a grid leaves over (less than one unit of some grid), given to single PEs in exact mips
     while it buys importance: each round tries every unsaturated PE with all of it (capped at its
-    maximum and saturation). Returns the goals and their importance (None: nothing was tried)."""
+    maximum and saturation), at most ``rounds`` rounds (a round ends with what is left at 0 or one
+    more PE at its cap). Returns the goals and their importance (None: nothing was tried)."""
     ev = ev or Evaluator(scenario.glued(choice))
     if not ev.pes or len(ev.pes) > max_pes:
         return goals, None
@@ -461,7 +511,7 @@ def polish(scenario: Scenario, choice: dict[str, str], goals: dict[str, float], 
     room = np.maximum(cap - x, 0.0)
     cur = float(ev.importance(x[None, :])[0])
     free = H - float(x.sum())
-    for _ in range(8):
+    for _ in range(max(1, rounds)):
         cand = np.nonzero(room > 1e-9)[0]
         if free <= 1e-6 or not len(cand) or expired():
             break
