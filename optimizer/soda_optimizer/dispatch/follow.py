@@ -38,7 +38,8 @@ is what it assigned so far; :attr:`Step.timed_out` says so. The dispatcher's ste
 
 from __future__ import annotations
 
-from collections import Counter
+import heapq
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -107,42 +108,48 @@ def step(policy: Policy, jobs: Sequence[JobView], workers: Sequence[WorkerView],
         if w not in busy and waiting[j] > 0:
             waiting[j] -= 1
             start[w] = j
-    idle = [w for w in sorted(workers, key=lambda w: w.id) if w.job is None and w.id not in start]
-    behind: dict[str, list[str]] = {}  # job -> busy workers of another job the plan gives it, unkillable first
-    for w, j in sorted(plan.items()):
+    idle: dict[str, deque[str]] = {}  # node class -> the workers left idle, id order (a swap costs O(classes))
+    for wv in sorted(workers, key=lambda wv: wv.id):
+        if wv.job is None and wv.id not in start:
+            idle.setdefault(wv.node_class, deque()).append(wv.id)
+    lists: dict[str, list[tuple[bool, str]]] = {}
+    for w, j in plan.items():
         if w in busy and busy[w] != j:
-            behind.setdefault(j, []).append(w)
-    for j, ws in behind.items():
-        ws.sort(key=lambda w: w)
-        ws.sort(key=lambda w: killable(w, j))  # noqa: B023 (sorted here, inside the loop)
+            lists.setdefault(j, []).append((killable(w, j), w))
+    #: job -> busy workers of another job the plan gives it, unkillable first, then id order
+    behind = {j: deque(w for _, w in sorted(ws)) for j, ws in lists.items()}
     order = sorted(jobs, key=by_priority)
     for job in order:  # 4: a released task waits for no busy worker while a worker is left idle: swap them
-        ws = behind.get(job.id, [])
-        while idle and ws and waiting[job.id] > 0:
-            w2 = max(idle, key=lambda w: sp.throughput(job.kind, w.node_class))
-            w1 = ws.pop(0)
-            idle.remove(w2)
-            old = plan.pop(w2.id, None)
+        ws = behind.get(job.id, deque())
+        while ws and waiting[job.id] > 0:
+            classes = [c for c, q in idle.items() if q]
+            if not classes:
+                break
+            cls = min(classes, key=lambda c: (-sp.throughput(job.kind, c), idle[c][0]))  # noqa: B023
+            w2 = idle[cls].popleft()
+            w1 = ws.popleft()
+            old = plan.pop(w2, None)
             if old is None:
                 del plan[w1]
             else:
                 plan[w1] = old
-            plan[w2.id] = start[w2.id] = job.id
+            plan[w2] = start[w2] = job.id
             waiting[job.id] -= 1
     killed: Assignment = {}
-    changed = bool(preempt)
-    while changed:  # 5: kill for what no idle worker could take (a killed task waits for its own job's workers)
-        changed = False
-        for job in order:
-            for w1 in list(behind.get(job.id, [])):
-                if waiting[job.id] <= 0:
-                    break
-                if killable(w1, job.id):
-                    behind[job.id].remove(w1)
-                    killed[w1] = start[w1] = job.id
-                    waiting[job.id] -= 1
-                    waiting[busy[w1]] += 1
-                    changed = True
+    if preempt:  # 5: kill for what no idle worker could take (a killed task waits for its own job's workers)
+        rank = {j.id: i for i, j in enumerate(order)}
+        can = {j: deque(w for w in ws if killable(w, j)) for j, ws in behind.items()}
+        heap = [rank[j] for j in can if can[j]]
+        heapq.heapify(heap)
+        while heap:
+            jid = order[heapq.heappop(heap)].id
+            while can[jid] and waiting[jid] > 0:
+                w1 = can[jid].popleft()
+                killed[w1] = start[w1] = jid
+                waiting[jid] -= 1
+                waiting[busy[w1]] += 1
+                if can.get(busy[w1]) and busy[w1] in rank:
+                    heapq.heappush(heap, rank[busy[w1]])
     return Step(plan, start, killed, b.timed_out)
 
 
