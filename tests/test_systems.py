@@ -72,9 +72,9 @@ def test_soda_decides_like_pipeline_run() -> None:
     assert _plan_view(m.result) == _plan_view(pipeline.rerun(scen, d.result, 30.0))
     # the spec replaces the Scenario's policy: a baseline placement
     rr = scen.policy.model_copy(update={"placement": "rr"})
-    d = systems.decide("soda", rr, scen)
+    d = systems.decide("soda", rr, scen, 30.0)  # the same generous deadline on both sides (the default bit under load)
     assert d.algorithm == "rr" and d.result.policy == "rr"
-    assert _plan_view(d.result) == _plan_view(pipeline.run(scen.model_copy(update={"policy": rr})))
+    assert _plan_view(d.result) == _plan_view(pipeline.run(scen.model_copy(update={"policy": rr}), 30.0))
 
 
 @pytest.mark.parametrize("algorithm", ["milp", "mcb8", "sgb", "rrnz"])
