@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from kubernetes.client.rest import ApiException
+from kubernetes.client.rest import ApiException, RESTClientObject
 
 log = logging.getLogger("kubesoda.api")
 T = TypeVar("T")
@@ -56,3 +58,50 @@ def list_json(call: Callable[..., Any], *args: Any, **kw: Any) -> list[dict[str,
         return json.loads(resp.read())["items"]
     finally:
         resp.release_conn()
+
+
+class Fenced(RuntimeError):
+    """Raised before a write when this replica has lost the right to act (peering paused it, or its
+    lease lapsed: issue 46)."""
+
+
+_fence = threading.local()
+_install_lock = threading.Lock()
+_installed = False
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@contextmanager
+def fenced(check: Callable[[], bool]) -> Iterator[None]:
+    """While in this block, every write this thread makes through the kubernetes client checks
+    ``check`` at the last moment before the request is built and sent (in the client's
+    ``RESTClientObject.request``, after the model's serialisation and any retry's sleep) and raises
+    :class:`Fenced` when it says so. The applier also checks before each write; this check is what a
+    thread that passed that one just before the process stalled (a stop, a long pause) meets when
+    it resumes: the stall has made the lease lapse, so the request is not sent (issue 46). Threads
+    outside such a block (the lease's own renewals, Kopf's) are not affected."""
+    _install()
+    before = getattr(_fence, "check", None)
+    _fence.check = check
+    try:
+        yield
+    finally:
+        _fence.check = before
+
+
+def _install() -> None:
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        send = RESTClientObject.request
+
+        def request(self: RESTClientObject, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            check = getattr(_fence, "check", None)
+            if check is not None and method.upper() not in READS and check():
+                raise Fenced(f"{method} {url.split('?', 1)[0]}: this replica may no longer act")
+            return send(self, method, url, *args, **kwargs)
+
+        RESTClientObject.request = request  # type: ignore[method-assign]
+        _installed = True
+

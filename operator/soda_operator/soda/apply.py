@@ -56,7 +56,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ..kube import events, metrics, pods, quantities
-from ..kube.api import TRANSIENT, raw, retry
+from ..kube.api import TRANSIENT, Fenced, fenced, raw, retry
 from . import crd, resizes
 
 log = logging.getLogger("kubesoda.apply")
@@ -287,10 +287,6 @@ class Inflight:
         return len(self._items)
 
 
-class Fenced(RuntimeError):
-    """Raised before a write when this replica has lost the right to act (peering paused it)."""
-
-
 class Applier:
     """Writes a plan's difference to the API server, ``workers`` requests at a time.
 
@@ -322,11 +318,15 @@ class Applier:
             raise Fenced("this replica may no longer act")
 
     def _each(self, fn: Callable[[Any], T], items: list[Any]) -> list[T]:
-        """``fn`` over ``items`` with at most ``workers`` requests in flight; a Fenced stops it."""
+        """``fn`` over ``items`` with at most ``workers`` requests in flight; a Fenced stops it. Each
+        write is fenced twice: by ``fn``'s own ``_guard`` and at the client's send (:func:`..kube.api.fenced`)."""
+        def one(item: Any) -> T:
+            with fenced(self.fence):
+                return fn(item)
         if len(items) <= 1 or self.workers == 1:
-            return [fn(i) for i in items]
+            return [one(i) for i in items]
         with ThreadPoolExecutor(self.workers, thread_name_prefix="apply") as pool:
-            return list(pool.map(fn, items))
+            return list(pool.map(one, items))
 
     def sync_services(self, wanted: list[tuple[str, str, dict[str, Any]]], existing: dict[tuple[str, str], str],
                       managed_jobs: set[tuple[str, str]]) -> dict[str, int]:

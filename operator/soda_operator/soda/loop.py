@@ -18,16 +18,18 @@ writes nothing more (the applier's fence) and the loops return.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..kube import metrics
+from ..kube.api import Fenced, fenced
 from ..kube.lease import Lease, fence
 from . import state
-from .apply import Fenced
 
 if TYPE_CHECKING:
     from .epochs import Loops
@@ -88,22 +90,26 @@ def run(loops: Loops, stop: threading.Event, debounce_s: float = DEBOUNCE_S, max
     fence is ``stop`` and, with peering, this replica's lease (:func:`..kube.lease.fence`)."""
     loops.applier.fence = fence(stop.is_set, lease)
     done = threading.Event()  # ``stop`` may be Kopf's DaemonStopped, which only the daemon's owner sets
-    refresher = threading.Thread(target=refresh, args=(loops, stop, done, refresh_s), name="kubesoda-refresh", daemon=True)
+    refresher = threading.Thread(target=refresh, args=(loops, stop, done, refresh_s, loops.applier.fence), name="kubesoda-refresh", daemon=True)
     refresher.start()
     try:
-        epochs(loops, stop, debounce_s, max_debounce_s, per_object_s)
+        with fenced(loops.applier.fence):  # this thread's writes too, at the client's send
+            epochs(loops, stop, debounce_s, max_debounce_s, per_object_s)
     finally:
         done.set()  # the refresh ends with the epochs
         refresher.join(timeout=30)
 
 
-def refresh(loops: Loops, stop: threading.Event, done: threading.Event, refresh_s: float = 1.0) -> None:
-    """Every ``refresh_s`` while jobs wait for their pods: promote those whose pods all run."""
+def refresh(loops: Loops, stop: threading.Event, done: threading.Event, refresh_s: float = 1.0,
+            fence: Callable[[], bool] | None = None) -> None:
+    """Every ``refresh_s`` while jobs wait for their pods: promote those whose pods all run (its
+    writes fenced at the client's send by ``fence``, the applier's)."""
     while not done.wait(refresh_s) and not stop.is_set():
         if not loops.awaiting:
             continue
         try:
-            n = loops.refresh_running()
+            with fenced(fence) if fence is not None else contextlib.nullcontext():
+                n = loops.refresh_running()
             if n:
                 log.info("%d job(s) Running", n)
         except Fenced:
