@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 from flows_helpers import admit_all, stats
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from soda_optimizer.flows import (
@@ -188,8 +188,18 @@ def tiny(draw: st.DrawFn) -> Problem:
     return Problem(pools=pools, flows=(f,), epochs=2, epoch_length=60.0)
 
 
+def late_at_first_pool() -> Problem:
+    """X serves 4 of the 6 jobs a minute in epoch 0 and the rest wait in its queue into epoch 1 (issue 50)."""
+    return Problem(
+        pools=(Pool(name="X", capacity=(4.0, 8.0), load_map=FLAT), Pool(name="Y", capacity=(10.0, 10.0), load_map=FLAT)),
+        flows=(Flow(name="f", steps=(Step(name="a", run_time=1.0, pools=("X",)), Step(name="b", run_time=1.0, pools=("Y",))),
+                    lifespan=1000.0, utility=1.0, arrival_rate=(6.0, 0.0)),),
+        epochs=2, epoch_length=60.0)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny())
+@example(late_at_first_pool())
 def test_a_brute_force_oracle_agrees_on_one_flow_two_pools_two_epochs(prob: Problem) -> None:
     f = prob.flows[0]
     n = 1
@@ -213,11 +223,7 @@ def test_jobs_served_late_at_their_first_pool_go_on_to_their_second() -> None:
     """The issue's case of one flow, two pools and two epochs: X serves 4 of the 6 jobs a minute in epoch 0 and the
     rest wait in its queue; served in epoch 1, they need an entry for their second step there (Y). With it nothing
     is lost (score 0); without it they sat in backlog to the horizon and were dropped."""
-    prob = Problem(
-        pools=(Pool(name="X", capacity=(4.0, 8.0), load_map=FLAT), Pool(name="Y", capacity=(10.0, 10.0), load_map=FLAT)),
-        flows=(Flow(name="f", steps=(Step(name="a", run_time=1.0, pools=("X",)), Step(name="b", run_time=1.0, pools=("Y",))),
-                    lifespan=1000.0, utility=1.0, arrival_rate=(6.0, 0.0)),),
-        epochs=2, epoch_length=60.0)
+    prob = late_at_first_pool()
     res = plan_flows(prob, PARAMS)
     assert res.result.score <= 1e-9 and res.baselines["admit"] <= 1e-9
     assert stats(res.result, "f").completed == 360.0
