@@ -53,7 +53,7 @@ Departures from the paper, on purpose:
   answer): the admission rule of :mod:`.required` refuses only those that do not fit, and promised
   required jobs do not force every job of better rank in (they rank as 1, as the paper assumes).
 
-About 560 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
+About 630 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
 bookkeeping (the passes' order, the reserve, the best answer, the bound, the report) in one place,
 and its decisions' messages beside it; the pieces it calls live in
 :mod:`.admission`, :mod:`.refine`, :mod:`.exact`, :mod:`.required`, :mod:`.rap` and :mod:`.knee`.
@@ -394,11 +394,12 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             goals = {**goals, **{p: m for o in more for p, m in o.split(0).items()}}
             ev = _evaluator(scenario, best.choice, evs)
             glued = ev.glued
-        if H - sum(goals.values()) > 1e-6:
-            # what the knee freed and no job took goes to admitted PEs below their saturation
-            # (issue 49: no capacity idle that an admitted PE could use)
-            goals, imp_p = refine.polish(scenario, best.choice, goals, H, lambda: False, ev=ev, rounds=64)
-            best.importance = max(best.importance, imp_p if imp_p is not None else -math.inf)
+    if not fixed_unit and H - sum(goals.values()) > 1e-6:
+        # what the knee freed and no job took, and what a pass's polish left (the plain grid's
+        # answer, a polish cut by time), goes to admitted PEs below their saturation (issue 49: no
+        # capacity idle that an admitted PE could use; 7.1 at 85 nodes left 1,100 mips)
+        goals, imp_p = refine.polish(scenario, best.choice, goals, H, lambda: False, ev=ev, rounds=64)
+        best.importance = max(best.importance, imp_p if imp_p is not None else -math.inf)
         if bound is not None and proven:  # an estimate is never raised to the answer (issue 49)
             bound = max(bound, best.importance)
         gap = gap_of(bound, best.importance, proven)

@@ -33,7 +33,7 @@ that whole global units left unused, and bound how far the answer may be from th
   those points (a few numpy passes; on concave curves the LP optimum less one item's fraction),
   the exact step's starting point.
 
-About 470 lines: the give-back and the bound share the items' options and their points (the
+About 530 lines: the give-back and the bound share the items' options and their points (the
 LP's primal side, :func:`lagrange`, is the bound's dual read the other way); splitting them would
 split one relaxation over two modules.
 """
