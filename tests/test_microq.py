@@ -160,6 +160,7 @@ def test_micro_goals_never_worth_less_than_macroq_goals_as_hosted():
     the better of the two, judged by the true importance."""
     from soda_optimizer import pipeline, workloads
     from soda_optimizer.importance import Evaluator
+    from soda_optimizer.model import floor_mips
     from soda_optimizer.soda.microq import hosted
 
     t, j = workloads.dac(0)
@@ -170,8 +171,16 @@ def test_micro_goals_never_worth_less_than_macroq_goals_as_hosted():
     cands = {p.pe: p.candidates for p in plan.pes}
     h = hosted({p: float(mq.goals.get(p, 0.0)) for p in ev.pes}, cands, {n.name: n.mips for n in s.usable_nodes()})
     as_hosted = float(ev.importance(np.array([[h.get(p, 0.0) for p in ev.pes]]))[0])
-    micro = float(ev.importance(np.array([[next(x.goal_mips for x in plan.pes if x.pe == p) for p in ev.pes]]))[0])
-    assert micro >= as_hosted * (1 - 1e-6)  # (the old microQ: 5,325)
+    micro_goals = {p: next(x.goal_mips for x in plan.pes if x.pe == p) for p in ev.pes}
+    micro = float(ev.importance(np.array([[micro_goals[p] for p in ev.pes]]))[0])
+    # macroQ's goals as hosted are an alternative only where they keep every PE at its floor (a PE the
+    # candidates host below it cannot run): macroW's time-limited candidates leave that to chance, so
+    # on some runs (1 in 3-6 here) some PE is hosted at 0 and the alternative does not exist
+    glued = s.glued(mq.choice)
+    floors = {p: floor_mips(glued.spec(p), s.policy.pe_floor_mips) for p in ev.pes}
+    if all(h.get(p, 0.0) >= min(float(mq.goals.get(p, 0.0)), floors[p]) - 1e-3 for p in ev.pes):
+        assert micro >= as_hosted * (1 - 1e-6)  # (the old microQ: 5,325)
+    assert all(micro_goals[p] >= min(float(mq.goals.get(p, 0.0)), floors[p]) - 1e-3 for p in ev.pes), micro_goals
 
 
 def test_the_stage_objective_is_the_plan_importance_when_macroq_goals_are_kept():
