@@ -163,7 +163,7 @@ def main() -> int:
     version, out = args.version, args.out.resolve()
     os.environ["SOURCE_DATE_EPOCH"] = epoch = source_date_epoch()
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("*"):
+    for old in [*out.glob("kubesoda-*"), out / "SHA256SUMS"]:  # an earlier release's files only, never others in --out
         if old.is_file():
             old.unlink()
     ref = f"{REPOSITORY}:{version}"

@@ -44,6 +44,16 @@ from .average import finish
 from .model import EPS, Allocation, Instance, Status, Tasks
 
 
+def _hint_values(tasks: Tasks, e: list[list[Any]], hint: Any) -> tuple[list[Any], list[float]]:
+    """SCIP's hint for the placement ``hint`` (task -> host): each existing e[t][j] at 1 or 0."""
+    hv, vals = [], []
+    for t in range(tasks.n):
+        for j in range(tasks.hosts):
+            if e[t][j] is not None:
+                hv.append(e[t][j])
+                vals.append(1.0 if int(hint[t]) == j else 0.0)
+    return hv, vals
+
 def _migration_budget(
     solver: pywraplp.Solver,
     e: list[list[Any]],
@@ -231,12 +241,7 @@ def solve_milp(
     else:
         e, obj, _ = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
     if hint is not None:
-        hv, vals = [], []
-        for t in range(tasks.n):
-            for j in range(tasks.hosts):
-                if e[t][j] is not None:
-                    hv.append(e[t][j])
-                    vals.append(1.0 if int(hint[t]) == j else 0.0)
+        hv, vals = _hint_values(tasks, e, hint)
         if makespan:  # a complete solution (Z too), so SCIP need not complete a partial one
             load = tasks.cpu_load(np.asarray(hint, dtype=np.int64)) / tasks.cpu_cap
             hv.append(obj)
@@ -306,12 +311,7 @@ def solve_average(
                 solver.Add(sum(float(tasks.alpha[t]) * v for t, v in col) <= float(tasks.cpu_cap[j]) / float(y_min) * (1 + 1e-12))
     solver.Maximize(sum(y))
     if hint is not None:
-        hv, vals = [], []
-        for t in range(tasks.n):
-            for j in range(tasks.hosts):
-                if e[t][j] is not None:
-                    hv.append(e[t][j])
-                    vals.append(1.0 if int(hint[t]) == j else 0.0)
+        hv, vals = _hint_values(tasks, e, hint)
         solver.SetHint(hv, vals)
     if deadline_s is not None:
         left = deadline_s - (time.monotonic() - t0)

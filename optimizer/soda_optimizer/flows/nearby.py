@@ -26,6 +26,13 @@ from .fastsim import PolicyArrays
 from .model import Flow, Problem
 
 
+def merged(problem: Problem, members: list[int], **fields: object) -> Flow:
+    """One flow standing for ``members`` (indexes into ``problem.flows``): the first's fields, the
+    members' arrival rates summed per epoch, and ``fields`` over them."""
+    first = problem.flows[members[0]]
+    rates = tuple(sum(problem.flows[f].arrival_rate[e] for f in members) for e in range(problem.epochs))
+    return Flow.model_construct(**{**dict(first), "arrival_rate": rates, **fields})
+
 def near_groups(problem: Problem, tolerance: float) -> tuple[Problem, list[list[int]]]:
     """The grouped problem and each group's member flows (indices into ``problem.flows``). Flows with jobs waiting
     at time 0 stay alone."""
@@ -55,10 +62,7 @@ def near_groups(problem: Problem, tolerance: float) -> tuple[Problem, list[list[
         if len(m) == 1:
             flows.append(first)
             continue
-        rates = tuple(sum(problem.flows[f].arrival_rate[e] for f in m) for e in range(problem.epochs))
-        life = max(problem.flows[f].lifespan for f in m)
-        flows.append(Flow.model_construct(**{**dict(first), "name": f"{first.name}+{len(m) - 1}", "arrival_rate": rates,
-                                             "lifespan": life}))
+        flows.append(merged(problem, m, name=f"{first.name}+{len(m) - 1}", lifespan=max(problem.flows[f].lifespan for f in m)))
     red = Problem.model_construct(**{**dict(problem), "flows": tuple(flows)})
     return red, members
 

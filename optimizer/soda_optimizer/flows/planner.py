@@ -66,7 +66,6 @@ from .fastsim import PolicyArrays, admit_arrays
 from .ga import steady_state_ga
 from .model import (
     INITIAL_COHORT,
-    Flow,
     FlowEpochStats,
     Hop,
     Plan,
@@ -78,7 +77,7 @@ from .model import (
     Unroutable,
     built,
 )
-from .nearby import expand_arrays, near_groups
+from .nearby import expand_arrays, merged, near_groups
 from .polish import polish
 from .reach import admit_decision, doomed_cohorts, entry_steps, life_end
 from .route import Item, Late, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
@@ -170,6 +169,7 @@ def _routes_out(cp: Compiled, routes: list[RouteSpec], members: list[list[int]],
     return tuple(out)
 
 
+
 def _group(problem: Problem, bad: set[int]) -> tuple[Problem | None, list[list[int]]]:
     """The reduced problem: routable flows with the same steps, lifespan and utility (and no waiting jobs) merged
     into one flow whose arrival rate is their sum; returns it (None: no routable flow) and each group's members."""
@@ -198,8 +198,7 @@ def _group(problem: Problem, bad: set[int]) -> tuple[Problem | None, list[list[i
         if len(m) == 1:
             flows.append(first)
             continue
-        rates = tuple(sum(problem.flows[f].arrival_rate[e] for f in m) for e in range(problem.epochs))
-        flows.append(Flow.model_construct(**{**dict(first), "arrival_rate": rates}))
+        flows.append(merged(problem, m))
     kept = {problem.flows[m[0]].name for m in members}
     red = Problem.model_construct(
         **{**dict(problem), "flows": tuple(flows), "waiting": tuple(w for w in problem.waiting if w.flow in kept)}
