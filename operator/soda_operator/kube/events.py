@@ -17,12 +17,13 @@ log = logging.getLogger("kubesoda.events")
 MESSAGE_MAX = 1000  # the API server refuses longer Event messages
 
 
-def body(obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal") -> dict[str, Any]:
+def body(obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal", at: str | None = None) -> dict[str, Any]:
     """An Event about ``obj`` (a plain object with apiVersion, kind and metadata). A cluster-scoped
-    object's Events live in namespace ``default``."""
+    object's Events live in namespace ``default``. ``at``: when it happened (an RFC 3339 time, e.g.
+    :func:`.clock.now` taken then), for an Event posted later than that; default now."""
     md = obj.get("metadata") or {}
     ns = md.get("namespace") or "default"
-    now = clock.now()
+    now = at or clock.now()
     return {
         "metadata": {"generateName": f"{md.get('name')}.", "namespace": ns},
         "involvedObject": {"apiVersion": obj.get("apiVersion", api.API_VERSION), "kind": obj.get("kind"),
@@ -33,10 +34,10 @@ def body(obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal
 
 
 def post(core: client.CoreV1Api, obj: Mapping[str, Any], reason: str, message: str, type_: str = "Normal",
-         before: Callable[[], None] | None = None) -> None:
+         before: Callable[[], None] | None = None, at: str | None = None) -> None:
     """Post one Event; a refusal is logged, never raised (an Event is worth less than the write it
-    reports). ``before`` runs first (the SODA loops' fencing check)."""
-    ev = body(obj, reason, message, type_)
+    reports). ``before`` runs first (the SODA loops' fencing check); ``at`` as in :func:`body`."""
+    ev = body(obj, reason, message, type_, at)
     if before is not None:
         before()
     try:

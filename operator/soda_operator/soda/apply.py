@@ -543,15 +543,16 @@ class Applier:
             if e.status != 404:
                 log.error("status of %s %s/%s failed: %s", plural, namespace or "", name, e.reason)
 
-    def events(self, items: list[tuple[dict[str, Any], str, str, str]]) -> None:
-        """Events (object, reason, message, type), concurrently."""
-        self._each(lambda e: self.event(*e), items)
+    def events(self, items: list[tuple[dict[str, Any], str, str, str]], at: str | None = None) -> None:
+        """Events (object, reason, message, type), concurrently; ``at``: when they happened, if earlier
+        than now (:func:`..kube.events.body`)."""
+        self._each(lambda e: self.event(e[0], e[1], e[2], e[3], at=at), items)
 
-    def event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal") -> None:
+    def event(self, obj: dict[str, Any], reason: str, message: str, type_: str = "Normal", at: str | None = None) -> None:
         def before() -> None:
             self._guard()
             self._write("event")
-        events.post(self.core, {"apiVersion": crd.API_VERSION, "kind": "StreamJob", **obj}, reason, message, type_, before=before)
+        events.post(self.core, {"apiVersion": crd.API_VERSION, "kind": "StreamJob", **obj}, reason, message, type_, before=before, at=at)
 
 
 def refusal(e: ApiException) -> str:
