@@ -179,3 +179,22 @@ def test_policy_managers_budgets_and_merit_from_the_object():
         crd.policy_from_object(bad)
     assert e.value.field.startswith("spec.merit.windows") and "empty" in e.value.message
     assert schema.problem({**obj, "spec": {"rankManager": "oracle"}}) is not None  # the CRD's enum refuses it
+
+
+def test_template_translation_is_remembered_per_resource_version_only():
+    """Issue 53: a template the API server has not changed is not translated again each epoch,
+    and one it has changed (a new resourceVersion) is."""
+    s = workloads.scenario(workloads.lsd(1), workloads.nodes(3))
+    objs = render.scenario_to_objects(s)
+    t = next(o for o in objs if o["kind"] == "StreamTemplate")
+    jobs = [o for o in objs if o["kind"] == "StreamJob" and t["metadata"]["name"] in o["spec"]["templates"]][:1]
+    t["metadata"].update(uid="u-1", resourceVersion="7")
+    a, _ = crd.scenario_from_objects([], [t], jobs)
+    b, _ = crd.scenario_from_objects([], [t], jobs)
+    assert a.templates[0] is b.templates[0]  # the same frozen object: not translated again
+    changed = {**t, "metadata": {**t["metadata"], "resourceVersion": "8"},
+               "spec": {**t["spec"], "pes": [{**t["spec"]["pes"][0], "memory": "1Gi"}, *t["spec"]["pes"][1:]]}}
+    c, _ = crd.scenario_from_objects([], [changed], jobs)
+    assert c.templates[0].pes[0].memory_bytes == 2**30 != a.templates[0].pes[0].memory_bytes
+    files, _ = crd.scenario_from_objects([], [{**t, "metadata": {"name": t["metadata"]["name"], "namespace": t["metadata"]["namespace"]}}], jobs)
+    assert files.templates[0] is not a.templates[0] and files.templates[0] == a.templates[0]  # no uid: translated afresh

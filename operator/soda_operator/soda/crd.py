@@ -454,6 +454,29 @@ def _held_by_dropped(pods: Iterable[Mapping[str, Any]], kept: set[str]) -> dict[
     return extra
 
 
+_TEMPLATES: dict[tuple[str, str], tuple[Template, dict[str, frozenset[str]]]] = {}
+_TEMPLATES_MAX = 50_000
+
+
+def _template_cached(obj: Mapping[str, Any], validate: bool) -> tuple[Template, dict[str, frozenset[str]]]:
+    """A StreamTemplate's translation and export consent, remembered per (uid, resourceVersion):
+    an object the API server has not changed translates the same (Templates are frozen). Every
+    epoch translated every template again: at 10x LSD (1,179 templates) a large share of a micro
+    epoch's CPU (issue 53). Objects without both (files) and schema-checked ones are not cached;
+    errors are not cached either (raised again each time, as before)."""
+    md = obj.get("metadata") or {}
+    k = (str(md.get("uid") or ""), str(md.get("resourceVersion") or ""))
+    if validate or not all(k):
+        return template_from_object(obj), refs.export_consent(obj)
+    hit = _TEMPLATES.get(k)
+    if hit is None:
+        hit = (template_from_object(obj), refs.export_consent(obj))
+        if len(_TEMPLATES) >= _TEMPLATES_MAX:
+            _TEMPLATES.clear()  # a crude bound: templates churned past it are simply translated again
+        _TEMPLATES[k] = hit
+    return hit
+
+
 def scenario_from_objects(
     nodes: Iterable[Mapping[str, Any]],
     templates: Iterable[Mapping[str, Any]],
@@ -540,7 +563,7 @@ def scenario_from_objects(
     bad_tmpl: dict[str, str] = {}  # namespace/name -> why it was dropped
     for t in templates:
         try:
-            tt, consent_t = translate("StreamTemplate", t, lambda t=t: (template_from_object(t), refs.export_consent(t)))  # type: ignore[misc]
+            tt, consent_t = translate("StreamTemplate", t, lambda t=t: _template_cached(t, validate))  # type: ignore[misc]
             tmpl[tt.name] = tt
             consent[tt.name] = consent_t
         except TranslationError as e:
