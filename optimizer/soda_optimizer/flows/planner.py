@@ -11,7 +11,12 @@ job served late, after waiting in a queue, goes on to its next step instead of b
 
 Anytime (issue 36): the first answer is admit-on-arrival with each step spread over its allowed pools in proportion
 to their capacity, cohorts whose steps cannot all run now held at entry and those no schedule completes refused
-(:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. Every
+(:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. At scale (more than
+``group_above`` flows, issue 50) the first answer is the plan of the near-identical groups instead (:mod:`.nearby`):
+the groups are planned first, by this planner on the grouped problem within 40% of the deadline (its search: the two
+seeded orderings per epoch, no route-builder baselines), their plan given to every member flow over arrays and
+simulated once on the real flows; the grouped LP is the bound; admit-on-arrival over every flow is then one more
+candidate when its build and simulation fit. Every
 later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
 simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
 subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
@@ -20,7 +25,7 @@ possible: each subflow held to the latest epoch where half its jobs are still al
 within a quarter of the time left) and its solution as a whole-plan candidate (:func:`.bound.lp_policy`); then the
 GA, each epoch keeping the best of the GA's ordering, the admit-on-arrival build and the backlog-all build (so the
 search never scores below either in eq. (2) for the epochs it has planned); epochs not reached are admitted on arrival
-at the best pool. At scale, near-identical flows planned as groups are one more candidate (:mod:`.nearby`); a
+at the best pool. A
 small best candidate is polished entry by entry (:mod:`.polish`). The returned plan is the best-scoring candidate of
 all (:attr:`PlanResult.baselines`,
 :attr:`PlanResult.chosen`), with :attr:`PlanResult.bound` and :attr:`PlanResult.gap`. The garbage collector is paused
@@ -40,7 +45,9 @@ group policy with the same outcome.
 Departures from the paper, on purpose:
 - the admit-on-arrival first answer, the admit, backlog-all, LP and grouped candidates, the polishing, the bound,
   the refusal of unroutable flows and doomed cohorts, and the grouping of identical flows (above); the paper's GA
-  orders flows, ours orders groups;
+  orders flows, ours orders groups; at scale, under a deadline too short for admit-on-arrival over every flow to be
+  built and simulated after the grouped plan, the plan is not compared with it (the property "never below
+  admit-on-arrival" is tested below ``group_above``);
 - the seeding of each GA population with two heuristic orderings (shortest lifespan
   first, then utility; highest utility first, then lifespan) -- the paper starts from random orderings only; it
   makes the first answer useful and costs two evaluations per epoch;
@@ -100,6 +107,9 @@ class PlannerParams(BaseModel):
     #: above this many (exactly grouped) flows, plan near-identical ones as groups too (:mod:`.nearby`; 0: never)
     group_above: int = Field(default=2000, ge=0)
     group_tolerance: float = Field(default=0.05, ge=0)  #: relative lifespan difference within a near group
+    #: the route builder's whole-plan baselines (admit at the best pool, backlog everything); the groups' own
+    #: planner at scale goes without them, straight to its search (issue 50)
+    route_baselines: bool = True
 
 
 class PlanResult(BaseModel):
@@ -350,8 +360,30 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     E = cp.n_epochs
     th = params.split_threshold
 
-    # the first answer: admit on arrival, capacity-proportional (cheap at any size), simulated once in detail
-    first_policy: Policy | PolicyArrays = admit_arrays(cp)
+    # at scale (issue 50, item 3): near-identical flows planned as groups FIRST, within its own share of the deadline
+    # (30% of it): the groups' plan, given to every member flow (over arrays) and scored on the real flows, is the
+    # first answer; the grouped problem's LP is the bound at that size (:mod:`.nearby`)
+    group_bound: float | None = None
+    first_policy: Policy | PolicyArrays | None = None
+    first_label = "admit"
+    if params.group_above and cp.n_flows > params.group_above:
+        red2, mem2 = near_groups(cp.problem, params.group_tolerance)
+        if len(mem2) < cp.n_flows:
+            sub_dl = None if deadline is None else max(0.4 * (deadline - time.monotonic()), 1e-3)
+            # the groups' search is its two seeded orderings per epoch (the GA rarely moves off its seeds,
+            # docs/flows.md), without the route builder's whole-plan baselines: what 40% of 5 s has room for
+            sub = _plan_flows(red2, params.model_copy(update={"deadline_s": sub_dl, "group_above": 0,
+                                                              "evaluations": min(params.evaluations, 2),
+                                                              "route_baselines": False}))
+            group_bound = sub.bound
+            if sub._policy is not None and sub.groups == len(mem2):
+                g_cp = compile_problem(red2)
+                arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
+                first_policy, first_label = expand_arrays(cp, g_cp, arr, mem2), "grouped"
+    # otherwise the first answer: admit on arrival, capacity-proportional (cheap at any size); simulated once in detail
+    admit_pol: Policy | PolicyArrays | None = None
+    if first_policy is None:
+        first_policy = admit_pol = admit_arrays(cp)
     ts = time.monotonic()
     first_res = simulate_policy(cp, first_policy)
     t_sim = time.monotonic() - ts
@@ -369,32 +401,17 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         return stop is None or time.monotonic() + cost < stop
 
     cands: dict[str, tuple[float, Policy | PolicyArrays, list[RouteSpec] | None]] = {
-        "admit": (first_score, first_policy, None)
+        first_label: (first_score, first_policy, None)
     }
-
-    # at scale (issue 50, item 3): near-identical flows planned as groups, the plan given back to every member and
-    # scored on the real flows; the grouped problem's LP is the bound at that size
-    group_bound: float | None = None
-    group_res: SimResult | None = None
-    if params.group_above and cp.n_flows > params.group_above:
-        red2, mem2 = near_groups(cp.problem, params.group_tolerance)
-        sub_dl = None if stop is None else stop - time.monotonic() - 3.0 * t_sim
-        if len(mem2) < cp.n_flows and (sub_dl is None or sub_dl > 0.2):
-            # the groups' GA gets at most 10 evaluations an epoch: the GA rarely moves off its seeds (docs/flows.md)
-            # and the route builds are what the deadline has room for
-            sub = _plan_flows(red2, params.model_copy(update={"deadline_s": sub_dl, "group_above": 0,
-                                                              "evaluations": min(params.evaluations, 10)}))
-            group_bound = sub.bound
-            if sub._policy is not None and sub.groups == len(mem2) and fits(t_sim):
-                g_cp = compile_problem(red2)
-                arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
-                pol_g = expand_arrays(cp, g_cp, arr, mem2)
-                group_res = simulate_policy(cp, pol_g)  # in detail: the final result if it is chosen
-                cands["grouped"] = (group_res.score, pol_g, None)
+    if admit_pol is None and fits(2.5 * t_sim):
+        # admit on arrival over every flow, when its build (about a simulation's time) and simulation fit
+        admit_pol = admit_arrays(cp)
+        if fits(t_sim):
+            cands["admit"] = (simulate_policy(cp, admit_pol, detail=False).score, admit_pol, None)
 
     # whole-plan baselines of the route builder: admit on arrival at the best pool per step, and backlog
     # everything possible, last epoch first (each costs one route build and one simulation)
-    for mode in ("admit-best", "backlog-all"):
+    for mode in ("admit-best", "backlog-all") if params.route_baselines else ():
         led = Ledger(cp)
         rs: list[RouteSpec] = []
         try:
@@ -418,7 +435,8 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
                                    if f in refused)
             if fits(t_sim):
                 # the LP's solution as a whole-plan candidate (the search's LP seed)
-                base = first_policy.to_policy() if isinstance(first_policy, PolicyArrays) else first_policy
+                b0 = admit_pol if admit_pol is not None else first_policy
+                base = b0.to_policy() if isinstance(b0, PolicyArrays) else b0
                 pol_lp = lp_policy(cp, lb, base)
                 cands["lp"] = (simulate_policy(cp, pol_lp, detail=False).score, pol_lp, None)
 
@@ -506,9 +524,8 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             cands["polish"] = (sc_p, pol_p, None)
             chosen = "polish"
     _, policy, routes = cands[chosen]
-    final = first_res if chosen == "admit" else group_res if chosen == "grouped" and group_res else \
-        simulate_policy(cp, policy)
-    if chosen == "admit":
+    final = first_res if chosen == first_label else simulate_policy(cp, policy)
+    if chosen == first_label:
         result = first_full
     else:
         _, result = _expand(cp, problem, members, {}, final, refused, want_plan=False)
