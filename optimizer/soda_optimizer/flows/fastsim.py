@@ -64,6 +64,16 @@ class PolicyArrays:
     def __len__(self) -> int:
         return len(self.codes)
 
+    def at_epoch(self, epoch: int) -> PolicyArrays:
+        """The decisions of one epoch only (the codes are sorted by epoch first: a slice)."""
+        out = type(self).__new__(type(self))
+        out.F, out.E, out.S = self.F, self.E, self.S
+        per = self.S * (self.E + 1) * self.F
+        lo, hi = np.searchsorted(self.codes, [epoch * per, (epoch + 1) * per])
+        out.codes, out.lens, out.bl, out.start = (x[lo:hi] for x in (self.codes, self.lens, self.bl, self.start))
+        out.sumpr, out.pool, out.prob = self.sumpr[lo:hi], self.pool, self.prob
+        return out
+
     def to_policy(self) -> dict[tuple[int, int, int, int], Any]:
         """The policy as a dict (for the plan's entries)."""
         S, A, F = self.S, self.E + 1, self.F
