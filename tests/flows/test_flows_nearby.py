@@ -43,3 +43,20 @@ def test_at_scale_the_first_answer_is_the_grouped_plan() -> None:
     # the first answer is a real plan on the real flows: simulated from its entries it scores what was reported
     if res.chosen == "grouped":
         assert abs(simulate(prob, res.plan).score - res.first_score) <= 1e-6 * res.first_score
+
+
+def test_the_group_plan_given_to_every_member_is_the_group_plan_keyed_per_member() -> None:
+    """:func:`expand_arrays` (built sorted, with no sort, issue 50) against the dict oracle: every member flow gets
+    its group's decision at every (epoch, cohort, step) the group plan has, and nothing else."""
+    from soda_optimizer.flows.fastsim import PolicyArrays, admit_arrays
+    from soda_optimizer.flows.nearby import expand_arrays
+
+    for prob in (_distinct(3), _distinct(1)):
+        cp = compile_problem(prob)
+        red, members = near_groups(prob, 0.05)
+        g_cp = compile_problem(red)
+        for pol in (admit_arrays(g_cp), PolicyArrays(g_cp, plan_flows(red, PlannerParams(evaluations=2, seed=1))._policy)):
+            got = expand_arrays(cp, g_cp, pol, members)
+            assert list(got.codes) == sorted(got.codes)
+            want = {(e, f, a, s): d for (e, g, a, s), d in pol.to_policy().items() for f in members[g]}
+            assert got.to_policy() == want

@@ -49,13 +49,16 @@ class PolicyArrays:
 
     @classmethod
     def of(cls, cp: Compiled, codes: np.ndarray, lens: np.ndarray, bl: np.ndarray, start: np.ndarray,
-           pool: np.ndarray, prob: np.ndarray) -> PolicyArrays:
-        """From arrays: key codes (any order), and per key its pool count, backlog share and start in the shared
-        (pool, prob) table."""
+           pool: np.ndarray, prob: np.ndarray, sorted_codes: bool = False) -> PolicyArrays:
+        """From arrays: key codes (any order; ``sorted_codes``: already ascending), and per key its pool count,
+        backlog share and start in the shared (pool, prob) table."""
         self = cls.__new__(cls)
         self.F, self.E, self.S = cp.n_flows, cp.n_epochs, max(cp.n_steps)
-        order = np.argsort(codes, kind="stable")
-        self.codes, self.lens, self.bl, self.start = codes[order], lens[order], bl[order], start[order]
+        if sorted_codes:
+            self.codes, self.lens, self.bl, self.start = codes, lens, bl, start
+        else:
+            order = np.argsort(codes, kind="stable")
+            self.codes, self.lens, self.bl, self.start = codes[order], lens[order], bl[order], start[order]
         self.pool, self.prob = pool, prob
         csum = np.concatenate(([0.0], np.cumsum(prob)))
         self.sumpr = csum[self.start + self.lens] - csum[self.start]
