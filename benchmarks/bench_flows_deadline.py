@@ -14,6 +14,7 @@ epoch 0 alone (what the operator applies, ``PlanResult.entries_at``) and then th
 """
 
 import json
+import os
 import pathlib
 import resource
 import subprocess
@@ -60,9 +61,12 @@ if __name__ == "__main__":
         print(json.dumps(one(int(sys.argv[1]), sys.argv[2] == "distinct", float(sys.argv[3]))))
         sys.exit(0)
     rows = []
+    load = [" ".join(f"{x:.2f}" for x in os.getloadavg())]
     for n, kind in ((209, "distinct"), (417, "distinct"), (834, "distinct"), (834, "same")):
         out = subprocess.run([sys.executable, __file__, str(n), kind, "5"], capture_output=True, text=True, check=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(rows[-1], flush=True)
     path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "flows_deadline.json"
-    path.write_text(json.dumps({"command": "python benchmarks/bench_flows_deadline.py", "runs": rows}, indent=1) + "\n")
+    load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
+    path.write_text(json.dumps({"command": "python benchmarks/bench_flows_deadline.py", "load_average": load,
+                                "runs": rows}, indent=1) + "\n")
