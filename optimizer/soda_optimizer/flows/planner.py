@@ -14,8 +14,8 @@ to their capacity, cohorts whose steps cannot all run now held at entry and thos
 (:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. At scale (more than
 ``group_above`` flows, issue 50) the first answer is the plan of the near-identical groups instead (:mod:`.nearby`):
 the groups are planned first, by this planner on the grouped problem within 40% of the deadline (its search: the two
-seeded orderings per epoch, no route-builder baselines), their plan given to every member flow over arrays and
-simulated once on the real flows; the grouped LP is the bound; admit-on-arrival over every flow is then one more
+seeded orderings per epoch, no route-builder baselines), their LP is solved within 10% of the time left (the bound),
+their plan is given to every member flow over arrays and simulated once on the real flows; admit-on-arrival over every flow is then one more
 candidate when its build and simulation fit. Every
 later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
 simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
@@ -372,7 +372,7 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     th = params.split_threshold
 
     # at scale (issue 50, item 3): near-identical flows planned as groups FIRST, within its own share of the deadline
-    # (30% of it): the groups' plan, given to every member flow (over arrays) and scored on the real flows, is the
+    # (40% of it), then their LP (10% of what is left): the groups' plan, given to every member flow (over arrays) and scored on the real flows, is the
     # first answer; the grouped problem's LP is the bound at that size (:mod:`.nearby`)
     group_bound: float | None = None
     first_policy: Policy | PolicyArrays | None = None
@@ -387,10 +387,14 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             # docs/flows.md), without the route builder's whole-plan baselines: what 40% of 5 s has room for
             sub = _plan_flows(red2, params.model_copy(update={"deadline_s": sub_dl, "group_above": 0,
                                                               "evaluations": min(params.evaluations, 2),
-                                                              "route_baselines": False}))
-            group_bound = sub.bound
+                                                              "route_baselines": False, "bound": False}))
+            g_cp = compile_problem(red2)
+            if params.bound:
+                # the grouped LP, with its own share: 10% of the time left (at least 0.2 s; ~0.1 s of CPU at 18 groups)
+                lb2 = lp_bound(g_cp, time_limit_s=None if deadline is None else
+                               max(0.1 * (deadline - time.monotonic()), 0.2))
+                group_bound = lb2.value if lb2 is not None else None
             if sub._policy is not None and sub.groups == len(mem2):
-                g_cp = compile_problem(red2)
                 arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
                 first_policy, first_label = expand_arrays(cp, g_cp, arr, mem2), "grouped"
     # otherwise the first answer: admit on arrival, capacity-proportional (cheap at any size); simulated once in detail
