@@ -348,8 +348,10 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     full_cp = compile_problem(problem)
     refused: dict[int, int] = {}
     unroutable: list[Unroutable] = []
+    blocked: dict[object, int | None] = {}  # per flows' allowed pools (20,016 flows: 24 distinct)
     for f in range(full_cp.n_flows):
-        s = unroutable_step(full_cp, f)
+        key = full_cp.allowed[f]
+        s = blocked[key] if key in blocked else blocked.setdefault(key, unroutable_step(full_cp, f))
         if s is not None:
             refused[f] = s
             fl = problem.flows[f]
