@@ -14,9 +14,9 @@ to their capacity, cohorts whose steps cannot all run now held at entry and thos
 (:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. At scale (more than
 ``group_above`` flows, issue 50) the first answer is the plan of the near-identical groups instead (:mod:`.nearby`):
 the groups are planned first, by this planner on the grouped problem within 40% of the deadline (its search: the two
-seeded orderings per epoch, no route-builder baselines), their LP is solved within 10% of the time left (the bound),
-their plan is given to every member flow over arrays and simulated once on the real flows; admit-on-arrival over every flow is then one more
-candidate when its build and simulation fit. Every
+seeded orderings per epoch, no route-builder baselines), their LP is solved within 10% of the time left, at least
+0.5 s (the bound), their plan is given to every member flow over arrays and simulated once on the real flows;
+admit-on-arrival over every flow is then one more candidate when its build and simulation fit. Every
 later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
 simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
 subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
@@ -392,9 +392,10 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
                                                               "route_baselines": False, "bound": False}))
             g_cp = compile_problem(red2)
             if params.bound:
-                # the grouped LP, with its own share: 10% of the time left (at least 0.2 s; ~0.1 s of CPU at 18 groups)
+                # the grouped LP, with its own share: 10% of the time left, at least 0.5 s (~0.1 s of CPU at 18
+                # groups; at load 9 on 2 cores a 0.2 s floor left it unsolved)
                 lb2 = lp_bound(g_cp, time_limit_s=None if deadline is None else
-                               max(0.1 * (deadline - time.monotonic()), 0.2))
+                               max(0.1 * (deadline - time.monotonic()), 0.5))
                 group_bound = lb2.value if lb2 is not None else None
             if sub._policy is not None and sub.groups == len(mem2):
                 arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
