@@ -8,11 +8,13 @@ fresh process (so peak RSS is its own), written to docs/benchmarks/flows_deadlin
 ``same``: the transform as the paper defines it (N copies of each flow, 1/N of its rate: identical flows, planned as
 groups); ``distinct``: each copy's lifespan nudged by 0.001 min x its index, so no two flows group.
 Reports wall seconds (what the deadline is about), CPU seconds of the process (the machine is shared: wall/CPU
-shows the load), the first answer's wall seconds, epochs optimised, peak RSS, and the seconds to build the plan's
-entries on first access (outside the deadline, see PlanResult).
+shows the load), the first answer's wall seconds, epochs optimised, peak RSS, the seconds to build the entries of
+epoch 0 alone (what the operator applies, ``PlanResult.entries_at``) and then the whole plan's entries on first access
+(both outside the deadline, see PlanResult).
 """
 
 import json
+import os
 import pathlib
 import resource
 import subprocess
@@ -35,6 +37,10 @@ def one(n: int, distinct: bool, dl: float) -> dict[str, object]:
     el, cpu = time.monotonic() - t, time.process_time() - c0
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t = time.monotonic()
+    epoch0 = len(r.entries_at(0))
+    epoch0_s = time.monotonic() - t
+    rss2 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.monotonic()
     entries = len(r.plan.entries)
     plan_s = time.monotonic() - t
     return dict(
@@ -44,6 +50,7 @@ def one(n: int, distinct: bool, dl: float) -> dict[str, object]:
         bound=round(r.bound, 1) if r.bound is not None else None, gap=round(r.gap, 4) if r.gap is not None else None,
         epochs_optimised=r.epochs_optimised, timed_out=r.timed_out,
         peak_rss_mib_problem=round(rss0 / 1024), peak_rss_mib_planned=round(rss1 / 1024),
+        epoch0_entries=epoch0, epoch0_entries_s=round(epoch0_s, 2), peak_rss_mib_epoch0=round(rss2 / 1024),
         plan_entries=entries, plan_entries_s=round(plan_s, 2),
         peak_rss_mib_with_entries=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     )
@@ -54,9 +61,12 @@ if __name__ == "__main__":
         print(json.dumps(one(int(sys.argv[1]), sys.argv[2] == "distinct", float(sys.argv[3]))))
         sys.exit(0)
     rows = []
+    load = [" ".join(f"{x:.2f}" for x in os.getloadavg())]
     for n, kind in ((209, "distinct"), (417, "distinct"), (834, "distinct"), (834, "same")):
         out = subprocess.run([sys.executable, __file__, str(n), kind, "5"], capture_output=True, text=True, check=True)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(rows[-1], flush=True)
     path = pathlib.Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "flows_deadline.json"
-    path.write_text(json.dumps({"command": "python benchmarks/bench_flows_deadline.py", "runs": rows}, indent=1) + "\n")
+    load.append(" ".join(f"{x:.2f}" for x in os.getloadavg()))
+    path.write_text(json.dumps({"command": "python benchmarks/bench_flows_deadline.py", "load_average": load,
+                                "runs": rows}, indent=1) + "\n")

@@ -23,7 +23,7 @@ others are planned as without it.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,8 +218,9 @@ def plan(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs:
         params = fl.PlannerParams(evaluations=max(f.evaluations for f in taken), deadline_s=deadline, seed=taken[0].seed)
         res = systems.decide("flows", params, problem, deadline).result
         # the plan's entries are built on first access, their size the horizon's square x steps: here, in the worker
-        # thread, never on Kopf's loop by a tick (issue 45)
-        index = _epoch0(res.plan)
+        # thread, never on Kopf's loop by a tick (issue 45); those of epoch 0 alone, what the flows apply (issue 50:
+        # 120,096 of 1,921,536 entries at 20,016 flows, 1.3 s and ~100 MiB instead of 8.5 s and ~2 GiB)
+        index = _index(res.entries_at(0))
     except Exception as e:  # noqa: BLE001  (an invalid problem is reported in status, the flows keep their jobs)
         return Planned(fp, k, None, str(e)[:500], time.monotonic() - t0, clock.iso(time.time()) or "", refused=refused)
     return Planned(fp, k, res, None, time.monotonic() - t0, clock.iso(time.time()) or "",
@@ -232,13 +233,19 @@ def plan(flows: Sequence[FlowSpec], pools: Mapping[str, PoolSpec], k: int, jobs:
 _EPOCH0: dict[int, tuple[fl.Plan, dict[str, list[fl.PolicyEntry]]]] = {}
 
 
+def _index(entries: Iterable[fl.PolicyEntry]) -> dict[str, list[fl.PolicyEntry]]:
+    """The entries of epoch 0 by flow."""
+    idx: dict[str, list[fl.PolicyEntry]] = {}
+    for e in entries:
+        if e.epoch == 0:
+            idx.setdefault(e.flow, []).append(e)
+    return idx
+
+
 def _epoch0(plan: fl.Plan) -> dict[str, list[fl.PolicyEntry]]:
     got = _EPOCH0.get(id(plan))
     if got is None or got[0] is not plan:
-        idx: dict[str, list[fl.PolicyEntry]] = {}
-        for e in plan.entries:
-            if e.epoch == 0:
-                idx.setdefault(e.flow, []).append(e)
+        idx = _index(plan.entries)
         if len(_EPOCH0) >= 8:
             _EPOCH0.clear()
         _EPOCH0[id(plan)] = got = (plan, idx)

@@ -49,13 +49,16 @@ class PolicyArrays:
 
     @classmethod
     def of(cls, cp: Compiled, codes: np.ndarray, lens: np.ndarray, bl: np.ndarray, start: np.ndarray,
-           pool: np.ndarray, prob: np.ndarray) -> PolicyArrays:
-        """From arrays: key codes (any order), and per key its pool count, backlog share and start in the shared
-        (pool, prob) table."""
+           pool: np.ndarray, prob: np.ndarray, sorted_codes: bool = False) -> PolicyArrays:
+        """From arrays: key codes (any order; ``sorted_codes``: already ascending), and per key its pool count,
+        backlog share and start in the shared (pool, prob) table."""
         self = cls.__new__(cls)
         self.F, self.E, self.S = cp.n_flows, cp.n_epochs, max(cp.n_steps)
-        order = np.argsort(codes, kind="stable")
-        self.codes, self.lens, self.bl, self.start = codes[order], lens[order], bl[order], start[order]
+        if sorted_codes:
+            self.codes, self.lens, self.bl, self.start = codes, lens, bl, start
+        else:
+            order = np.argsort(codes, kind="stable")
+            self.codes, self.lens, self.bl, self.start = codes[order], lens[order], bl[order], start[order]
         self.pool, self.prob = pool, prob
         csum = np.concatenate(([0.0], np.cumsum(prob)))
         self.sumpr = csum[self.start + self.lens] - csum[self.start]
@@ -63,6 +66,16 @@ class PolicyArrays:
 
     def __len__(self) -> int:
         return len(self.codes)
+
+    def at_epoch(self, epoch: int) -> PolicyArrays:
+        """The decisions of one epoch only (the codes are sorted by epoch first: a slice)."""
+        out = type(self).__new__(type(self))
+        out.F, out.E, out.S = self.F, self.E, self.S
+        per = self.S * (self.E + 1) * self.F
+        lo, hi = np.searchsorted(self.codes, [epoch * per, (epoch + 1) * per])
+        out.codes, out.lens, out.bl, out.start = (x[lo:hi] for x in (self.codes, self.lens, self.bl, self.start))
+        out.sumpr, out.pool, out.prob = self.sumpr[lo:hi], self.pool, self.prob
+        return out
 
     def to_policy(self) -> dict[tuple[int, int, int, int], Any]:
         """The policy as a dict (for the plan's entries)."""

@@ -68,23 +68,31 @@ def near_groups(problem: Problem, tolerance: float) -> tuple[Problem, list[list[
 
 
 def expand_arrays(cp: Compiled, group_cp: Compiled, policy: PolicyArrays, members: list[list[int]]) -> PolicyArrays:
-    """The group plan's decisions given to every member flow of ``cp`` (the real problem)."""
+    """The group plan's decisions given to every member flow of ``cp`` (the real problem).
+
+    Built already sorted, with no sort of the 1.9 million keys of 20,016 flows (issue 50): for each epoch and real
+    flow in order, the rows of its group in that epoch, a contiguous run of the group plan's sorted keys in (cohort,
+    step) order, which is the order of the real keys within (epoch, flow)."""
     S, A, G = policy.S, policy.E + 1, policy.F
     c = policy.codes
     s = c % S
     a = (c // S) % A - 1
-    g = (c // (S * A)) % G
-    e = c // (S * A * G)
-    sizes = np.array([len(m) for m in members], dtype=np.int64)
-    flat = np.array([f for m in members for f in m], dtype=np.int64)
-    offs = np.concatenate(([0], np.cumsum(sizes)))
-    reps = sizes[g]
-    row = np.repeat(np.arange(len(c)), reps)
-    k = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
-    f = flat[offs[g][row] + k]
     F, E, S2 = cp.n_flows, cp.n_epochs, max(cp.n_steps)
-    codes = ((e[row] * F + f) * (E + 1) + (a[row] + 1)) * S2 + s[row]
-    return PolicyArrays.of(cp, codes, policy.lens[row], policy.bl[row], policy.start[row], policy.pool, policy.prob)
+    group_of = np.empty(F, dtype=np.int64)
+    for g, m in enumerate(members):
+        group_of[m] = g
+    # the run of each (epoch, group) in the group plan's keys: codes sorted by (epoch, group, cohort, step)
+    bounds = np.searchsorted(c, np.arange(E * G + 1, dtype=np.int64) * (S * A))
+    lo, cnt = bounds[:-1].reshape(E, G), np.diff(bounds).reshape(E, G)
+    pair_lo = lo[:, group_of].ravel()  # per (epoch, real flow), epoch-major
+    pair_cnt = cnt[:, group_of].ravel()
+    tot = int(pair_cnt.sum())
+    first = np.cumsum(pair_cnt) - pair_cnt
+    row = np.repeat(pair_lo, pair_cnt) + (np.arange(tot, dtype=np.int64) - np.repeat(first, pair_cnt))
+    ef = np.repeat(np.arange(E * F, dtype=np.int64), pair_cnt)  # e * F + f
+    codes = (ef * (E + 1) + (a[row] + 1)) * S2 + s[row]
+    return PolicyArrays.of(cp, codes, policy.lens[row], policy.bl[row], policy.start[row], policy.pool, policy.prob,
+                           sorted_codes=True)
 
 
 __all__ = ["expand_arrays", "near_groups"]

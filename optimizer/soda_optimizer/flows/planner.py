@@ -11,7 +11,12 @@ job served late, after waiting in a queue, goes on to its next step instead of b
 
 Anytime (issue 36): the first answer is admit-on-arrival with each step spread over its allowed pools in proportion
 to their capacity, cohorts whose steps cannot all run now held at entry and those no schedule completes refused
-(:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. Every
+(:func:`.fastsim.admit_arrays`: no ledger, no search, built over arrays), simulated once. At scale (more than
+``group_above`` flows, issue 50) the first answer is the plan of the near-identical groups instead (:mod:`.nearby`):
+the groups are planned first, by this planner on the grouped problem within 40% of the deadline (its search: the two
+seeded orderings per epoch, no route-builder baselines), their LP is solved within 10% of the time left, at least
+0.5 s (the bound), their plan is given to every member flow over arrays and simulated once on the real flows;
+admit-on-arrival over every flow is then one more candidate when its build and simulation fit. Every
 later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
 simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
 subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
@@ -20,7 +25,7 @@ possible: each subflow held to the latest epoch where half its jobs are still al
 within a quarter of the time left) and its solution as a whole-plan candidate (:func:`.bound.lp_policy`); then the
 GA, each epoch keeping the best of the GA's ordering, the admit-on-arrival build and the backlog-all build (so the
 search never scores below either in eq. (2) for the epochs it has planned); epochs not reached are admitted on arrival
-at the best pool. At scale, near-identical flows planned as groups are one more candidate (:mod:`.nearby`); a
+at the best pool. A
 small best candidate is polished entry by entry (:mod:`.polish`). The returned plan is the best-scoring candidate of
 all (:attr:`PlanResult.baselines`,
 :attr:`PlanResult.chosen`), with :attr:`PlanResult.bound` and :attr:`PlanResult.gap`. The garbage collector is paused
@@ -40,7 +45,9 @@ group policy with the same outcome.
 Departures from the paper, on purpose:
 - the admit-on-arrival first answer, the admit, backlog-all, LP and grouped candidates, the polishing, the bound,
   the refusal of unroutable flows and doomed cohorts, and the grouping of identical flows (above); the paper's GA
-  orders flows, ours orders groups;
+  orders flows, ours orders groups; at scale, under a deadline too short for admit-on-arrival over every flow to be
+  built and simulated after the grouped plan, the plan is not compared with it (the property "never below
+  admit-on-arrival" is tested below ``group_above``);
 - the seeding of each GA population with two heuristic orderings (shortest lifespan
   first, then utility; highest utility first, then lifespan) -- the paper starts from random orderings only; it
   makes the first answer useful and costs two evaluations per epoch;
@@ -100,14 +107,17 @@ class PlannerParams(BaseModel):
     #: above this many (exactly grouped) flows, plan near-identical ones as groups too (:mod:`.nearby`; 0: never)
     group_above: int = Field(default=2000, ge=0)
     group_tolerance: float = Field(default=0.05, ge=0)  #: relative lifespan difference within a near group
+    #: the route builder's whole-plan baselines (admit at the best pool, backlog everything); the groups' own
+    #: planner at scale goes without them, straight to its search (issue 50)
+    route_baselines: bool = True
 
 
 class PlanResult(BaseModel):
     """The plan, its simulated outcome, and what the search cost.
 
     :attr:`plan` is built on first access from the chosen policy: the planner's deadline covers the decisions and
-    their simulated outcome, not this view (720,576 entries at 20,016 flows: 3-8 s and ~700 MiB on the loaded 2-core machine,
-    docs/benchmarks/flows.md)."""
+    their simulated outcome, not this view (1,921,536 entries at 20,016 flows: 8.6 s and +1.9 GiB on the loaded
+    2-core machine, docs/benchmarks/flows.md); :meth:`entries_at` builds one epoch's alone (epoch 0: 120,096, 1.35 s)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -128,6 +138,7 @@ class PlanResult(BaseModel):
     bound: float | None = None  #: proven lower bound on eq. (2) (:mod:`.bound`; None: too large or out of time)
     gap: float | None = None  #: (score - bound) / score: how far from optimal the plan may be, at most
     _make_plan: Callable[[], Plan] | None = PrivateAttr(default=None)
+    _make_epoch: Callable[[int], tuple[PolicyEntry, ...]] | None = PrivateAttr(default=None)
     _policy: Any = PrivateAttr(default=None)  #: the chosen policy, on the planned (exactly grouped) problem
 
     @cached_property
@@ -136,9 +147,19 @@ class PlanResult(BaseModel):
         assert self._make_plan is not None
         return self._make_plan()
 
-    def with_plan(self, make: Callable[[], Plan], policy: Any = None) -> PlanResult:
+    def entries_at(self, epoch: int) -> tuple[PolicyEntry, ...]:
+        """The plan's entries of one epoch (those of :attr:`plan` with that epoch, in its order), built from the
+        chosen policy's decisions of that epoch alone: what the operator applies is epoch 0, and at 20,016 flows
+        the whole plan is 1.9 million entries (issue 50)."""
+        if self._make_epoch is None or "plan" in self.__dict__:
+            return tuple(x for x in self.plan.entries if x.epoch == epoch)
+        return self._make_epoch(epoch)
+
+    def with_plan(self, make: Callable[[], Plan], policy: Any = None,
+                  make_epoch: Callable[[int], tuple[PolicyEntry, ...]] | None = None) -> PlanResult:
         self._make_plan = make
         self._policy = policy
+        self._make_epoch = make_epoch
         return self
 
 
@@ -327,8 +348,10 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     full_cp = compile_problem(problem)
     refused: dict[int, int] = {}
     unroutable: list[Unroutable] = []
+    blocked: dict[object, int | None] = {}  # per flows' allowed pools (20,016 flows: 24 distinct)
     for f in range(full_cp.n_flows):
-        s = unroutable_step(full_cp, f)
+        key = full_cp.allowed[f]
+        s = blocked[key] if key in blocked else blocked.setdefault(key, unroutable_step(full_cp, f))
         if s is not None:
             refused[f] = s
             fl = problem.flows[f]
@@ -350,8 +373,37 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     E = cp.n_epochs
     th = params.split_threshold
 
-    # the first answer: admit on arrival, capacity-proportional (cheap at any size), simulated once in detail
-    first_policy: Policy | PolicyArrays = admit_arrays(cp)
+    # at scale (issue 50, item 3): near-identical flows planned as groups FIRST, within its own share of the deadline
+    # (40% of it), then their LP (10% of what is left): the groups' plan, given to every member flow (over arrays) and scored on the real flows, is the
+    # first answer; the grouped problem's LP is the bound at that size (:mod:`.nearby`)
+    group_bound: float | None = None
+    first_policy: Policy | PolicyArrays | None = None
+    first_label = "admit"
+    if params.group_above and len(problem.flows) > params.group_above:
+        red2, mem2 = near_groups(cp.problem, params.group_tolerance)
+        # grouped near-identically, or exactly (20,016 copies of 24 flows: 12 groups, whose plan is cheap where
+        # its figures given back to every flow are not): the groups' plan first
+        if len(mem2) < cp.n_flows or cp.n_flows < len(problem.flows):
+            sub_dl = None if deadline is None else max(0.4 * (deadline - time.monotonic()), 1e-3)
+            # the groups' search is its two seeded orderings per epoch (the GA rarely moves off its seeds,
+            # docs/flows.md), without the route builder's whole-plan baselines: what 40% of 5 s has room for
+            sub = _plan_flows(red2, params.model_copy(update={"deadline_s": sub_dl, "group_above": 0,
+                                                              "evaluations": min(params.evaluations, 2),
+                                                              "route_baselines": False, "bound": False}))
+            g_cp = compile_problem(red2)
+            if params.bound:
+                # the grouped LP, with its own share: 10% of the time left, at least 0.5 s (~0.1 s of CPU at 18
+                # groups; at load 9 on 2 cores a 0.2 s floor left it unsolved)
+                lb2 = lp_bound(g_cp, time_limit_s=None if deadline is None else
+                               max(0.1 * (deadline - time.monotonic()), 0.5))
+                group_bound = lb2.value if lb2 is not None else None
+            if sub._policy is not None and sub.groups == len(mem2):
+                arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
+                first_policy, first_label = expand_arrays(cp, g_cp, arr, mem2), "grouped"
+    # otherwise the first answer: admit on arrival, capacity-proportional (cheap at any size); simulated once in detail
+    admit_pol: Policy | PolicyArrays | None = None
+    if first_policy is None:
+        first_policy = admit_pol = admit_arrays(cp)
     ts = time.monotonic()
     first_res = simulate_policy(cp, first_policy)
     t_sim = time.monotonic() - ts
@@ -369,32 +421,17 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         return stop is None or time.monotonic() + cost < stop
 
     cands: dict[str, tuple[float, Policy | PolicyArrays, list[RouteSpec] | None]] = {
-        "admit": (first_score, first_policy, None)
+        first_label: (first_score, first_policy, None)
     }
-
-    # at scale (issue 50, item 3): near-identical flows planned as groups, the plan given back to every member and
-    # scored on the real flows; the grouped problem's LP is the bound at that size
-    group_bound: float | None = None
-    group_res: SimResult | None = None
-    if params.group_above and cp.n_flows > params.group_above:
-        red2, mem2 = near_groups(cp.problem, params.group_tolerance)
-        sub_dl = None if stop is None else stop - time.monotonic() - 3.0 * t_sim
-        if len(mem2) < cp.n_flows and (sub_dl is None or sub_dl > 0.2):
-            # the groups' GA gets at most 10 evaluations an epoch: the GA rarely moves off its seeds (docs/flows.md)
-            # and the route builds are what the deadline has room for
-            sub = _plan_flows(red2, params.model_copy(update={"deadline_s": sub_dl, "group_above": 0,
-                                                              "evaluations": min(params.evaluations, 10)}))
-            group_bound = sub.bound
-            if sub._policy is not None and sub.groups == len(mem2) and fits(t_sim):
-                g_cp = compile_problem(red2)
-                arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
-                pol_g = expand_arrays(cp, g_cp, arr, mem2)
-                group_res = simulate_policy(cp, pol_g)  # in detail: the final result if it is chosen
-                cands["grouped"] = (group_res.score, pol_g, None)
+    if admit_pol is None and fits(2.5 * t_sim):
+        # admit on arrival over every flow, when its build (about a simulation's time) and simulation fit
+        admit_pol = admit_arrays(cp)
+        if fits(t_sim):
+            cands["admit"] = (simulate_policy(cp, admit_pol, detail=False).score, admit_pol, None)
 
     # whole-plan baselines of the route builder: admit on arrival at the best pool per step, and backlog
     # everything possible, last epoch first (each costs one route build and one simulation)
-    for mode in ("admit-best", "backlog-all"):
+    for mode in ("admit-best", "backlog-all") if params.route_baselines else ():
         led = Ledger(cp)
         rs: list[RouteSpec] = []
         try:
@@ -418,7 +455,8 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
                                    if f in refused)
             if fits(t_sim):
                 # the LP's solution as a whole-plan candidate (the search's LP seed)
-                base = first_policy.to_policy() if isinstance(first_policy, PolicyArrays) else first_policy
+                b0 = admit_pol if admit_pol is not None else first_policy
+                base = b0.to_policy() if isinstance(b0, PolicyArrays) else b0
                 pol_lp = lp_policy(cp, lb, base)
                 cands["lp"] = (simulate_policy(cp, pol_lp, detail=False).score, pol_lp, None)
 
@@ -506,9 +544,8 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             cands["polish"] = (sc_p, pol_p, None)
             chosen = "polish"
     _, policy, routes = cands[chosen]
-    final = first_res if chosen == "admit" else group_res if chosen == "grouped" and group_res else \
-        simulate_policy(cp, policy)
-    if chosen == "admit":
+    final = first_res if chosen == first_label else simulate_policy(cp, policy)
+    if chosen == first_label:
         result = first_full
     else:
         _, result = _expand(cp, problem, members, {}, final, refused, want_plan=False)
@@ -522,6 +559,21 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             if routes is not None and len(members) == len(problem.flows) and not refused:
                 plan = Plan(entries=plan.entries, routes=_routes_out(cp, routes, members, problem))
             return plan
+        finally:
+            if was:
+                gc.enable()
+
+    def make_epoch(epoch: int, policy: Policy | PolicyArrays = policy) -> tuple[PolicyEntry, ...]:
+        if isinstance(policy, PolicyArrays):
+            pol = policy.at_epoch(epoch).to_policy()
+        else:
+            pol = {k: v for k, v in policy.items() if k[0] == epoch}
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            stub = SimResult.model_construct(**{**dict(final), "flows": ()})  # the entries only, not the figures
+            plan, _ = _expand(cp, problem, members, pol, stub, refused)
+            return tuple(x for x in plan.entries if x.epoch == epoch)
         finally:
             if was:
                 gc.enable()
@@ -553,7 +605,7 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         first_answer_s=first_s,
         seed_scores=tuple(seed_scores),
         ga_scores=tuple(ga_scores),
-    ).with_plan(make_plan, policy)
+    ).with_plan(make_plan, policy, make_epoch)
 
 
 __all__ = ["PlanResult", "PlannerParams", "admit_policy", "heuristic_order", "plan_flows", "utility_order"]
