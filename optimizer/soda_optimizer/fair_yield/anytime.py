@@ -5,22 +5,28 @@ deadline allows it (sections 2.5, 3.4 and 6.1 combined; the combination is ours,
    runs to its end whatever the deadline: the first answer is never below MCB8's, issue 47) for a fresh
    allocation, SG (3.3) when MCB8 finds no packing; with a previous placement, the re-placement heuristic within
    the migration budget (:mod:`.dynamic`), given a fifth of the deadline (at least 5 ms) for its improvements.
-   A fresh allocation's answer is then improved by the local search of :mod:`.improve` (moves and swaps off the
-   most loaded host), and, within a quarter of the deadline (:data:`EXTRA_SHARE`), SG, GR and the other MCB
-   variants are run and improved the same way; the best placement is the MILP's hint (issue 47: under load the MILP gets
-   little CPU and the start decides; measured on the 76 off-grid instances of yield_exact.json at load 31-41,
-   within 1% of the optimum at 1 s on 76-91% instead of 78% from MCB8 alone);
+   A fresh allocation's answer is then improved by the local search of :mod:`.improve` (moves, swaps and
+   ejection chains off the most loaded host; milliseconds) and is the MILP's hint;
 2. then the exact MILP (:mod:`.milp`, SCIP) warm-started from that answer and bounded by what is left of the
-   deadline. SCIP measured better than CP-SAT: through OR-Tools' linear-solver wrapper CP-SAT rounds the
+   deadline, in a thread of its own; beside it, in this thread, the iterated local search of :mod:`.improve`
+   from that answer and from SG, GR and the other MCB variants (within :data:`EXTRA_SHARE` of the time left),
+   until SCIP ends or the deadline (issue 47: under load SCIP got little CPU and the memory-tight instances were
+   missed; two threads also get twice the CPU share of a loaded machine). Measured with the process let run 1/8
+   of the time (a load of 16 on 2 cores), the off-grid instances of yield_exact.json within 1% of the optimum:
+   114 of 126 before, 118 after. SCIP measured better than CP-SAT: through OR-Tools' linear-solver wrapper CP-SAT rounds the
    continuous makespan variable and reported "optimal" on 29 of 29 off-grid instances of which only 12 were
    within 1% of the optimum (SCIP at 1 s: 29 of 29 within 1%, 26 proven; measured for issue 37);
 3. the answer is the better of the two -- never below the heuristic's -- with the best proven upper bound on the
    minimum yield (the MILP's, else the LP bound of section 3.1 or MCB's Y_max) in ``bound`` and status
    ``optimal`` when the MILP proved it (or the heuristic reached the bound), ``deadline`` otherwise.
 
-The MILP only gets what is left of the deadline after the heuristic; when the heuristic alone took it all, the
+The MILP only gets what is left of the deadline after the heuristic, less a reserve for reading its answer (the
+larger of 3% of the deadline and 4 ms of CPU times the machine's slowness so far, at most a fifth of what is
+left), and is stopped in wall time (:func:`.milp.run`: interrupted, or abandoned when it does not stop at once);
+the average step (4.) only starts with a tenth of the deadline left. When the heuristic alone took it all, the
 answer is the heuristic's (status ``deadline`` unless it reached the bound): the wall time can pass a very short
-deadline by MCB8's own time (milliseconds), never by the MILP's. A heuristic failure is only ``infeasible`` when
+deadline by MCB8's own time (milliseconds), never by the MILP's. Measured in bench_yield.py --exact (the worst
+wall time beside the 1 s deadline). A heuristic failure is only ``infeasible`` when
 proven (the MILP or the relaxation says so); otherwise ``deadline``.
 
 4. once the minimum yield is proven optimal and time is left, the placement of the highest average yield
@@ -57,10 +63,12 @@ MIN_MILP_S = 0.02
 #: over this thread's CPU time so far), at most :data:`MAX_RESERVE_SHARE` of what is left (issue 47: under load the
 #: answer was read 20-40 ms past SCIP's stop with the process let run 1/8 of the time)
 RESERVE_CPU_S = 0.004
+#: and at least this share of the deadline (the slowness is measured over milliseconds, so it misses a stall)
+RESERVE_SHARE = 0.03
 MAX_RESERVE_SHARE = 0.2
 #: the share of the deadline that must be left for the average step (4.): its model is built before SCIP's limit
 AVERAGE_MIN_SHARE = 0.1
-#: the share of the deadline the other MCB variants (each improved by local search) may take after MCB8's
+#: the share of the time left the other starts of the iterated search (SG, GR, MCB variants) may take beside SCIP
 EXTRA_SHARE = 0.25
 #: the other starts tried in that share: SG and GR (section 3.3, a fraction of a millisecond each), then the other
 #: MCB variants in the order of section 4.2's Table 1 (MCB5, 6, 7 next best). Measured on the 117 proven off-grid
@@ -104,11 +112,12 @@ def solve_anytime(
     else:
         first = reallocate(tasks, previous, float(budget or 0.0), by_count=by_count, deadline_s=share, fixed=fixed)
     bound = first.bound if first.bound is not None else lp_bound(tasks, time_limit_s=share)
+    if end is not None and deadline_s is not None:  # kept for what follows SCIP (wall / CPU: the machine's slowness)
+        slow = (time.monotonic() - t0) / max(time.thread_time() - cpu0, 1e-4)
+        end -= min(MAX_RESERVE_SHARE * max(0.0, end - time.monotonic()),
+                   max(RESERVE_SHARE * deadline_s, RESERVE_CPU_S * slow))
     if first.ok and first.min_yield >= bound - 1e-9:  # the heuristic reached the bound: proven optimal
         return _named(_average(tasks, first, end, previous, budget, fixed, by_count, avg_left), "optimal", bound, t0)
-    if end is not None:  # kept for what follows SCIP, as slow as the machine made the steps so far (wall / CPU)
-        slow = (time.monotonic() - t0) / max(time.thread_time() - cpu0, 1e-4)
-        end -= min(MAX_RESERVE_SHARE * (end - time.monotonic()), RESERVE_CPU_S * max(1.0, slow))
     left = None if end is None else end - time.monotonic()
     if left is not None and left < MIN_MILP_S:
         proven = not first.ok and hopeless(tasks, previous, fixed)

@@ -9,11 +9,16 @@ placement fixed), so raising it means lowering the largest relative load load_j 
 - a swap: one of its tasks with a smaller one on another host, both allowed and within memory,
 
 that leaves both hosts strictly below the current largest relative load (the best: the lower of the two new
-relative loads' maximum). Each step lowers (largest relative load, number of hosts at it) lexicographically, so
+relative loads' maximum); when neither helps (memory-tight instances: the host a task should go to lacks the
+memory), an ejection chain: one of its tasks to host j and a task of j to a third host, all three then below it
+(:func:`_chain`). Each step lowers (largest relative load, number of hosts at it) lexicographically, so
 the search ends; it also ends when the minimum yield is 1 or at the deadline. Numpy over every (task, host) and
 (task, task) pair of the bottleneck host: microseconds per step at the off-grid sizes (8-18 tasks).
 
 Only for a fresh allocation: re-placements (section 6.1) count migrations against a budget, which the MILP keeps.
+
+:func:`search` iterates it (ours too): random kicks of a few tasks, each followed by the local search, beside
+SCIP in :mod:`.anytime` until the deadline.
 """
 
 from __future__ import annotations
