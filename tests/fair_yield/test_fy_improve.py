@@ -61,3 +61,42 @@ def test_anytime_with_the_local_search_stays_exact(inst: Instance) -> None:
         return
     assert violations(inst, r) == []
     assert abs(r.min_yield - want) <= 1e-6
+
+
+def test_an_ejection_chain_where_no_move_or_swap_helps() -> None:
+    """Issue 47, memory-tight: host 0 holds A and B (load 1.2); no move of A or B fits another host's memory and
+    no swap fits host 0's, but A to host 1 with C (host 1's) to host 3 does: every host then at most 0.7 (yield
+    1). Before the chains the search stopped at yield 1/1.2."""
+    from soda_optimizer.fair_yield.model import Job
+
+    jobs = (Job(alpha=0.6, mem=0.5), Job(alpha=0.6, mem=0.5), Job(alpha=0.7, mem=0.4), Job(alpha=0.1, mem=0.5),
+            Job(alpha=0.5, mem=0.6))
+    inst = Instance(jobs=jobs, hosts=4, cpu=(1.0, 1.0, 1.0, 1.0), mem=(1.0, 1.0, 1.0, 0.45))
+    t = inst.tasks()
+    start = np.array([0, 0, 1, 1, 2])
+    assert _valid(t, start) and t.max_min_yield(start) < 0.84
+    p = improve(t, start)
+    assert _valid(t, p) and t.max_min_yield(p) == 1.0
+
+
+@PROPS
+@given(instances(hosts=(2, 5), jobs=(2, 10), restrict=True), st.data())
+def test_iterated_search_is_sound_and_never_below_its_starts(inst: Instance, data: st.DataObject) -> None:
+    """The iterated search (kicks, then the local search; issue 47): every placement it returns keeps every task
+    on a host it may use within memory, and is at least as good as the best of its starts. Stopped after a drawn
+    number of rounds (no clock)."""
+    from soda_optimizer.fair_yield.improve import search
+
+    t = inst.tasks()
+    m8 = solve_mcb(t, 8, deadline_s=None)
+    if not m8.ok:
+        return
+    starts = [np.array(m8.placement)]
+    other = np.array(data.draw(st.lists(st.integers(0, t.hosts - 1), min_size=t.n, max_size=t.n)))
+    if _valid(t, other):
+        starts.append(other)
+    rounds = data.draw(st.integers(0, 30))
+    calls = iter(range(rounds + 1))
+    p = search(t, starts, float("inf"), stop=lambda: next(calls, rounds) >= rounds, seed=data.draw(st.integers(0, 99)))
+    assert _valid(t, p)
+    assert t.max_min_yield(p) >= max(t.max_min_yield(s) for s in starts) - 1e-12

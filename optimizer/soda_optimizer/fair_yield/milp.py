@@ -34,7 +34,10 @@ their fractional e (section 3.2).
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -53,6 +56,81 @@ def _hint_values(tasks: Tasks, e: list[list[Any]], hint: Any) -> tuple[list[Any]
                 hv.append(e[t][j])
                 vals.append(1.0 if int(hint[t]) == j else 0.0)
     return hv, vals
+
+
+#: work the calling thread does while SCIP runs (:func:`run`): called with the wall-clock stop (a
+#: ``time.monotonic()`` value, or None) and ``done()``, true once SCIP has returned; it must return by the stop
+Meanwhile = Callable[[float | None, Callable[[], bool]], None]
+
+
+#: how long SCIP is waited for after the interrupt
+GRACE_S = 0.005
+
+
+def margin(deadline_s: float) -> float:
+    """Wall time kept, out of a MILP's deadline, for reading SCIP's answer and building the Allocation after SCIP
+    is stopped: 5 ms plus 4% of the deadline (40 ms at the default 1 s). Measured (issue 47) with the process
+    let run 1/8 of the time (a load of 16 on 2 cores): SCIP's answer read and finished in under 20 ms for the
+    off-grid sizes."""
+    return 0.005 + 0.04 * deadline_s
+
+
+def run(solver: pywraplp.Solver, stop_at: float | None, meanwhile: Meanwhile | None = None) -> int:
+    """``solver.Solve`` to a zero gap, stopped at ``stop_at`` (a ``time.monotonic()`` value) in wall time.
+
+    SCIP's own time limit is checked between nodes and overran a 1 s deadline by up to 0.24 s under load (0.8 s
+    at load 40, issue 47); so SCIP runs in a thread (OR-Tools releases the GIL in ``Solve``) and is stopped by
+    ``InterruptSolve`` (its best solution kept, status FEASIBLE) once ``stop_at`` passes; its time limit is set
+    too. SCIP sees the interrupt where it checks its limits, which a long LP or presolve round can delay: when it
+    has not stopped :data:`GRACE_S` later, the call returns NOT_SOLVED (the caller falls back to its hint) and the
+    thread ends on its own at the time limit, its answer never read (the solver is not touched again). ``meanwhile``
+    runs in the calling thread in the meantime."""
+    params = pywraplp.MPSolverParameters()
+    params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
+    if stop_at is None and meanwhile is None:
+        return int(solver.Solve(params))
+    if stop_at is not None:
+        solver.SetTimeLimit(max(1, int(1000 * (stop_at - time.monotonic()))))
+    out: list[int] = []
+    th = threading.Thread(target=lambda: out.append(int(solver.Solve(params))), name="fair-yield-scip", daemon=True)
+    th.start()
+    try:
+        if meanwhile is not None:
+            meanwhile(stop_at, lambda: not th.is_alive())
+        th.join(None if stop_at is None else max(0.0, stop_at - time.monotonic()))
+    finally:
+        if th.is_alive():
+            solver.InterruptSolve()
+            th.join(GRACE_S)
+    if th.is_alive():  # SCIP did not stop in time: left to end on its own (its time limit), its answer unread
+        return int(pywraplp.Solver.NOT_SOLVED)
+    return out[0] if out else int(pywraplp.Solver.NOT_SOLVED)
+
+
+_retired: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+
+def _free_retired() -> None:
+    while True:
+        item = _retired.get()
+        del item
+
+
+def retire(solver: pywraplp.Solver, *refs: Any) -> None:
+    """Free ``solver`` (and the variables in ``refs``) in a daemon thread, not in the caller's: SCIP's teardown
+    after a search took 3 ms of CPU (25-80 ms of wall time at a load of 16), after the answer was ready
+    (issue 47)."""
+    global _freer
+    with _freer_lock:
+        if _freer is None or not _freer.is_alive():
+            _freer = threading.Thread(target=_free_retired, name="fair-yield-free", daemon=True)
+            _freer.start()
+    _retired.put((solver, refs))
+
+
+_freer: threading.Thread | None = None
+_freer_lock = threading.Lock()
+
 
 def _migration_budget(
     solver: pywraplp.Solver,
@@ -223,11 +301,14 @@ def solve_milp(
     algorithm: str = "milp",
     formulation: str = "makespan",
     fixed: np.ndarray | None = None,
+    meanwhile: Meanwhile | None = None,
 ) -> Allocation:
     """Solve VCSCHED exactly (status ``optimal``), or return the incumbent when ``deadline_s`` passes (status
     ``deadline``). ``formulation``: ``makespan`` (default, see :func:`_build_makespan`) or ``paper`` (section 2.5
     as written, with the CPU variables). ``fixed``: tasks that stay on their ``previous`` host. ``hint``: a placement to start from (e.g. MCB8's), also returned if the deadline passes before
-    the solver beats it. ``previous``/``budget``: section 6.1 (the hint must then respect the budget)."""
+    the solver beats it. ``previous``/``budget``: section 6.1 (the hint must then respect the budget).
+    ``meanwhile``: work for the calling thread while SCIP runs in another (see :func:`run`). The call returns
+    within ``deadline_s`` of wall time, model building included, save for reading the answer (:func:`margin`)."""
     t0 = time.monotonic()
     tasks = inst.tasks() if isinstance(inst, Instance) else inst
     if hopeless(tasks, previous, fixed):
@@ -247,18 +328,15 @@ def solve_milp(
             hv.append(obj)
             vals.append(max(1.0, float(load.max())))
         solver.SetHint(hv, vals)
-    if deadline_s is not None:  # what is left once the model is built, less a margin for SCIP's own overrun and the answer
-        left = deadline_s - (time.monotonic() - t0)
-        solver.SetTimeLimit(max(1, int(1000 * (0.85 * left - 0.005))))
-    params = pywraplp.MPSolverParameters()
-    params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
-    code = solver.Solve(params)
+    stop_at = None if deadline_s is None else t0 + deadline_s - margin(deadline_s)
+    code = run(solver, stop_at, meanwhile)
     if code == pywraplp.Solver.INFEASIBLE:
         return finish(tasks, None, algorithm, "infeasible", t0, bound=0.0)
     # the hint is a valid answer too: when the deadline stops the solver below it, return it (best so far)
     fallback = np.asarray(hint, dtype=np.int64) if hint is not None and tasks.memory_fits(np.asarray(hint)) and (
         tasks.allowed is None or bool(tasks.allowed[np.arange(tasks.n), np.asarray(hint)].all())) else None
     if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        retire(solver, e, obj)
         return finish(tasks, fallback, algorithm, "deadline", t0, bound=None)
     placement = np.array(
         [
@@ -276,6 +354,7 @@ def solve_milp(
         bound = 1.0 / z_bound if z_bound > 0 else 1.0
     else:
         bound = float(obj.solution_value()) if status == "optimal" else float(solver.Objective().BestBound())
+    retire(solver, e, obj)
     return finish(tasks, placement, algorithm, status, t0, bound=min(bound, 1.0))
 
 
@@ -298,10 +377,10 @@ def solve_average(
     Returns (placement, proven): SCIP's best placement when the deadline passes (None if it found none, e.g. it
     could not even use ``hint``, the first step's placement) and whether it is proven to have the highest
     average. The caller checks the placement's minimum yield (SCIP's tolerances are 1e-6)."""
+    t0 = time.monotonic()
     solver = pywraplp.Solver.CreateSolver("SCIP")
     if solver is None:  # pragma: no cover
         raise RuntimeError("OR-Tools has no SCIP solver")
-    t0 = time.monotonic()
     e, big_y, y = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
     big_y.SetLb(float(y_min))
     if y_min > 0:
@@ -313,19 +392,17 @@ def solve_average(
     if hint is not None:
         hv, vals = _hint_values(tasks, e, hint)
         solver.SetHint(hv, vals)
-    if deadline_s is not None:
-        left = deadline_s - (time.monotonic() - t0)
-        if left <= 0.01:
-            return None, False
-        solver.SetTimeLimit(max(1, int(1000 * (0.85 * left - 0.005))))
-    params = pywraplp.MPSolverParameters()
-    params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
-    code = solver.Solve(params)
+    stop_at = None if deadline_s is None else t0 + deadline_s - margin(deadline_s)
+    if stop_at is not None and stop_at - time.monotonic() <= 0.005:
+        return None, False
+    code = run(solver, stop_at)
     if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        retire(solver, e, big_y, y)
         return None, False
     placement = np.array(
         [max((j for j in range(tasks.hosts) if e[t][j] is not None), key=lambda j: e[t][j].solution_value())
          for t in range(tasks.n)],
         dtype=np.int64,
     )
+    retire(solver, e, big_y, y)
     return placement, code == pywraplp.Solver.OPTIMAL
