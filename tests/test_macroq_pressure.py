@@ -140,3 +140,34 @@ def test_a_what_if_that_fits_at_saturation_is_proven_by_its_first_pass():
     assert res.report.status == "optimal" and res.bound_proven, res.report.detail
     assert res.report.detail.count("per-job") == 1, res.report.detail  # one pass
     assert saturation.bound(s) == pytest.approx(res.importance)
+
+
+@pytest.mark.parametrize("nodes", [65, 85])
+def test_few_jobs_first_answer_is_on_a_grid_fine_enough_for_them(nodes):
+    """Issue 49: 7.1's 17 jobs at a deadline already passed. Main's first grid had 8 units a job
+    (152 units of 6,151 mips at 85 nodes): every job's share a multiple of 6,151 mips, 0.8% and
+    1.2% below fixed 100-mips units at 85 and 65 nodes (21,271.5 and 16,240 against 21,450.3 and
+    16,433.3). The first grid is finer when the jobs are few (its knapsack's work, jobs x units^2,
+    bounded), so the first answer is within 0.1% of fixed 100-mips units, the oracle here (an exact
+    knapsack on that grid, no deadline)."""
+    s = F.sec71(nodes)
+    oracle = macroq.solve(F.with_unit(s, 100.0), deadline_s=600.0)
+    res = macroq.solve(F.with_unit(s, None), deadline_s=0.0)
+    assert res.importance >= (1 - 1e-3) * oracle.importance, (res.importance, oracle.importance, res.report.detail)
+    assert _idle_usable(s, res) <= 1.0, res.report.detail
+    assert res.report.bound is None or res.report.bound >= res.importance * (1 - 1e-9)
+
+
+def test_the_bound_stops_when_told():
+    """Issue 49: :func:`.refine.upper_bound` checks ``stop`` before each waterline level and gives
+    up (Expired) rather than publish late; macroQ then bounds over the first answer's curves."""
+    from soda_optimizer.soda import admission, refine
+
+    s = F.one_pe(n_jobs=20)
+    items = admission.Items(s, 100.0, per_job=True, deadline=float("inf"), jobs=[j.name for j in s.jobs])
+    free = {j.name: j.rank for j in s.jobs if not j.required}
+    promised = {j.name for j in s.jobs if j.required}
+    bound, _ = refine.upper_bound(items, promised, free, s.capacity_mips)
+    assert bound > 0
+    with pytest.raises(admission.Expired):
+        refine.upper_bound(items, promised, free, s.capacity_mips, stop=lambda: True)
