@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+from ..graph import GluedGraph
 from ..importance import Evaluator
 from ..model import Scenario
 from .curves import Curve, component_curve
@@ -186,14 +187,15 @@ class Items:
         self.big_until: float | None = None  # curves past EXACT_LIMIT vectors are enumerated only before this time
         self._built: set[int] = set()
 
-    def _curve(self, choice: dict[str, str], comp: frozenset[str]) -> Curve:
-        glued = self.s.glued(choice)
+    def _curve(self, choice: dict[str, str], comp: frozenset[str], glued: GluedGraph) -> Curve:
         ev = Evaluator(glued, sorted(comp))
         u = own_unit(ev, self.g) if self.per_job else self.g
-        return self._cached(choice, comp, u, ev)
+        return self._cached(choice, comp, u, glued, ev)
 
-    def _cached(self, choice: dict[str, str], comp: frozenset[str], u: float, ev: Evaluator | None = None) -> Curve:
-        glued = self.s.glued(choice)
+    def _cached(self, choice: dict[str, str], comp: frozenset[str], u: float, glued: GluedGraph,
+                ev: Evaluator | None = None) -> Curve:
+        """``glued``: the glued graph of ``choice``, looked up once per option (issue 49: three
+        look-ups per option were a tenth of the first answer on 500 one-PE jobs)."""
         step = self._step(u)
         key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u, step, self.per_job)
         c = self._curves.get(key)
@@ -209,11 +211,11 @@ class Items:
 
     def _option(self, choice: dict[str, str]) -> Option | None:
         glued = self.s.glued(choice)
-        curves = [self._curve(choice, c) for c in glued.components()]
+        curves = [self._curve(choice, c, glued) for c in glued.components()]
         if self.per_job and len({c.unit for c in curves}) > 1:
             # one grid per option: the finest of its components' units
             u = min(c.unit for c in curves)
-            curves = [c if c.unit == u else self._cached(choice, comp, u) for c, comp in zip(curves, glued.components())]
+            curves = [c if c.unit == u else self._cached(choice, comp, u, glued) for c, comp in zip(curves, glued.components())]
         values, steps = convolve(curves)
         unit = curves[0].unit
         opt = Option(frozenset(choice), dict(choice), curves, unit, sum(c.base_mips for c in curves), values, steps,
