@@ -198,7 +198,7 @@ def families(deadlines: list[float], baseline: Path | None = None) -> list[dict]
         rows.append(row)
         a = row["auto"]
         print(" ".join(f"{dl:g}s: {row[f'auto@{dl:g}']['seconds']:.2f}s {100 * row[f'auto@{dl:g}']['vs_fine']:+.2f}%" for dl in deadlines))
-        print(f"{name}: auto {a['seconds']:.2f}s {a['importance']:,.1f} ({100 * a['vs_fine']:+.2f}% vs fine) gap {100 * (a['gap'] or 0):.2f}% "
+        print(f"{name}: auto {a['seconds']:.2f}s {a['importance']:,.1f} ({100 * a['vs_fine']:+.2f}% vs fine) gap {_pct(a['gap'])} "
               f"rbf {a['refused_but_fitting']} | 100: {row['fixed100']['importance']:,.1f} rbf {row['fixed100']['refused_but_fitting']} | "
               f"200: {row['fixed200']['importance']:,.1f} | fine: {fine:,.1f}", flush=True)
     return rows
@@ -219,6 +219,11 @@ def lsd_times() -> list[dict]:
                     "importance": q.importance, "gap": q.report.gap, "admitted": sum(d.admitted for d in q.decisions)})
         print(out[-1], flush=True)
     return out
+
+
+def _pct(gap: float | None) -> str:
+    """A gap in percent; "none" without a bound (issue 49: never shown as 0)."""
+    return "none" if gap is None else f"{100 * gap:.2f}%"
 
 
 def write_families(rows: list[dict], lsd: list[dict], deadlines: list[float], baseline: str | None = None,
@@ -260,12 +265,12 @@ def write_families(rows: list[dict], lsd: list[dict], deadlines: list[float], ba
             b, a = r.get("baseline"), r["auto"]
             if b is None:
                 continue
-            lines.append(f"| {r['family']} | {pct(b['bound_vs_fine'])} | {100 * (b['gap'] or 0):.2f}% | {pct(a['bound_vs_fine'])} | "
-                         f"{100 * (a['gap'] or 0):.2f}% | {pct(b['vs_fine'])} | {pct(a['vs_fine'])} |")
+            lines.append(f"| {r['family']} | {pct(b['bound_vs_fine'])} | {_pct(b['gap'])} | {pct(a['bound_vs_fine'])} | "
+                         f"{_pct(a['gap'])} | {pct(b['vs_fine'])} | {pct(a['vs_fine'])} |")
     lines += ["", "| case | deadline | seconds | status | importance | gap | admitted |", "|---" * 7 + "|"]
     for x in lsd:
         lines.append(f"| {x['case']} | {x['deadline']:g} s | {x['seconds']:.2f} | {x['status']} | {x['importance']:,.0f} | "
-                     f"{100 * (x['gap'] or 0):.2f}% | {x['admitted']} |")
+                     f"{_pct(x['gap'])} | {x['admitted']} |")
     if load:
         lines += ["", f"Load average (1/5/15 min) on the 2-core machine shared with other sessions: {'/'.join(f'{x:.1f}' for x in load[0])} "
                   f"at the start, {'/'.join(f'{x:.1f}' for x in load[1])} after the families: every time above is under that load."]
