@@ -196,7 +196,7 @@ class Items:
                 ev: Evaluator | None = None) -> Curve:
         """``glued``: the glued graph of ``choice``, looked up once per option (issue 49: three
         look-ups per option were a tenth of the first answer on 500 one-PE jobs)."""
-        step = self._step(u)
+        step = self._step(u, len(comp))
         key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u, step, self.per_job)
         c = self._curves.get(key)
         if c is None:
@@ -206,8 +206,16 @@ class Items:
             self._curves[key] = c
         return c
 
-    def _step(self, u: float) -> int:
-        return max(1, int(self.g / u + 1e-9)) if self.coarse else 1
+    def _step(self, u: float, n_pes: int = 2) -> int:
+        """A curve's growth step in its own units: about the global unit on a coarse pass, except
+        for a one-PE component (issue 49: its exact curve is one vectorised evaluation, as cheap
+        as the coarse one, and the next pass reuses it)."""
+        return max(1, int(self.g / u + 1e-9)) if self.coarse and n_pes > 1 else 1
+
+    @property
+    def any_coarse(self) -> bool:
+        """Whether some curve built so far grows in steps of more than one own unit."""
+        return any(self._step(c.unit, len(c.pes)) > 1 for c in self.used_curves())
 
     def _option(self, choice: dict[str, str]) -> Option | None:
         glued = self.s.glued(choice)

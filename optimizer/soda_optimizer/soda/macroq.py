@@ -236,6 +236,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         return b is not None and ans.importance >= b - 1e-9 * (1.0 + abs(b))
 
     done = False  # the answer is proven optimal by the saturation bound
+    skip_same: float | None = None  # the per-job pass on this grid repeats the coarse one (one-PE components only)
     give_back_s = [0.0]  # the longest give-back of one level (:func:`.refine.fill`), for the reserve
     for i_step, step in enumerate(passes):
         if best is not None and saturated(best):
@@ -257,6 +258,8 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 break
             continue
         unit, per_job, coarse = step
+        if per_job and not coarse and unit == skip_same:
+            continue
         t1 = time.monotonic()
         same_grid, prev_unit = unit == prev_unit, unit
         if best is not None and not same_grid:
@@ -329,6 +332,10 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 best = ans
             if last_items is None:
                 first_items = (items, (unit, U, pr_u, hl_u, free))  # the first answer's: its bound always completes
+            if coarse and not items.any_coarse and all(c.complete for c in items.used_curves()):
+                # every component has one PE (its curve exact, step 1): the coarse pass was the
+                # per-job one; the next pass on the same grid would repeat it (issue 49)
+                items.coarse, coarse, skip_same = False, False, unit
             if last_items is None or (per_job == (not fixed_unit) and not coarse):
                 last_items = items  # the bound comes from the finest per-job curves (continuous: any pass's answer)
                 last_ctx = (unit, U, pr_u, hl_u, free)

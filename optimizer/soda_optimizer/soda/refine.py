@@ -365,7 +365,7 @@ def _level_lp(items: Items, forced: set[str], allowed: set[str], H: float,
                     # a PE's maximum between grid points: the ceiling raises the last point, but
                     # an allocation with that PE past its grid and the others low is not covered
                     exact_level = exact_level and c.exact and c.complete and c.ceiling is None
-                    pts = _shifted(o, c, items._step(c.unit))
+                    pts = _shifted(o, c, items._step(c.unit, len(c.pes)))
                 cx.append(pts[0])
                 cv.append(pts[1])
                 lo += float(pts[0].min())
