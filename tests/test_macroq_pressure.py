@@ -186,3 +186,21 @@ def test_one_pe_jobs_first_answer_grows_on_their_own_grids(n_jobs, kw):
     res = macroq.solve(F.with_unit(s, None), deadline_s=0.0)
     assert res.importance >= (1 - 0.007) * want, (res.importance, want, res.report.detail)
     assert _idle_usable(s, res) <= 1.0, res.report.detail
+
+
+def test_the_plan_job_table_agrees_with_its_pe_goals():
+    """Issue 49: the plan's job table (`kubesoda plan`) showed macroQ's per-job mips beside
+    microQ's PE goals; on LSD at 4 nodes bench/lsd-0 read 224.1 mips where its PEs' goals add up to
+    219.4. Each admitted job's mips and importance are now at the plan's final goals."""
+    from soda_optimizer import workloads
+    from soda_optimizer.soda import Soda
+
+    s = workloads.scenario(workloads.lsd(scale=1), workloads.nodes(4, mips=8000.0), Policy())
+    plan = Soda().plan(s)
+    by_job: dict[str, float] = {}
+    for pe in plan.pes:
+        by_job[pe.job] = by_job.get(pe.job, 0.0) + pe.goal_mips
+    for d in plan.jobs:
+        if d.admitted:
+            assert d.mips == pytest.approx(by_job[d.job], abs=0.01), d.job
+    assert sum(d.importance for d in plan.jobs if d.admitted) == pytest.approx(plan.importance, rel=1e-6)
