@@ -142,7 +142,7 @@ def main() -> None:
 # ------------------------------------------------------------------ issue 34: the automatic resolution per family
 
 FAMILIES = ["lone", "lone required", "exact fit", "exact fit -1 mips", "exact fit +1 mips", "span 211 jobs", "step 80 jobs",
-            "one-PE 500 jobs", "7.1 at 25 nodes", "7.1 at 65 nodes"]
+            "one-PE 500 jobs", "7.1 at 25 nodes", "7.1 at 65 nodes", "7.1 at 85 nodes", "7.1 at 100 nodes", "two-PE step"]
 
 
 def family(name: str):  # type: ignore[no-untyped-def]
@@ -156,11 +156,13 @@ def family(name: str):  # type: ignore[no-untyped-def]
             "two-PE step": lambda: F.two_pe_step()}[name]()
 
 
-def families(deadline: float, baseline: Path | None = None) -> list[dict]:
-    """Automatic vs fixed 100/200-mips units vs the fine-grid optimum (10 mips; 50 for the 7.1 jobs,
-    whose capacity is too large for 10), each in seconds, importance, gap and refused-but-fitting;
-    with ``baseline`` (a checkout) also its automatic answer and bound, run in its own process
-    just before this checkout's."""
+def families(deadlines: list[float], baseline: Path | None = None) -> list[dict]:
+    """Automatic (at each of ``deadlines``; ``auto`` is the last) vs fixed 100/200-mips units vs the
+    fine-grid optimum (10 mips; 50 for the 7.1 jobs, whose capacity is too large for 10), each in
+    seconds, importance, gap and refused-but-fitting; with ``baseline`` (a checkout) also its
+    automatic answer and bound at the last deadline, run in its own process just before this
+    checkout's."""
+    deadline = deadlines[-1]
     from benchmarks import resolution_families as F
     from soda_optimizer.soda import macroq
 
@@ -170,20 +172,23 @@ def families(deadline: float, baseline: Path | None = None) -> list[dict]:
         s = family(name)
         fine_unit = 50.0 if name.startswith("7.1") else 10.0
         row: dict = {"family": name, "capacity": s.capacity_mips, "jobs": len(s.jobs), "fine_unit": fine_unit}
-        for key, unit in (("auto", None), ("fixed100", 100.0), ("fixed200", 200.0), ("fine", fine_unit)):
+        runs = [(f"auto@{dl:g}", None, dl) for dl in deadlines] + [("fixed100", 100.0, 600.0), ("fixed200", 200.0, 600.0),
+                                                                 ("fine", fine_unit, 600.0)]
+        for key, unit, dl in runs:
             old = macroq.MAX_UNITS
             macroq.MAX_UNITS = max(old, int(s.capacity_mips / fine_unit) + 1)  # the oracle's grid is not clamped
             try:
                 t0 = time.perf_counter()
-                q = macroq.solve(F.with_unit(s, unit), deadline_s=deadline if unit is None else 600.0)
+                q = macroq.solve(F.with_unit(s, unit), deadline_s=dl)
                 secs = time.perf_counter() - t0
             finally:
                 macroq.MAX_UNITS = old
             row[key] = {"seconds": secs, "importance": q.importance, "status": q.report.status, "bound": q.report.bound,
-                        "gap": q.report.gap, "admitted": sum(d.admitted for d in q.decisions),
-                        "refused_but_fitting": len(F.refused_but_fitting(s, q.decisions))}
+                        "bound_proven": q.report.bound_proven, "gap": q.report.gap, "admitted": sum(d.admitted for d in q.decisions),
+                        "refused_but_fitting": len(F.refused_but_fitting(s, q.decisions)), "idle_usable": idle_usable(s, q)}
+        row["auto"] = row[f"auto@{deadline:g}"]
         fine = row["fine"]["importance"]
-        for key in ("auto", "fixed100", "fixed200"):
+        for key in [f"auto@{dl:g}" for dl in deadlines] + ["fixed100", "fixed200"]:
             row[key]["vs_fine"] = (row[key]["importance"] - fine) / fine if fine > 0 else 0.0
         for x in [row["auto"]] + ([base] if base else []):
             x["bound_vs_fine"] = None if x["bound"] is None or fine <= 0 else (x["bound"] - fine) / fine
@@ -192,7 +197,8 @@ def families(deadline: float, baseline: Path | None = None) -> list[dict]:
             row["baseline"] = base
         rows.append(row)
         a = row["auto"]
-        print(f"{name}: auto {a['seconds']:.2f}s {a['importance']:,.1f} ({100 * a['vs_fine']:+.2f}% vs fine) gap {100 * (a['gap'] or 0):.2f}% "
+        print(" ".join(f"{dl:g}s: {row[f'auto@{dl:g}']['seconds']:.2f}s {100 * row[f'auto@{dl:g}']['vs_fine']:+.2f}%" for dl in deadlines))
+        print(f"{name}: auto {a['seconds']:.2f}s {a['importance']:,.1f} ({100 * a['vs_fine']:+.2f}% vs fine) gap {_pct(a['gap'])} "
               f"rbf {a['refused_but_fitting']} | 100: {row['fixed100']['importance']:,.1f} rbf {row['fixed100']['refused_but_fitting']} | "
               f"200: {row['fixed200']['importance']:,.1f} | fine: {fine:,.1f}", flush=True)
     return rows
@@ -215,23 +221,38 @@ def lsd_times() -> list[dict]:
     return out
 
 
-def write_families(rows: list[dict], lsd: list[dict], deadline: float, baseline: str | None = None,
-                   load: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> None:
+def _pct(gap: float | None) -> str:
+    """A gap in percent; "none" without a bound (issue 49: never shown as 0)."""
+    return "none" if gap is None else f"{100 * gap:.2f}%"
+
+
+def write_families(rows: list[dict], lsd: list[dict], deadlines: list[float], baseline: str | None = None,
+                   load: tuple[tuple[float, ...], tuple[float, ...]] | None = None, pinned: bool = False) -> None:
     out = ROOT / "docs" / "benchmarks"
-    cmd = f"benchmarks/bench_resolution.py --families --deadline {deadline:g}" + (f" --baseline {baseline}" if baseline else "")
+    cmd = ("benchmarks/bench_resolution.py --families" + "".join(f" --deadline {dl:g}" for dl in deadlines)
+           + (" --pinned" if pinned else "") + (f" --baseline {baseline}" if baseline else ""))
     (out / "resolution-families.json").write_text(json.dumps({"command": cmd, "rows": rows, "lsd": lsd, "loadavg": load}, indent=2))
 
     def cell(r: dict, k: str) -> str:
         x = r[k]
         gap = "" if x["gap"] is None else f", gap {100 * x['gap']:.2f}%"
-        return f"{x['seconds']:.2f} s, {x['importance']:,.1f} ({100 * x.get('vs_fine', 0):+.2f}%{gap}), {x['refused_but_fitting']}"
+        idle = f", idle {x['idle_usable']:,.0f}" if "idle_usable" in x else ""
+        est = "" if x.get("bound_proven", True) or x["gap"] is None else " est."
+        return (f"{x['seconds']:.2f} s, {x['importance']:,.1f} ({100 * x.get('vs_fine', 0):+.2f}%{gap}{est}), {x['refused_but_fitting']}"
+                f"{idle}")
 
     lines = [f"Regenerate: `.venv/bin/python {cmd}`. Each cell: seconds, importance (vs the fine-grid optimum; macroQ's "
-             "gap to its own upper bound), jobs refused although they fit.", "",
-             "| family | capacity (mips) | automatic | fixed 100 mips | fixed 200 mips | fine grid optimum |", "|---" * 6 + "|"]
+             "gap to its own upper bound, est.: an estimated bound), jobs refused although they fit, mips left idle that an "
+             "admitted PE below its cap could use."
+             + (" The whole run is pinned to core 0 (`sched_setaffinity`) beside a busy loop pinned there too: the chart's "
+                "one-CPU limit with a busy neighbour (issue 49); the fixed-unit and fine-grid columns have no deadline that bites."
+                if pinned else ""), "",
+             "| family | capacity (mips) | " + " | ".join(f"automatic {dl:g} s" for dl in deadlines)
+             + " | fixed 100 mips | fixed 200 mips | fine grid optimum |", "|---" * (5 + len(deadlines)) + "|"]
     for r in rows:
         f = r["fine"]
-        lines.append(f"| {r['family']} | {r['capacity']:,.0f} | {cell(r, 'auto')} | {cell(r, 'fixed100')} | {cell(r, 'fixed200')} | "
+        autos = " | ".join(cell(r, f"auto@{dl:g}") for dl in deadlines)
+        lines.append(f"| {r['family']} | {r['capacity']:,.0f} | {autos} | {cell(r, 'fixed100')} | {cell(r, 'fixed200')} | "
                      f"{f['seconds']:.2f} s, {f['importance']:,.1f} ({r['fine_unit']:g} mips), {f['refused_but_fitting']} |")
     if any("baseline" in r for r in rows):
         def pct(x: float | None) -> str:
@@ -244,12 +265,12 @@ def write_families(rows: list[dict], lsd: list[dict], deadline: float, baseline:
             b, a = r.get("baseline"), r["auto"]
             if b is None:
                 continue
-            lines.append(f"| {r['family']} | {pct(b['bound_vs_fine'])} | {100 * (b['gap'] or 0):.2f}% | {pct(a['bound_vs_fine'])} | "
-                         f"{100 * (a['gap'] or 0):.2f}% | {pct(b['vs_fine'])} | {pct(a['vs_fine'])} |")
+            lines.append(f"| {r['family']} | {pct(b['bound_vs_fine'])} | {_pct(b['gap'])} | {pct(a['bound_vs_fine'])} | "
+                         f"{_pct(a['gap'])} | {pct(b['vs_fine'])} | {pct(a['vs_fine'])} |")
     lines += ["", "| case | deadline | seconds | status | importance | gap | admitted |", "|---" * 7 + "|"]
     for x in lsd:
         lines.append(f"| {x['case']} | {x['deadline']:g} s | {x['seconds']:.2f} | {x['status']} | {x['importance']:,.0f} | "
-                     f"{100 * (x['gap'] or 0):.2f}% | {x['admitted']} |")
+                     f"{_pct(x['gap'])} | {x['admitted']} |")
     if load:
         lines += ["", f"Load average (1/5/15 min) on the 2-core machine shared with other sessions: {'/'.join(f'{x:.1f}' for x in load[0])} "
                   f"at the start, {'/'.join(f'{x:.1f}' for x in load[1])} after the families: every time above is under that load."]
@@ -261,27 +282,56 @@ def main_families() -> bool:
         return False
     ap = argparse.ArgumentParser()
     ap.add_argument("--families", action="store_true")
-    ap.add_argument("--deadline", type=float, default=5.0, help="macroQ's deadline for the automatic resolution")
+    ap.add_argument("--deadline", type=float, action="append", default=None,
+                    help="macroQ's deadline for the automatic resolution (repeatable; default 5)")
+    ap.add_argument("--pinned", action="store_true", help="run pinned to core 0 beside a busy loop pinned there too (issue 49)")
     ap.add_argument("--no-lsd", action="store_true")
     ap.add_argument("--baseline", default=None, help="a commit whose automatic answer and bound are run beside (its own process)")
     args = ap.parse_args()
     sys.path[:0] = [str(ROOT / "optimizer"), str(ROOT)]
+    deadlines = args.deadline or [5.0]
+    busy = None
+    if args.pinned:
+        import signal
+        import subprocess
+
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # a kill still stops the busy loop
+        os.sched_setaffinity(0, {0})
+        busy = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
     load = os.getloadavg()
-    if args.baseline:  # the same cases and families, on the baseline's code
-        with sidebyside.baseline_tree(args.baseline, Path(__file__), ROOT / "benchmarks" / "resolution_families.py") as base:
-            rows = families(args.deadline, base)
-    else:
-        rows = families(args.deadline, None)
-    lsd = [] if args.no_lsd else lsd_times()
-    write_families(rows, lsd, args.deadline, args.baseline, (load, os.getloadavg()))
+    try:
+        if args.baseline:  # the same cases and families, on the baseline's code
+            with sidebyside.baseline_tree(args.baseline, Path(__file__), ROOT / "benchmarks" / "resolution_families.py") as base:
+                rows = families(deadlines, base)
+        else:
+            rows = families(deadlines, None)
+        lsd = [] if args.no_lsd else lsd_times()
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    write_families(rows, lsd, deadlines, args.baseline, (load, os.getloadavg()), args.pinned)
     return True
 
 
 # ------------------------------------------------------------------ issue 49: under the operator's real CPU
 
-PRESSURE_FAMILIES = [f for f in FAMILIES if f not in ("lone required", "exact fit -1 mips", "exact fit +1 mips")] + [
-    "two-PE step", "7.1 at 85 nodes", "7.1 at 100 nodes"]
+PRESSURE_FAMILIES = [f for f in FAMILIES if f not in ("lone required", "exact fit -1 mips", "exact fit +1 mips")]
 PRESSURE_DEADLINES = (1.0, 2.0, 5.0)
+
+
+def idle_usable(s, q) -> float:  # type: ignore[no-untyped-def]
+    """Mips of ``s`` left idle by macroQ's answer ``q`` that an admitted PE below its cap (maximum,
+    saturation) could use."""
+    from soda_optimizer.importance import Evaluator
+
+    choice = {d.job: d.template for d in q.decisions if d.admitted}
+    idle = s.capacity_mips - sum(q.goals.values())
+    if not choice:
+        return 0.0
+    ev = Evaluator(s.glued(choice))
+    room = sum(max(0.0, min(ev.glued.spec(p).max_mips, float(c)) - q.goals[p]) for p, c in zip(ev.pes, ev.saturation()))
+    return max(0.0, min(idle, room))
 
 
 def pressure_case(name: str, deadline: float) -> dict:

@@ -24,6 +24,7 @@ import dataclasses
 import math
 
 import networkx as nx
+import numpy as np
 
 from ..model import Scenario, split_pe_id
 from ..plan import JobDecision, PEPlan, Plan, gap_of
@@ -115,12 +116,27 @@ def to_plan(scenario: Scenario, mq: MacroQResult, mw: MacroWResult, uq: MicroQRe
         bound=bound,
         gap=gap_of(bound, importance, mq.bound_proven),
         bound_proven=mq.bound_proven,
-        jobs=mq.decisions,
+        jobs=_final_jobs(scenario, mq, goals),
         pes=tuple(pes),
         stream_rates={f"{a}->{b}": t for (a, b), t in mq.stream_rates.items()},
         stages=tuple(stages),
         state=(mq, mw),
     )
+
+
+def _final_jobs(scenario: Scenario, mq: MacroQResult, goals: dict[str, float]) -> tuple[JobDecision, ...]:
+    """macroQ's job decisions with each admitted job's mips and importance at the plan's final PE
+    goals (microQ's, when they differ from macroQ's): the job table agrees with the PE goals beside
+    it (issue 49: `kubesoda plan` showed macroQ's per-job mips next to microQ's goals)."""
+    if all(abs(goals.get(p, 0.0) - m) <= 1e-6 for p, m in mq.goals.items()):
+        return mq.decisions
+    from ..importance import Evaluator
+    from .macroq import _importance_by_job
+
+    ev = Evaluator(scenario.glued(mq.choice))
+    imp = _importance_by_job(ev, np.array([goals.get(p, 0.0) for p in ev.pes]))
+    return tuple(d.model_copy(update={"mips": sum(goals.get(p, 0.0) for p in ev.glued.pes_of(d.job)),
+                                      "importance": imp.get(d.job, 0.0)}) if d.admitted else d for d in mq.decisions)
 
 
 @register("soda")

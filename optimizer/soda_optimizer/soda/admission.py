@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+from ..graph import GluedGraph
 from ..importance import Evaluator
 from ..model import Scenario
 from .curves import Curve, component_curve
@@ -186,15 +187,16 @@ class Items:
         self.big_until: float | None = None  # curves past EXACT_LIMIT vectors are enumerated only before this time
         self._built: set[int] = set()
 
-    def _curve(self, choice: dict[str, str], comp: frozenset[str]) -> Curve:
-        glued = self.s.glued(choice)
+    def _curve(self, choice: dict[str, str], comp: frozenset[str], glued: GluedGraph) -> Curve:
         ev = Evaluator(glued, sorted(comp))
         u = own_unit(ev, self.g) if self.per_job else self.g
-        return self._cached(choice, comp, u, ev)
+        return self._cached(choice, comp, u, glued, ev)
 
-    def _cached(self, choice: dict[str, str], comp: frozenset[str], u: float, ev: Evaluator | None = None) -> Curve:
-        glued = self.s.glued(choice)
-        step = self._step(u)
+    def _cached(self, choice: dict[str, str], comp: frozenset[str], u: float, glued: GluedGraph,
+                ev: Evaluator | None = None) -> Curve:
+        """``glued``: the glued graph of ``choice``, looked up once per option (issue 49: three
+        look-ups per option were a tenth of the first answer on 500 one-PE jobs)."""
+        step = self._step(u, len(comp))
         key = (tuple(sorted((p, choice[glued.graph.nodes[p]["job"]]) for p in comp)), u, step, self.per_job)
         c = self._curves.get(key)
         if c is None:
@@ -204,16 +206,24 @@ class Items:
             self._curves[key] = c
         return c
 
-    def _step(self, u: float) -> int:
-        return max(1, int(self.g / u + 1e-9)) if self.coarse else 1
+    def _step(self, u: float, n_pes: int = 2) -> int:
+        """A curve's growth step in its own units: about the global unit on a coarse pass, except
+        for a one-PE component (issue 49: its exact curve is one vectorised evaluation, as cheap
+        as the coarse one, and the next pass reuses it)."""
+        return max(1, int(self.g / u + 1e-9)) if self.coarse and n_pes > 1 else 1
+
+    @property
+    def any_coarse(self) -> bool:
+        """Whether some curve built so far grows in steps of more than one own unit."""
+        return any(self._step(c.unit, len(c.pes)) > 1 for c in self.used_curves())
 
     def _option(self, choice: dict[str, str]) -> Option | None:
         glued = self.s.glued(choice)
-        curves = [self._curve(choice, c) for c in glued.components()]
+        curves = [self._curve(choice, c, glued) for c in glued.components()]
         if self.per_job and len({c.unit for c in curves}) > 1:
             # one grid per option: the finest of its components' units
             u = min(c.unit for c in curves)
-            curves = [c if c.unit == u else self._cached(choice, comp, u) for c, comp in zip(curves, glued.components())]
+            curves = [c if c.unit == u else self._cached(choice, comp, u, glued) for c, comp in zip(curves, glued.components())]
         values, steps = convolve(curves)
         unit = curves[0].unit
         opt = Option(frozenset(choice), dict(choice), curves, unit, sum(c.base_mips for c in curves), values, steps,

@@ -89,6 +89,9 @@ FIRST_CURVES_SHARE = 0.6
 # deadline (issue 49: on 7.1 at 65 nodes they took every pass's time, -0.7% at 5 s)
 BIG_CURVES_SHARE = 0.25
 FINISH_SHARE = 0.1  # a later pass gives up this share of the deadline before it ends (goals, streams, report)
+# the first grid's knapsack work (jobs x units^2) when jobs are few (issue 49: 7.1 at 85 nodes,
+# 17 jobs on 152 units of 6,151 mips, was 3% below the fine optimum; at 5e8, 5,129 units of 182 mips)
+FIRST_WORK = 5e8
 MAX_UNITS = 16384  # the finest resolution a policy may ask for (unitMips / resolutionUnits are clamped to it)
 
 
@@ -175,7 +178,10 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     else:
         # the first grid has room for every job (8 units a job, 128 at least, 8192 at most), and
         # divides H (so a job whose minimum fits H fits the grid); never finer than 100 mips
-        n0 = min(AUTO_UNITS, max(128, 8 * len(scenario.jobs)), max(1, int(H // MIN_UNIT_MIPS)))
+        # (issue 49: few jobs get a finer first grid, its knapsack costing about jobs x units^2,
+        # FIRST_WORK at most: 7.1's 17 jobs on 152 units of 6,151 mips were 3% below the fine optimum)
+        n_jobs = len(scenario.jobs)
+        n0 = min(AUTO_UNITS, max(128, 8 * n_jobs, int(math.sqrt(FIRST_WORK / n_jobs))), max(1, int(H // MIN_UNIT_MIPS)))
         units = [H / n0]
         while units[-1] / 4 >= FINE_UNIT_MIPS and H / (units[-1] / 4) <= AUTO_UNITS:
             units.append(units[-1] / 4)
@@ -187,7 +193,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     hopeless: dict[str, str] = {}
     expired = admission.timer(deadline)
     curve_cache: dict = {}  # component curves on their own grids, shared by the resolutions
-    knapsack_s = 0.0
+    knapsack_s, knapsack_unit = 0.0, 0.0  # the last per-job pass's knapsack seconds, and its global unit
     # passes: (global unit, per-job grids, coarse growth). Without a fixed unit every job is on its
     # own finer grid with exact minima (no job that fits is left out); the first pass lets PEs grow
     # only in steps of about the global unit (cheap curves: a good answer well inside a tight
@@ -209,6 +215,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
     prev_unit: float | None = None
     grids: list[str] = []  # what each pass found, for the detail
     last_items: admission.Items | None = None
+    first_items: tuple[admission.Items, tuple] | None = None
     last_ctx: tuple | None = None
     exact_items: admission.Items | None = None  # the CP-SAT step's curves (finer than the passes')
     evs: dict[tuple, Evaluator] = {}  # one Evaluator per admitted set (polish's is the final one's)
@@ -229,6 +236,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         return b is not None and ans.importance >= b - 1e-9 * (1.0 + abs(b))
 
     done = False  # the answer is proven optimal by the saturation bound
+    skip_same: float | None = None  # the per-job pass on this grid repeats the coarse one (one-PE components only)
     give_back_s = [0.0]  # the longest give-back of one level (:func:`.refine.fill`), for the reserve
     for i_step, step in enumerate(passes):
         if best is not None and saturated(best):
@@ -250,13 +258,17 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 break
             continue
         unit, per_job, coarse = step
+        if per_job and not coarse and unit == skip_same:
+            continue
         t1 = time.monotonic()
         same_grid, prev_unit = unit == prev_unit, unit
         if best is not None and not same_grid:
-            # the job curves are built once (on their own grids); a 4x finer global grid costs
-            # about 16x the last knapsacks (4x the units, 4x the item points); the plain grid
-            # builds its own curves
-            if t1 + 16 * max(knapsack_s, 1e-3) > deadline:  # the next resolution would not fit
+            # the job curves are built once (on their own grids); a k x finer global grid costs
+            # about k^2 the last knapsacks (k x the units, k x the item points; 16 x for the next
+            # per-job grid); the plain grid builds its own curves (issue 49: priced at 16 x after
+            # a first grid twice as fine, it never ran on 7.1 at a 1 s deadline)
+            grow = (knapsack_unit / unit) ** 2 if knapsack_unit else 16.0
+            if t1 + grow * max(knapsack_s, 1e-3) > deadline:  # the next resolution would not fit
                 cut = True
                 break
         sv = _Units(scenario, None if per_job else unit)
@@ -299,7 +311,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             status = "deadline"  # exact over the curves, but some curves stopped improving early
         cut = cut or status == "deadline"
         if per_job or fixed_unit:  # the next per-job resolution's estimate (the plain grid's knapsack is another size)
-            knapsack_s = items.knapsack_s
+            knapsack_s, knapsack_unit = items.knapsack_s, unit
         tf = time.monotonic()
         until = (lambda: False) if not answered else admission.timer(max(deadline - reserve, time.monotonic() + 0.05))
         if got is not None:
@@ -318,6 +330,12 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             tol = -1e-9 if per_job or fixed_unit else 1e-9 * (1.0 + abs(best.importance) if best is not None else 1.0)
             if best is None or ans.key[0] > best.key[0] or (ans.key[0] == best.key[0] and ans.importance >= best.importance + tol):
                 best = ans
+            if last_items is None:
+                first_items = (items, (unit, U, pr_u, hl_u, free))  # the first answer's: its bound always completes
+            if coarse and not items.any_coarse and all(c.complete for c in items.used_curves()):
+                # every component has one PE (its curve exact, step 1): the coarse pass was the
+                # per-job one; the next pass on the same grid would repeat it (issue 49)
+                items.coarse, coarse, skip_same = False, False, unit
             if last_items is None or (per_job == (not fixed_unit) and not coarse):
                 last_items = items  # the bound comes from the finest per-job curves (continuous: any pass's answer)
                 last_ctx = (unit, U, pr_u, hl_u, free)
@@ -336,16 +354,28 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         bound_items = exact_items  # the finest curves built: the exact step's, or a later pass's
     if best is not None and bound_items is not None and bctx is not None:
         last_items = bound_items
-        last_items.abandon_at = math.inf
+        # over a later pass's curves, its LP per level and the options it builds stop at the
+        # deadline less half the reserve, or after FINISH_SHARE of it when the first answer
+        # already ran past; then the bound is the LP over the first answer's curves, which always
+        # completes like its give-back (issue 49: the LP over 500 finer curves ran 1.8 s past a
+        # 5 s deadline under load)
+        later = first_items is None or bound_items is not first_items[0]
+        stop_at = max(deadline - 0.5 * reserve, time.monotonic() + FINISH_SHARE * (deadline - t0)) if later else math.inf
+        last_items.abandon_at = stop_at
         try:
             # the rounded-down knapsack costs about one pass's knapsacks: only when that fits
             room = deadline - time.monotonic() - reserve
             skip = (lambda: True) if room < 2 * last_items.knapsack_s else admission.timer(time.monotonic() + room)
             bound, proven = refine.upper_bound(bound_items, set(bctx[2].promised), bctx[4], H, skip,
                                                None if room < 2 * last_items.knapsack_s else time.monotonic() + room,
-                                               max_units=AUTO_UNITS)
+                                               max_units=AUTO_UNITS, stop=admission.timer(stop_at))
         except admission.Expired:
             bound = None
+            if first_items is not None:  # the LP alone (no knapsack, no CP-SAT) over the first answer's curves
+                items0, ctx0 = first_items
+                bound, proven = refine.upper_bound(items0, set(ctx0[2].promised), ctx0[4], H, lambda: True)
+        finally:
+            last_items.abandon_at = math.inf  # what follows (the knee's admissions) may build the rest
         if bound is not None and proven:
             bound = max(bound, best.importance)  # proven: at least any answer, rounding aside (an estimate stays as computed)
     if best is not None:

@@ -285,16 +285,21 @@ def _move(o: Option, x: int, free: float) -> tuple[float, int] | None:
 
 def upper_bound(items: Items, promised: set[str], free_rank: dict[str, int], H: float,
                 expired: Callable[[], bool] = lambda: False, until: float | None = None,
-                max_units: int | None = None) -> tuple[float, bool]:
+                max_units: int | None = None, stop: Callable[[], bool] | None = None) -> tuple[float, bool]:
     """(bound, proven): at least the best importance of any rank-legal admission with these
     options over ``H`` mips (see the module docstring). Per level, the lesser of the LP bound and,
     while ``expired()`` is not, the knapsack with costs rounded down (:func:`relaxed_knapsack`) and,
-    with ``until`` (a time) and a model that fits, CP-SAT's bound (:func:`.exact.level_bound`)."""
+    with ``until`` (a time) and a model that fits, CP-SAT's bound (:func:`.exact.level_bound`).
+    ``stop``: checked before each level; raises :class:`.admission.Expired` when it says so (issue
+    49: the LP over 500 fine curves took 1.8 s past a 5 s deadline under load; no bound is better
+    than a late one)."""
     levels = sorted(set(free_rank.values())) or [1]
     best = 0.0 if not promised else -math.inf
     proven = True
     exact_pts: dict[tuple[int, int], tuple[np.ndarray, np.ndarray] | None] = {}  # (option, component) -> breakpoints
     for r in levels:
+        if stop is not None and stop():
+            raise Expired
         forced = set(promised) | {j for j, x in free_rank.items() if x < r}
         allowed = forced | {j for j, x in free_rank.items() if x == r}
         got = _level_lp(items, forced, allowed, H, exact_pts)
@@ -360,7 +365,7 @@ def _level_lp(items: Items, forced: set[str], allowed: set[str], H: float,
                     # a PE's maximum between grid points: the ceiling raises the last point, but
                     # an allocation with that PE past its grid and the others low is not covered
                     exact_level = exact_level and c.exact and c.complete and c.ceiling is None
-                    pts = _shifted(o, c, items._step(c.unit))
+                    pts = _shifted(o, c, items._step(c.unit, len(c.pes)))
                 cx.append(pts[0])
                 cv.append(pts[1])
                 lo += float(pts[0].min())
