@@ -181,18 +181,19 @@ def test_policy_managers_budgets_and_merit_from_the_object():
     assert schema.problem({**obj, "spec": {"rankManager": "oracle"}}) is not None  # the CRD's enum refuses it
 
 
-def test_template_translation_is_remembered_per_resource_version_only():
-    """Issue 53: a template the API server has not changed is not translated again each epoch,
-    and one it has changed (a new resourceVersion) is."""
+def test_template_translation_is_remembered_per_generation_only():
+    """Issue 53: a template whose spec the API server has not changed is not translated again each
+    epoch (a status write moves its resourceVersion, not its generation), and one whose spec changed
+    (a new generation) is."""
     s = workloads.scenario(workloads.lsd(1), workloads.nodes(3))
     objs = render.scenario_to_objects(s)
     t = next(o for o in objs if o["kind"] == "StreamTemplate")
     jobs = [o for o in objs if o["kind"] == "StreamJob" and t["metadata"]["name"] in o["spec"]["templates"]][:1]
-    t["metadata"].update(uid="u-1", resourceVersion="7")
+    t["metadata"].update(uid="u-1", resourceVersion="7", generation=1)
     a, _ = crd.scenario_from_objects([], [t], jobs)
-    b, _ = crd.scenario_from_objects([], [t], jobs)
+    b, _ = crd.scenario_from_objects([], [{**t, "metadata": {**t["metadata"], "resourceVersion": "9"}}], jobs)
     assert a.templates[0] is b.templates[0]  # the same frozen object: not translated again
-    changed = {**t, "metadata": {**t["metadata"], "resourceVersion": "8"},
+    changed = {**t, "metadata": {**t["metadata"], "resourceVersion": "8", "generation": 2},
                "spec": {**t["spec"], "pes": [{**t["spec"]["pes"][0], "memory": "1Gi"}, *t["spec"]["pes"][1:]]}}
     c, _ = crd.scenario_from_objects([], [changed], jobs)
     assert c.templates[0].pes[0].memory_bytes == 2**30 != a.templates[0].pes[0].memory_bytes

@@ -454,27 +454,30 @@ def _held_by_dropped(pods: Iterable[Mapping[str, Any]], kept: set[str]) -> dict[
     return extra
 
 
-_TEMPLATES: dict[tuple[str, str], tuple[Template, dict[str, frozenset[str]]]] = {}
+_TEMPLATES: dict[str, tuple[int, tuple[Template, dict[str, frozenset[str]]]]] = {}
 _TEMPLATES_MAX = 50_000
 
 
 def _template_cached(obj: Mapping[str, Any], validate: bool) -> tuple[Template, dict[str, frozenset[str]]]:
-    """A StreamTemplate's translation and export consent, remembered per (uid, resourceVersion):
-    an object the API server has not changed translates the same (Templates are frozen). Every
-    epoch translated every template again: at 10x LSD (1,179 templates) a large share of a micro
-    epoch's CPU (issue 53). Objects without both (files) and schema-checked ones are not cached;
+    """A StreamTemplate's translation and export consent, remembered per uid at its generation (the
+    translation reads only the spec, and name and namespace, which a uid never changes; a status
+    write bumps the resourceVersion, not the generation). Templates are frozen, so one translation
+    serves every epoch until the spec changes: every epoch translated every template again, at 10x
+    LSD (1,179 templates) a large share of a micro epoch's CPU (issue 53). One entry per uid, replaced
+    when the generation moves. Objects without both (files) and schema-checked ones are not cached;
     errors are not cached either (raised again each time, as before)."""
     md = obj.get("metadata") or {}
-    k = (str(md.get("uid") or ""), str(md.get("resourceVersion") or ""))
-    if validate or not all(k):
+    uid, gen = str(md.get("uid") or ""), md.get("generation")
+    if validate or not uid or not isinstance(gen, int):
         return template_from_object(obj), refs.export_consent(obj)
-    hit = _TEMPLATES.get(k)
-    if hit is None:
-        hit = (template_from_object(obj), refs.export_consent(obj))
-        if len(_TEMPLATES) >= _TEMPLATES_MAX:
-            _TEMPLATES.clear()  # a crude bound: templates churned past it are simply translated again
-        _TEMPLATES[k] = hit
-    return hit
+    hit = _TEMPLATES.get(uid)
+    if hit is not None and hit[0] == gen:
+        return hit[1]
+    value = (template_from_object(obj), refs.export_consent(obj))
+    if len(_TEMPLATES) >= _TEMPLATES_MAX:
+        _TEMPLATES.clear()  # a crude bound on deleted templates' entries: the live ones are translated again
+    _TEMPLATES[uid] = (gen, value)
+    return value
 
 
 def scenario_from_objects(
