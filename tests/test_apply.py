@@ -96,6 +96,23 @@ def test_status_written_only_when_a_merge_patch_would_change_it():
     assert apply.status_changed(None, {"phase": "Pending"})
 
 
+_pe = st.fixed_dictionaries({"name": st.sampled_from("ab"), "goalMips": st.sampled_from([1.0, 2.0]),
+                             "instances": st.lists(st.sampled_from(["n1", "n2"]), max_size=2)})
+_status = st.dictionaries(st.sampled_from(["phase", "mips", "pes"]),
+                          st.one_of(st.sampled_from(["Running", "Admitted", 1.0]), st.lists(_pe, max_size=2, unique_by=lambda p: p["name"])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_status, _status)
+def test_the_changed_fields_name_what_a_status_write_changes(old, new):
+    """Issue 53: the per-field count of job status writes names a field exactly when the write changes it."""
+    fields = apply.changed_fields(old, new)
+    assert bool(fields) == apply.status_changed(old, new)
+    for k in new:
+        moved = any(f == k or f.startswith(k + "[]") for f in fields)
+        assert moved == (old.get(k) != new[k]), (k, fields)
+
+
 def test_pe_outputs_name_each_consumer_service_and_importer():
     """KUBESODA_OUTPUTS (docs/pe-metrics.md): a template stream to its consumer's headless Service,
     an export to each admitted importer's PE, with the stream labels the observation reads."""

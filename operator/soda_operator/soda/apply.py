@@ -591,3 +591,28 @@ def status_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
     old = old or {}
     return any(old.get(k) != v for k, v in new.items())
 
+
+def changed_fields(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
+    """The status fields a merge patch of ``new`` onto ``old`` would change, ``pes[].field`` for a
+    PE's own (issue 53: the log of each macro epoch counts the job status writes by field, so a
+    rewrite of every job's status says which field moved)."""
+    old = old or {}
+    out: set[str] = set()
+    for k, v in new.items():
+        if old.get(k) == v:
+            continue
+        if k == "pes" and isinstance(v, list) and isinstance(old.get(k), list):
+            before = {p.get("name"): p for p in old[k] if isinstance(p, dict)}
+            n = len(out)
+            for pe in v:
+                prev = before.get(pe.get("name")) if isinstance(pe, dict) else None
+                if prev is None:
+                    out.add("pes[]")
+                    continue
+                out.update(f"pes[].{f}" for f in set(pe) | set(prev) if pe.get(f) != prev.get(f))
+            if len(before) != len(v) or len(out) == n:  # a PE gone, or the same PEs in another order
+                out.add("pes[]")
+        else:
+            out.add(k)
+    return sorted(out)
+

@@ -43,7 +43,7 @@ from soda_optimizer.plan import Plan
 from ..kube import clock, conditions, metrics
 from ..kube.api import list_json
 from . import crd, desired, disruption, indexes, loop, resizes, state, status
-from .apply import Applier, Instance, status_changed
+from .apply import Applier, Instance, changed_fields, status_changed
 from .learning import Learning
 from .observe import Observer
 from .state import Snapshot
@@ -371,6 +371,7 @@ class Loops:
         not_in_force = resizes.problems(self.applier.resizes, snap.pods)  # refused or pending resizes (issue 46)
         resizes.count(not_in_force)
         cores = {n.name: n.cores for n in scen.nodes}
+        by_field: Counter[str] = Counter()
         for j in scen.jobs:
             obj = jobs_by_key[j.name]
             ns, name = j.name.split("/", 1)
@@ -393,6 +394,9 @@ class Loops:
                     events.append((obj, *ev))
             if status_changed(old, st):
                 updates.append((obj, st))
+                by_field.update(changed_fields(old, st))
+        if by_field:
+            log.info("job status writes by field: %s", ", ".join(f"{f}={n}" for f, n in by_field.most_common()))
         self._write_statuses(updates)
         live = {(md.get("namespace", ""), md.get("name", ""), md.get("uid", "")) for md in (o.get("metadata") or {} for o in snap.jobs)}
         self.written = {k: v for k, v in self.written.items() if k in live}
