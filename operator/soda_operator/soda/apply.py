@@ -56,7 +56,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ..kube import events, metrics, pods, quantities
-from ..kube.api import TRANSIENT, Fenced, fenced, raw, retry
+from ..kube.api import STREAM_OWNER_API_VERSION, TRANSIENT, Fenced, fenced, raw, retry
 from . import crd, resizes
 
 log = logging.getLogger("kubesoda.apply")
@@ -165,7 +165,7 @@ def pod_body(inst: Instance) -> dict[str, Any]:
             "namespace": inst.namespace,
             "labels": {**labels, crd.LABEL_PE: inst.pe, "app.kubernetes.io/managed-by": "kubesoda"},
             "annotations": {crd.ANN_NODE: inst.node, crd.ANN_FRACTION: f"{inst.fraction:.6f}", **SCRAPE, **annotations},
-            "ownerReferences": [{"apiVersion": crd.API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid"),
+            "ownerReferences": [{"apiVersion": STREAM_OWNER_API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid"),
                                  "controller": True, "blockOwnerDeletion": False}] if md.get("uid") else [],
         },
         "spec": {
@@ -206,7 +206,7 @@ def service_body(namespace: str, job: str, owner: dict[str, Any]) -> dict[str, A
             "namespace": namespace,
             "labels": {**labels, "app.kubernetes.io/managed-by": "kubesoda"},
             **({"annotations": annotations} if annotations else {}),
-            "ownerReferences": [{"apiVersion": crd.API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid")}] if md.get("uid") else [],
+            "ownerReferences": [{"apiVersion": STREAM_OWNER_API_VERSION, "kind": "StreamJob", "name": md.get("name"), "uid": md.get("uid")}] if md.get("uid") else [],
         },
         "spec": {"clusterIP": "None", "selector": labels, "ports": [{"name": "stream", "port": 9000}]},
     }
