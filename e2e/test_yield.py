@@ -8,7 +8,10 @@ YieldGroup on the KWOK nodes of the small topology (8 nodes of 4 cores).
 - a labelled pod without the gate is never touched;
 - request-only and limit pods: requests follow the yields (no node's requests ever above its
   allocatable, sampled throughout), a cordoned node's pods moved through the Eviction API, a
-  PodDisruptionBudget that refuses reported (status blockedMoves, MoveBlocked and NodeLost Events).
+  PodDisruptionBudget that refuses reported (status blockedMoves, MoveBlocked and NodeLost Events);
+- a move in flight (issue 47): a pod that terminates for 30 s (hack/kwok.yaml's kubesoda-pod-delete-slow
+  stage, driven by the pod annotation ``kubesoda.io/test-termination-delay``) and one whose eviction a
+  PodDisruptionBudget refuses keep their CPU counted on their node until they are gone.
 """
 
 from __future__ import annotations
@@ -388,3 +391,123 @@ def test_taints_node_selectors_and_a_stuck_pod(kube, kubectl, namespace, extende
             kubectl("taint", "nodes", n, f"{TAINT}-", check=False)
         kubectl("delete", "-n", namespace, "deployment/web", "deployment/stale", "deployment/infra", "--wait=false", check=False)
     assert watch.samples > 5 and not worst, f"CPU requests above allocatable (millicores over, per node): {worst}"
+
+
+SLOW = "kubesoda.io/test-termination-delay"  # hack/kwok.yaml's kubesoda-pod-delete-slow stage: Terminating this long
+SLOW_S = 30
+
+
+def slow_moves(budget: str = "64Gi") -> str:
+    """A group on one node: a 4-core pod that terminates slowly, a 4-core pod whose PodDisruptionBudget refuses
+    every eviction, and a bare 2-core pod (never moved): 10 cores of need on 4, each at yield 0.4."""
+    def dep(name: str, annotations: str) -> str:
+        return f"""---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}, kubesoda.io/yield-group: slow}}, annotations: {{{annotations}}}}}
+    spec:
+      schedulingGates: [{{name: kubesoda.io/yield}}]
+      {TOL}
+      containers: [{{name: app, image: registry.k8s.io/pause:3.10, {res("4", limit=False)}}}]
+"""
+    return f"""apiVersion: kubesoda.io/v1alpha1
+kind: YieldGroup
+metadata: {{name: slow}}
+spec: {{epochSeconds: 2, migrationBudget: {budget}}}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: held}}
+spec:
+  maxUnavailable: 0
+  selector: {{matchLabels: {{app: held}}}}
+""" + dep("mover", f"{SLOW}: {SLOW_S}s") + dep("held", "") + f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: stay, labels: {{kubesoda.io/yield-group: slow}}}}
+spec:
+  schedulingGates: [{{name: kubesoda.io/yield}}]
+  {TOL}
+  containers: [{{name: app, image: registry.k8s.io/pause:3.10, {res("2", limit=False)}}}]
+"""
+
+
+def slow_pods(kube, ns):
+    return {p.metadata.name: p for p in kube.core.list_namespaced_pod(ns, label_selector="kubesoda.io/yield-group=slow").items}
+
+
+def request_m(p) -> int:
+    return sum(milli((c.resources.requests or {}).get("cpu", "0")) for c in p.spec.containers)
+
+
+def test_a_slow_termination_and_a_refused_eviction_hold_their_cpu(kube, kubectl, namespace, extender_port, wait_for, tmp_path):
+    """Issue 47, live: the group runs on one node (the others cordoned), 10 cores of need on 4; the other nodes
+    come back and the epoch moves both Deployment pods off it (the bare pod stays): one terminates for 30 s (KWOK's
+    kubesoda-pod-delete-slow stage), the other's eviction its PodDisruptionBudget refuses. While the move is in
+    flight the bare pod must not grow into the CPU the two still hold: no node's requests (terminating pods
+    included) above its allocatable in any sample; the terminating pod is seen Terminating on its node, its
+    replacement placed elsewhere; once it is gone, the bare pod grows into what it held."""
+    names = sorted(n.metadata.name for n in kube.core.list_node().items if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake")
+    home, others = names[0], names[1:]
+    watch = Overcommit(kube)
+    op = start_operator(kubectl, extender_port, log=str(tmp_path / "operator.log"))
+    try:
+        for n in others:
+            kubectl("cordon", n)
+        kubectl("apply", "-n", namespace, "-f", "-", input=slow_moves())
+
+        def on_home():
+            pods = slow_pods(kube, namespace)
+            if len(pods) != 3 or any(p.status.phase != "Running" or p.spec.node_name != home for p in pods.values()):
+                return False
+            return pods if 3900 <= sum(request_m(p) for p in pods.values()) <= 4000 else False  # 10 cores of need at yield 0.4
+
+        pods = wait_for(on_home, timeout=90, interval=1, what=f"the three pods Running on {home}, 4 cores in all")
+        mover = next(p for n, p in pods.items() if n.startswith("mover-"))
+        held = next(p for n, p in pods.items() if n.startswith("held-"))
+        stay_before = request_m(pods["stay"])
+        for n in others:
+            kubectl("uncordon", n)
+        seen: dict[str, float] = {}  # what was seen while the move was in flight
+
+        def in_flight():
+            now = slow_pods(kube, namespace)
+            old = now.get(mover.metadata.name)
+            if old is not None and old.metadata.deletion_timestamp:
+                seen.setdefault("terminating", time.monotonic())
+                seen["last"] = time.monotonic()
+                assert old.spec.node_name == home and request_m(old) == request_m(mover)  # still holds its CPU there
+                assert request_m(now["stay"]) <= stay_before, "the bare pod grew into CPU the moving pods still hold"
+                new = [p for n, p in now.items() if n.startswith("mover-") and n != mover.metadata.name and p.spec.node_name]
+                if new and new[0].status.phase == "Running":
+                    seen["replaced"] = 1
+                    assert new[0].spec.node_name != home
+            return old is None and "terminating" in seen and now
+
+        now = wait_for(in_flight, timeout=SLOW_S + 60, interval=0.5, what="the slow pod Terminating, then gone")
+        assert seen["last"] - seen["terminating"] >= SLOW_S - 10, seen  # held in Terminating by the KWOK stage
+        assert seen.get("replaced"), "the moved pod's replacement was not Running elsewhere while the old one terminated"
+        assert now[held.metadata.name].metadata.uid == held.metadata.uid and not now[held.metadata.name].metadata.deletion_timestamp
+        st = kube.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "yieldgroups", "slow").get("status") or {}
+        assert [b["pod"] for b in st.get("blockedMoves", [])] == [held.metadata.name], st
+        # the terminating pod gone, the bare pod gets what it held: 4 cores less the blocked pod's 1.6
+        grown = wait_for(lambda: (r := request_m(kube.core.read_namespaced_pod("stay", namespace))) > stay_before and r,
+                         timeout=30, interval=0.5, what="the bare pod growing once the slow pod is gone")
+        assert grown + request_m(now[held.metadata.name]) <= 4000
+        print(f"\nslow move: Terminating {seen['last'] - seen['terminating']:.0f} s on {home}; bare pod {stay_before}m -> {grown}m, "
+              f"blocked {held.metadata.name}; {watch.samples} samples")
+    finally:
+        worst = watch.stop()
+        for n in others:
+            kubectl("uncordon", n, check=False)
+        op.stop()
+        # the slow pods would hold the namespace's deletion for their 30 s: scaled away, then deleted at once
+        kubectl("scale", "-n", namespace, "deployment/mover", "--replicas=0", check=False)
+        kubectl("delete", "-n", namespace, "pod", "-l", "app=mover", "--grace-period=0", "--force", check=False)
+        kubectl("delete", "-n", namespace, "deployment/mover", "deployment/held", "pdb/held", "pod/stay", "--wait=false", check=False)
+    assert watch.samples > 20 and not worst, f"CPU requests above allocatable (millicores over, per node): {worst}"

@@ -97,3 +97,24 @@ def test_replacement_is_lexicographically_optimal_within_the_budget(inst: Instan
         p = np.array(r.placement)
         assert migration_cost(t, prev, p) <= budget + 1e-9
         assert not (fixed & (prev >= 0) & (p != prev)).any()
+
+
+def test_the_parallel_average_step_stops_at_its_stop_time() -> None:
+    """Issue 47 item 3: the average step read no clock (the parallel jobs' LP built and solved whatever the time
+    left). Given a stop time already passed it now does nothing: every task keeps the minimum yield (sound, the
+    first phase's answer); with time left the LP raises the average (job P's two tasks alone on hosts 0 and 1 go
+    to 1, jobs Q and R share host 2 at 0.5)."""
+    import time
+
+    from soda_optimizer.fair_yield.average import finish
+    from soda_optimizer.fair_yield.model import Job
+
+    inst = Instance(jobs=(Job(alpha=0.5, mem=0.1, tasks=2), Job(alpha=1.0, mem=0.1), Job(alpha=1.0, mem=0.1)), hosts=3)
+    tasks = inst.tasks()
+    assert tasks.parallel and list(tasks.job) == [0, 0, 1, 2]
+    placement = np.array([0, 1, 2, 2])
+    full = finish(tasks, placement, "x", "feasible", time.monotonic())
+    assert full.job_yield == pytest.approx((1.0, 0.5, 0.5)) and full.min_yield == pytest.approx(0.5)
+    late = finish(tasks, placement, "x", "feasible", time.monotonic(), stop=time.monotonic() - 1.0)
+    assert late.task_yield == pytest.approx((0.5,) * 4) and late.min_yield == pytest.approx(0.5)
+    assert violations(inst, late) == [] and late.placement == full.placement

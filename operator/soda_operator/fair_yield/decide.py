@@ -59,7 +59,7 @@ from soda_optimizer.fair_yield.average import finish
 from ..kube import quantities
 from .eligible import NodeFacts, facts, summary, why_not
 from .spec import GroupSpec
-from .tasks import Task
+from .tasks import Task, task_of
 
 
 @dataclass
@@ -119,6 +119,16 @@ def hosts_for(nodes: list[dict[str, Any]], bound: list[tuple[str, str, float, fl
 def node_facts(nodes: list[dict[str, Any]]) -> dict[str, NodeFacts]:
     """Labels and taints of every node, by name (what :func:`plan` checks each pod's constraints on)."""
     return {f.name: f for f in (facts(n) for n in nodes)}
+
+
+def inputs(members: Mapping[str, dict[str, Any]], nodes: list[dict[str, Any]], bound: list[tuple[str, str, float, float]]
+           ) -> tuple[list[Task], dict[str, tuple[float, float]], dict[str, NodeFacts]]:
+    """What an epoch of :func:`plan` reads, from the group's pods (``members``: name -> pod), the nodes and every
+    bound, unfinished pod's requests (``bound``, :func:`..kube.pods.bound_requests`): the tasks, the hosts and the
+    nodes' facts. A pod of the group that is terminating is no task: it counts in ``bound`` at its requests, on
+    its node, until it is gone (issue 47)."""
+    tasks = [t for t in (task_of(p) for p in members.values()) if t is not None]
+    return tasks, hosts_for(nodes, bound, {f"{t.namespace}/{t.name}" for t in tasks}, tasks), node_facts(nodes)
 
 
 def _down(v: float) -> float:

@@ -32,9 +32,9 @@ from ..memo import Memo
 from . import status as group_status
 from . import worker
 from .apply import write
-from .decide import hosts_for, node_facts, plan
+from .decide import inputs, plan
 from .spec import parse
-from .tasks import LABEL, task_of
+from .tasks import LABEL
 
 TICK_S = 2.0
 
@@ -85,9 +85,7 @@ async def yield_epoch(namespace: str | None, name: str, spec: kopf.Spec, status:
     members = {(p.get("metadata") or {}).get("name", ""): p for p in indexes["yield_pods"].get(key, [])}
     nodes = [v for k in indexes["kubesoda_nodes"] for v in indexes["kubesoda_nodes"][k]]
     bound = pods.bound_requests(indexes["foreign_pods"], indexes["kubesoda_pods"])
-    tasks = [t for t in (task_of(p) for p in members.values()) if t is not None]
-    hosts = hosts_for(nodes, bound, {f"{t.namespace}/{t.name}" for t in tasks}, tasks)
-    facts = node_facts(nodes)
+    tasks, hosts, facts = inputs(members, nodes, bound)
     wait = budget(settings.deadline_seconds)
     try:
         decision = await worker.decide(memo.fair_yield.running, key, lambda: plan(tasks, hosts, settings, facts), wait)

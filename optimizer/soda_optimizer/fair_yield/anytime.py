@@ -23,7 +23,10 @@ deadline allows it (sections 2.5, 3.4 and 6.1 combined; the combination is ours,
 The MILP only gets what is left of the deadline after the heuristic, less a reserve for reading its answer (the
 larger of 3% of the deadline and 4 ms of CPU times the machine's slowness so far, at most a fifth of what is
 left), and is stopped in wall time (:func:`.milp.run`: interrupted, or abandoned when it does not stop at once);
-the average step (4.) only starts with a tenth of the deadline left. When the heuristic alone took it all, the
+the average step (4.) only starts with a tenth of the deadline left. On a loaded machine the process is not run
+for tens of milliseconds at a time: the search beside SCIP, its extra starts, SCIP's stop and the average step read
+the clock through one :class:`.pace.Pace` and stop the longest stall it has seen before their stop times (issue 47
+item 3: 5 of 194 calls at 1 s were late, the worst 1.177 s at load 7-12). When the heuristic alone took it all, the
 answer is the heuristic's (status ``deadline`` unless it reached the bound): the wall time can pass a very short
 deadline by MCB8's own time (milliseconds), never by the MILP's. Measured in bench_yield.py --exact (the worst
 wall time beside the 1 s deadline). A heuristic failure is only ``infeasible`` when
@@ -56,6 +59,7 @@ from .improve import improve, search
 from .mcb import solve_mcb
 from .milp import hopeless, lp_bound, solve_average, solve_milp
 from .model import Allocation, Instance, Tasks
+from .pace import Pace
 
 #: a deadline this short goes to the heuristic alone (the MILP would not even be built in time)
 MIN_MILP_S = 0.02
@@ -110,7 +114,7 @@ def solve_anytime(
         if first.ok:  # MCB8's placement improved by the local search (milliseconds): the MILP's hint
             p = improve(tasks, np.asarray(first.placement, dtype=np.int64), deadline=None if share is None else t0 + share)
             if tasks.max_min_yield(p) > first.min_yield + 1e-12:
-                first = finish(tasks, p, first.algorithm, first.status, t0, bound=first.bound)
+                first = finish(tasks, p, first.algorithm, first.status, t0, bound=first.bound, stop=end)
     else:
         first = reallocate(tasks, previous, float(budget or 0.0), by_count=by_count, deadline_s=share, fixed=fixed)
     bound = first.bound if first.bound is not None else lp_bound(tasks, time_limit_s=share)
@@ -128,36 +132,39 @@ def solve_anytime(
         np.asarray(first.placement, dtype=np.int64) if first.ok else None)
     found: list[np.ndarray] = []
     meanwhile = None
+    pace = Pace()  # the stalls seen while SCIP runs: SCIP and what follows stop that much earlier (:mod:`.pace`)
     if first.ok and previous is None:
         start = np.asarray(first.placement, dtype=np.int64)
 
         def meanwhile(stop_at: float | None, done: Callable[[], bool]) -> None:
-            found.append(search(tasks, _starts(tasks, start, stop_at, done), math.inf if stop_at is None else stop_at,
-                                stop=done))
+            pace.mark()
+            found.append(search(tasks, _starts(tasks, start, stop_at, done, pace), math.inf if stop_at is None else stop_at,
+                                stop=done, pace=pace))
 
     exact = solve_milp(tasks, deadline_s=left, hint=hint, previous=previous, budget=budget if previous is not None else None,
-                       fixed=fixed, by_count=by_count, algorithm="anytime", meanwhile=meanwhile)
+                       fixed=fixed, by_count=by_count, algorithm="anytime", meanwhile=meanwhile, pace=pace)
     if exact.status == "infeasible":  # proven: nothing fits (the heuristic cannot have placed it either)
         return _named(exact, "infeasible", 0.0, t0)
     if found and tasks.max_min_yield(found[0]) > first.min_yield + 1e-12:
-        first = finish(tasks, found[0], first.algorithm, first.status, t0, bound=first.bound)
+        first = finish(tasks, found[0], first.algorithm, first.status, t0, bound=first.bound, stop=end)
     if exact.bound is not None:
         bound = min(bound, exact.bound)
     best = exact if _better(exact, first) or not first.ok else first
     status = "optimal" if exact.status == "optimal" or (best.ok and best.min_yield >= bound - 1e-9) else "deadline"
     if status == "optimal":
-        best = _average(tasks, best, end, previous, budget, fixed, by_count, avg_left)
+        best = _average(tasks, best, end, previous, budget, fixed, by_count, avg_left, pace)
     return _named(best, status, bound, t0)
 
 
-def _starts(tasks: Tasks, first: np.ndarray, until: float | None, done: Callable[[], bool]) -> list[np.ndarray]:
+def _starts(tasks: Tasks, first: np.ndarray, until: float | None, done: Callable[[], bool],
+            pace: Pace | None = None) -> list[np.ndarray]:
     """The search's starts: ``first`` (MCB8's, improved), then SG, GR and the other MCB variants of
     :data:`EXTRA_STARTS` while ``until`` (a ``time.monotonic()`` value, None: no limit) has not passed, within
     :data:`EXTRA_SHARE` of what is left, and the MILP is not done."""
     starts = [first]
     limit = None if until is None else time.monotonic() + EXTRA_SHARE * max(0.0, until - time.monotonic())
     for variant in EXTRA_STARTS:
-        if (limit is not None and time.monotonic() >= limit) or done():
+        if (pace.passed(limit) if pace is not None else limit is not None and time.monotonic() >= limit) or done():
             break
         left = None if limit is None else max(0.0, limit - time.monotonic())
         other = (solve_greedy(tasks, sort=variant == "sg", backtrack=False, deadline_s=left) if isinstance(variant, str)
@@ -168,23 +175,23 @@ def _starts(tasks: Tasks, first: np.ndarray, until: float | None, done: Callable
 
 
 def _average(tasks: Tasks, a: Allocation, end: float | None, previous: np.ndarray | None, budget: float | None,
-             fixed: np.ndarray | None, by_count: bool, min_left: float = 0.0) -> Allocation:
+             fixed: np.ndarray | None, by_count: bool, min_left: float = 0.0, pace: Pace | None = None) -> Allocation:
     """Step 4: with the optimal minimum yield proven and time left, the placement of the highest average yield
     among those keeping it (:func:`.milp.solve_average`); ``a`` when there is no time, nothing to gain (every job
-    at yield 1) or SCIP finds nothing better. Skipped when less than ``min_left`` seconds are left: its model
-    (with the CPU variables) is built before SCIP's time limit can apply."""
+    at yield 1) or SCIP finds nothing better. Skipped when less than ``min_left`` seconds are left (less the worst
+    stall ``pace`` has seen); its model's building reads the clock (:class:`.milp.OutOfTime`)."""
     if not a.ok or min(a.job_yield) >= 1.0 - 1e-9:
         return a
-    left = None if end is None else end - time.monotonic()
+    left = None if end is None else end - time.monotonic() - (pace.worst if pace is not None else 0.0)
     if left is not None and left < min_left:
         return a
     p = np.asarray(a.placement, dtype=np.int64)
     placement, _ = solve_average(tasks, a.min_yield, left, hint=_hint(tasks, p) if previous is None else p,
                                  previous=previous, budget=budget if previous is not None else None,
-                                 by_count=by_count, fixed=fixed)
+                                 by_count=by_count, fixed=fixed, pace=pace)
     if placement is None:
         return a
-    cand = finish(tasks, placement, a.algorithm, a.status, time.monotonic(), bound=a.bound)
+    cand = finish(tasks, placement, a.algorithm, a.status, time.monotonic(), bound=a.bound, stop=end)
     if cand.min_yield >= a.min_yield - 1e-9 and cand.avg_yield > a.avg_yield + 1e-9:
         return cand
     return a

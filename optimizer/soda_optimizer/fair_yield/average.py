@@ -8,6 +8,9 @@ Parallel jobs (section 5.1): the tasks of a job must keep one yield, and the obj
 yield. A job spans hosts, so the greedy no longer applies; the LP "max sum_i y_i s.t. Y <= y_i <= 1 and
 sum_i n_ij alpha_i y_i <= C_j per host" (n_ij = tasks of job i on host j) is solved with GLOP.
 
+Deadlines (issue 47): :func:`finish` takes the caller's stop time; the parallel jobs' LP reads the clock while its
+model is built and gets what is left; past it every task keeps Y (sound; the average is then the first phase's).
+
 Departure: Y is the best minimum yield of the placement (min over hosts of capacity / load, capped at 1), which is
 at least the value the first phase searched for (a binary search stops short of it); the paper uses the first
 phase's value.
@@ -42,23 +45,38 @@ def greedy_fill(tasks: Tasks, placement: np.ndarray, y_min: float) -> np.ndarray
     return np.minimum(y, 1.0)
 
 
-def job_lp(tasks: Tasks, placement: np.ndarray, y_min: float, time_limit_s: float | None = None) -> np.ndarray | None:
-    """Section 5.1's per-job phase as an LP (GLOP). Per-task yields (one per job), or None if the LP fails."""
+def job_lp(tasks: Tasks, placement: np.ndarray, y_min: float, time_limit_s: float | None = None,
+           stop: float | None = None) -> np.ndarray | None:
+    """Section 5.1's per-job phase as an LP (GLOP). Per-task yields (one per job), or None if the LP fails or
+    ``stop`` (a ``time.monotonic()`` value) passes: the clock is read while the model is built (a row per host)
+    and GLOP gets what is left (issue 47: calls returned past their deadline)."""
+    if stop is not None:
+        left = stop - time.monotonic()
+        time_limit_s = left if time_limit_s is None else min(time_limit_s, left)
+    if time_limit_s is not None and time_limit_s <= 0:
+        return None
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if solver is None:  # pragma: no cover - GLOP ships with OR-Tools
         return None
-    if time_limit_s is not None:
-        solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
     y = [solver.NumVar(y_min, 1.0, f"y{i}") for i in range(tasks.n_jobs)]
     n_ij = np.zeros((tasks.n_jobs, tasks.hosts))
     np.add.at(n_ij, (tasks.job, placement), 1.0)
     alpha_job = np.zeros(tasks.n_jobs)
     alpha_job[tasks.job] = tasks.alpha
     for j in range(tasks.hosts):
+        if stop is not None and time.monotonic() >= stop:
+            return None
         rows = np.flatnonzero(n_ij[:, j])
         if rows.size:
             solver.Add(sum(float(n_ij[i, j] * alpha_job[i]) * y[i] for i in rows) <= float(tasks.cpu_cap[j]))
     solver.Maximize(sum(y))
+    if stop is not None:
+        left = stop - time.monotonic()
+        time_limit_s = left if time_limit_s is None else min(time_limit_s, left)
+    if time_limit_s is not None:
+        if time_limit_s <= 0:
+            return None
+        solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
     if solver.Solve() not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         return None
     yj = np.clip(np.array([v.solution_value() for v in y]), y_min, 1.0)
@@ -73,9 +91,12 @@ def finish(
     t0: float,
     bound: float | None = None,
     average: bool = True,
+    stop: float | None = None,
 ) -> Allocation:
     """Build the :class:`Allocation` of a placement (None: no placement), running the average-yield phase.
-    ``runtime_s`` counts the first phase only (as the paper's run times do, section 4)."""
+    ``runtime_s`` counts the first phase only (as the paper's run times do, section 4). ``stop`` (a
+    ``time.monotonic()`` value): the parallel jobs' LP stops there, and every task keeps the minimum yield (sound,
+    the best known so far) when it is reached; the one-task greedy is a few vector operations and always runs."""
     runtime = time.monotonic() - t0
     if placement is None:
         return Allocation(algorithm=algorithm, status=status, bound=bound, runtime_s=runtime)
@@ -83,7 +104,7 @@ def finish(
     y_min = tasks.max_min_yield(placement)
     y: np.ndarray | None = None
     if average:
-        y = job_lp(tasks, placement, y_min) if tasks.parallel else greedy_fill(tasks, placement, y_min)
+        y = job_lp(tasks, placement, y_min, stop=stop) if tasks.parallel else greedy_fill(tasks, placement, y_min)
     if y is None:
         y = np.full(tasks.n, y_min)
     y = np.clip(y, y_min, 1.0)

@@ -29,11 +29,14 @@ from collections.abc import Callable
 import numpy as np
 
 from .model import EPS, Tasks
+from .pace import Pace
 
 
-def improve(tasks: Tasks, placement: np.ndarray, deadline: float | None = None, max_steps: int = 1000) -> np.ndarray:
+def improve(tasks: Tasks, placement: np.ndarray, deadline: float | None = None, max_steps: int = 1000,
+            pace: Pace | None = None) -> np.ndarray:
     """A placement at least as good as ``placement`` (a higher or equal best minimum yield), by moves and swaps
-    off the most loaded host until none helps, the yield is 1, or ``deadline`` (a ``time.monotonic()`` value)."""
+    off the most loaded host until none helps, the yield is 1, or ``deadline`` (a ``time.monotonic()`` value; with
+    ``pace``, less the worst stall seen: :mod:`.pace`)."""
     p = np.asarray(placement, dtype=np.int64).copy()
     alpha, mem, cap, mcap = tasks.alpha, tasks.mem, tasks.cpu_cap, tasks.mem_cap
     may = tasks.may()
@@ -41,7 +44,7 @@ def improve(tasks: Tasks, placement: np.ndarray, deadline: float | None = None, 
     load = np.bincount(p, weights=alpha, minlength=tasks.hosts)
     used = np.bincount(p, weights=mem, minlength=tasks.hosts)
     for _ in range(max_steps):
-        if deadline is not None and time.monotonic() >= deadline:
+        if pace.passed(deadline) if pace is not None else deadline is not None and time.monotonic() >= deadline:
             break
         rel = load / cap
         b = int(np.argmax(rel))
@@ -135,24 +138,30 @@ def kick(tasks: Tasks, placement: np.ndarray, rng: np.random.Generator, k: int) 
 
 
 def search(tasks: Tasks, starts: list[np.ndarray], until: float, stop: Callable[[], bool] | None = None,
-           seed: int = 0) -> np.ndarray:
+           seed: int = 0, pace: Pace | None = None) -> np.ndarray:
     """Iterated local search (ours, issue 47): :func:`improve` from each start, then, from the best placement,
     random :func:`kick` s of 1-3 tasks each followed by :func:`improve`; a result at least as good becomes the
     current placement (plateaus are walked), a better one the best. Until ``until`` (a ``time.monotonic()`` value),
     the yield 1, or ``stop()`` (e.g. the MILP proved its optimum). Deterministic for a seed, save for where the
-    deadline cuts it. The best placement, never below the best start."""
+    deadline cuts it. The best placement, never below the best start. With ``pace`` (:mod:`.pace`), ``until`` is
+    taken as passed the worst stall seen before it."""
     rng = np.random.default_rng(seed)
+    pace = pace if pace is not None else Pace()
+
+    def late() -> bool:
+        return pace.passed(until)
+
     best_p, best_y = starts[0], tasks.max_min_yield(starts[0])
     for s in starts:
-        if time.monotonic() >= until:
+        if late():
             break
-        p = improve(tasks, s, deadline=until)
+        p = improve(tasks, s, deadline=until, pace=pace)
         y = tasks.max_min_yield(p)
         if y > best_y + 1e-12:
             best_p, best_y = p, y
     cur_p, cur_y = best_p, best_y
-    while best_y < 1.0 - 1e-12 and time.monotonic() < until and not (stop is not None and stop()):
-        p = improve(tasks, kick(tasks, cur_p, rng, int(rng.integers(1, KICK_MAX + 1))), deadline=until)
+    while best_y < 1.0 - 1e-12 and not late() and not (stop is not None and stop()):
+        p = improve(tasks, kick(tasks, cur_p, rng, int(rng.integers(1, KICK_MAX + 1))), deadline=until, pace=pace)
         y = tasks.max_min_yield(p)
         if y >= cur_y - 1e-12:
             cur_p, cur_y = p, y

@@ -45,6 +45,7 @@ from ortools.linear_solver import pywraplp
 
 from .average import finish
 from .model import EPS, Allocation, Instance, Status, Tasks
+from .pace import Pace
 
 
 def _hint_values(tasks: Tasks, e: list[list[Any]], hint: Any) -> tuple[list[Any], list[float]]:
@@ -75,7 +76,7 @@ def margin(deadline_s: float) -> float:
     return 0.005 + 0.04 * deadline_s
 
 
-def run(solver: pywraplp.Solver, stop_at: float | None, meanwhile: Meanwhile | None = None) -> int:
+def run(solver: pywraplp.Solver, stop_at: float | None, meanwhile: Meanwhile | None = None, pace: Pace | None = None) -> int:
     """``solver.Solve`` to a zero gap, stopped at ``stop_at`` (a ``time.monotonic()`` value) in wall time.
 
     SCIP's own time limit is checked between nodes and overran a 1 s deadline by up to 0.24 s under load (0.8 s
@@ -84,7 +85,8 @@ def run(solver: pywraplp.Solver, stop_at: float | None, meanwhile: Meanwhile | N
     too. SCIP sees the interrupt where it checks its limits, which a long LP or presolve round can delay: when it
     has not stopped :data:`GRACE_S` later, the call returns NOT_SOLVED (the caller falls back to its hint) and the
     thread ends on its own at the time limit, its answer never read (the solver is not touched again). ``meanwhile``
-    runs in the calling thread in the meantime."""
+    runs in the calling thread in the meantime. With ``pace`` (:mod:`.pace`), SCIP is stopped the worst stall seen
+    before ``stop_at``."""
     params = pywraplp.MPSolverParameters()
     params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
     if stop_at is None and meanwhile is None:
@@ -97,7 +99,7 @@ def run(solver: pywraplp.Solver, stop_at: float | None, meanwhile: Meanwhile | N
     try:
         if meanwhile is not None:
             meanwhile(stop_at, lambda: not th.is_alive())
-        th.join(None if stop_at is None else max(0.0, stop_at - time.monotonic()))
+        th.join(None if stop_at is None else pace.left(stop_at) if pace is not None else max(0.0, stop_at - time.monotonic()))
     finally:
         if th.is_alive():
             solver.InterruptSolve()
@@ -130,6 +132,15 @@ def retire(solver: pywraplp.Solver, *refs: Any) -> None:
 
 _freer: threading.Thread | None = None
 _freer_lock = threading.Lock()
+
+
+class OutOfTime(Exception):
+    """A model's building passed its stop time (the builders read the clock once per task row, issue 47)."""
+
+
+def _check(stop: float | None) -> None:
+    if stop is not None and time.monotonic() >= stop:
+        raise OutOfTime
 
 
 def _migration_budget(
@@ -173,9 +184,10 @@ def _build(
     budget: float | None = None,
     by_count: bool = False,
     fixed: np.ndarray | None = None,
+    stop: float | None = None,
 ) -> tuple[list[list[Any]], Any, list[Any]]:
     """Section 2.5's program (5.1's per-job yields, 6.1's budget): the e variables (None where a task may not go),
-    Y and the per-job yields y; the objective is max Y."""
+    Y and the per-job yields y; the objective is max Y. :class:`OutOfTime` once ``stop`` passes."""
     n, h = tasks.n, tasks.hosts
     mem = np.where(tasks.mem < 1e-12, 0.0, tasks.mem)  # GLOP reports ABNORMAL on coefficients like 1e-19
     symmetric = integer and previous is None and tasks.identical_hosts
@@ -196,12 +208,14 @@ def _build(
     y = [solver.NumVar(0.0, 1.0, f"y{i}") for i in range(tasks.n_jobs)]
     big_y = solver.NumVar(0.0, 1.0, "Y")
     for t in range(n):
+        _check(stop)
         row = [j for j in range(h) if e[t][j] is not None]
         for j in row:
             solver.Add(a[t][j] <= float(tasks.alpha[t]) * e[t][j])
         solver.Add(sum(e[t][j] for j in row) == 1)
         solver.Add(sum(a[t][j] for j in row) == float(tasks.alpha[t]) * y[int(tasks.job[t])])
     for j in range(h):
+        _check(stop)
         col = [t for t in range(n) if e[t][j] is not None]
         if col:
             solver.Add(sum(a[t][j] for t in col) <= float(tasks.cpu_cap[j]))
@@ -221,10 +235,12 @@ def _build_makespan(
     budget: float | None = None,
     by_count: bool = False,
     fixed: np.ndarray | None = None,
+    stop: float | None = None,
 ) -> tuple[list[list[Any]], Any]:
     """The equivalent MILP without CPU variables: minimise Z >= 1 s.t. sum_t alpha_t e[t, j] <= C_j Z per host;
     then Y = 1 / Z. Equivalent because, for a fixed placement, giving every task the yield min(1, min_j C_j / load_j)
-    is optimal for the minimum yield and keeps the tasks of a parallel job equal (eq. 20)."""
+    is optimal for the minimum yield and keeps the tasks of a parallel job equal (eq. 20). :class:`OutOfTime` once
+    ``stop`` passes."""
     n, h = tasks.n, tasks.hosts
     mem = np.where(tasks.mem < 1e-12, 0.0, tasks.mem)
     symmetric = previous is None and tasks.identical_hosts
@@ -235,8 +251,10 @@ def _build_makespan(
     ]
     z = solver.NumVar(1.0, solver.infinity(), "Z")
     for t in range(n):
+        _check(stop)
         solver.Add(sum(v for v in e[t] if v is not None) == 1)
     for j in range(h):
+        _check(stop)
         col = [t for t in range(n) if e[t][j] is not None]
         if col:
             solver.Add(sum(float(tasks.alpha[t]) * e[t][j] for t in col) <= float(tasks.cpu_cap[j]) * z)
@@ -277,15 +295,20 @@ def relaxation(tasks: Tasks, time_limit_s: float | None = None) -> tuple[float, 
     (min(1, total capacity / total alpha), None) if GLOP stops without an optimum."""
     if hopeless(tasks):
         return 0.0, None
+    trivial = float(min(1.0, tasks.cpu_cap.sum() / tasks.alpha.sum()))
+    stop = None if time_limit_s is None else time.monotonic() + time_limit_s
     solver = pywraplp.Solver.CreateSolver("GLOP")
-    if time_limit_s is not None:
-        solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
-    e, big_y, _ = _build(solver, tasks, integer=False)
+    try:
+        e, big_y, _ = _build(solver, tasks, integer=False, stop=stop)
+    except OutOfTime:
+        return trivial, None
+    if stop is not None:
+        solver.SetTimeLimit(max(1, int((stop - time.monotonic()) * 1000)))
     code = solver.Solve()
     if code == pywraplp.Solver.INFEASIBLE:
         return 0.0, None
     if code != pywraplp.Solver.OPTIMAL:  # numerical trouble or time limit: the trivial bound is still an upper bound
-        return float(min(1.0, tasks.cpu_cap.sum() / tasks.alpha.sum())), None
+        return trivial, None
     frac = np.array([[v.solution_value() if v is not None else 0.0 for v in row] for row in e])
     return float(big_y.solution_value()), np.clip(frac, 0.0, 1.0)
 
@@ -302,6 +325,7 @@ def solve_milp(
     formulation: str = "makespan",
     fixed: np.ndarray | None = None,
     meanwhile: Meanwhile | None = None,
+    pace: Pace | None = None,
 ) -> Allocation:
     """Solve VCSCHED exactly (status ``optimal``), or return the incumbent when ``deadline_s`` passes (status
     ``deadline``). ``formulation``: ``makespan`` (default, see :func:`_build_makespan`) or ``paper`` (section 2.5
@@ -313,14 +337,24 @@ def solve_milp(
     tasks = inst.tasks() if isinstance(inst, Instance) else inst
     if hopeless(tasks, previous, fixed):
         return finish(tasks, None, algorithm, "infeasible", t0, bound=0.0)
+    end = None if deadline_s is None else t0 + deadline_s
+    stop_at = None if end is None or deadline_s is None else end - margin(deadline_s)
+    # the hint is a valid answer too: when the deadline stops the solver below it, return it (best so far)
+    fallback = np.asarray(hint, dtype=np.int64) if hint is not None and tasks.memory_fits(np.asarray(hint)) and (
+        tasks.allowed is None or bool(tasks.allowed[np.arange(tasks.n), np.asarray(hint)].all())) else None
     solver = pywraplp.Solver.CreateSolver(solver_name)
     if solver is None:  # pragma: no cover
         raise RuntimeError(f"OR-Tools has no {solver_name} solver")
     makespan = formulation == "makespan"
-    if makespan:
-        e, obj = _build_makespan(solver, tasks, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
-    else:
-        e, obj, _ = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
+    try:
+        if makespan:
+            e, obj = _build_makespan(solver, tasks, previous=previous, budget=budget, by_count=by_count, fixed=fixed, stop=stop_at)
+        else:
+            e, obj, _ = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed,
+                               stop=stop_at)
+    except OutOfTime:  # the model alone took the time: the hint (best so far), unproven
+        retire(solver)
+        return finish(tasks, fallback, algorithm, "deadline", t0, bound=None, stop=end)
     if hint is not None:
         hv, vals = _hint_values(tasks, e, hint)
         if makespan:  # a complete solution (Z too), so SCIP need not complete a partial one
@@ -328,16 +362,12 @@ def solve_milp(
             hv.append(obj)
             vals.append(max(1.0, float(load.max())))
         solver.SetHint(hv, vals)
-    stop_at = None if deadline_s is None else t0 + deadline_s - margin(deadline_s)
-    code = run(solver, stop_at, meanwhile)
+    code = run(solver, stop_at, meanwhile, pace)
     if code == pywraplp.Solver.INFEASIBLE:
         return finish(tasks, None, algorithm, "infeasible", t0, bound=0.0)
-    # the hint is a valid answer too: when the deadline stops the solver below it, return it (best so far)
-    fallback = np.asarray(hint, dtype=np.int64) if hint is not None and tasks.memory_fits(np.asarray(hint)) and (
-        tasks.allowed is None or bool(tasks.allowed[np.arange(tasks.n), np.asarray(hint)].all())) else None
     if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         retire(solver, e, obj)
-        return finish(tasks, fallback, algorithm, "deadline", t0, bound=None)
+        return finish(tasks, fallback, algorithm, "deadline", t0, bound=None, stop=end)
     placement = np.array(
         [
             max((j for j in range(tasks.hosts) if e[t][j] is not None), key=lambda j: e[t][j].solution_value())
@@ -355,7 +385,7 @@ def solve_milp(
     else:
         bound = float(obj.solution_value()) if status == "optimal" else float(solver.Objective().BestBound())
     retire(solver, e, obj)
-    return finish(tasks, placement, algorithm, status, t0, bound=min(bound, 1.0))
+    return finish(tasks, placement, algorithm, status, t0, bound=min(bound, 1.0), stop=end)
 
 
 def solve_average(
@@ -367,6 +397,7 @@ def solve_average(
     budget: float | None = None,
     by_count: bool = False,
     fixed: np.ndarray | None = None,
+    pace: Pace | None = None,
 ) -> tuple[np.ndarray | None, bool]:
     """The lexicographic second step (issue 47, ours): among the placements whose minimum yield is at least
     ``y_min`` (the proven optimum of the first step), one with the highest average per-job yield. Section 2.5's
@@ -378,13 +409,22 @@ def solve_average(
     could not even use ``hint``, the first step's placement) and whether it is proven to have the highest
     average. The caller checks the placement's minimum yield (SCIP's tolerances are 1e-6)."""
     t0 = time.monotonic()
+    stop_at = None if deadline_s is None else t0 + deadline_s - margin(deadline_s)
     solver = pywraplp.Solver.CreateSolver("SCIP")
     if solver is None:  # pragma: no cover
         raise RuntimeError("OR-Tools has no SCIP solver")
-    e, big_y, y = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed)
+    try:
+        e, big_y, y = _build(solver, tasks, integer=True, previous=previous, budget=budget, by_count=by_count, fixed=fixed,
+                             stop=stop_at)
+    except OutOfTime:  # the model alone took the time: nothing better than the caller's placement
+        retire(solver)
+        return None, False
     big_y.SetLb(float(y_min))
     if y_min > 0:
         for j in range(tasks.hosts):
+            if stop_at is not None and time.monotonic() >= stop_at:
+                retire(solver, e, big_y, y)
+                return None, False
             col = [(t, e[t][j]) for t in range(tasks.n) if e[t][j] is not None]
             if col:
                 solver.Add(sum(float(tasks.alpha[t]) * v for t, v in col) <= float(tasks.cpu_cap[j]) / float(y_min) * (1 + 1e-12))
@@ -392,10 +432,10 @@ def solve_average(
     if hint is not None:
         hv, vals = _hint_values(tasks, e, hint)
         solver.SetHint(hv, vals)
-    stop_at = None if deadline_s is None else t0 + deadline_s - margin(deadline_s)
     if stop_at is not None and stop_at - time.monotonic() <= 0.005:
+        retire(solver, e, big_y, y)
         return None, False
-    code = run(solver, stop_at)
+    code = run(solver, stop_at, pace=pace)
     if code not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         retire(solver, e, big_y, y)
         return None, False
