@@ -25,11 +25,13 @@ possible: each subflow held to the latest epoch where half its jobs are still al
 within a quarter of the time left) and its solution as a whole-plan candidate (:func:`.bound.lp_policy`); then the
 GA, each epoch keeping the best of the GA's ordering, the admit-on-arrival build and the backlog-all build (so the
 search never scores below either in eq. (2) for the epochs it has planned); epochs not reached are admitted on arrival
-at the best pool. A
-small best candidate is polished entry by entry (:mod:`.polish`). The returned plan is the best-scoring candidate of
-all (:attr:`PlanResult.baselines`,
-:attr:`PlanResult.chosen`), with :attr:`PlanResult.bound` and :attr:`PlanResult.gap`. The garbage collector is paused
-while planning, and the plan's entries are built on first access (:attr:`PlanResult.plan`).
+at the best pool. On instances small enough (at most ``exact_combinations`` combinations, issue 50) every epoch's
+decisions are then searched together over a grid of simple decisions per entry, each combination simulated
+(:mod:`.exact`: what section 3.3's epoch-by-epoch search cannot reach; :attr:`PlanResult.exhaustive` when it
+finished). A small best candidate is then polished entry by entry (:mod:`.polish`). The returned plan is the
+best-scoring candidate of all (:attr:`PlanResult.baselines`, :attr:`PlanResult.chosen`), with :attr:`PlanResult.bound`
+and :attr:`PlanResult.gap`. The garbage collector is paused while planning, and the plan's entries are built on first
+access (:attr:`PlanResult.plan`).
 
 Unroutable flows: a flow one of whose steps has no allowed pool of positive capacity in any epoch is refused as a
 whole (its arrivals are dropped on arrival, :attr:`~.model.PolicyEntry.refused`), reported in
@@ -43,7 +45,8 @@ in the fluid model: their jobs are interchangeable and a pool serves a class pro
 group policy with the same outcome.
 
 Departures from the paper, on purpose:
-- the admit-on-arrival first answer, the admit, backlog-all, LP and grouped candidates, the polishing, the bound,
+- the admit-on-arrival first answer, the admit, backlog-all, LP and grouped candidates, the exact stage on small
+  instances, the polishing, the bound,
   the refusal of unroutable flows and doomed cohorts, and the grouping of identical flows (above); the paper's GA
   orders flows, ours orders groups; at scale, under a deadline too short for admit-on-arrival over every flow to be
   built and simulated after the grouped plan, the plan is not compared with it (the property "never below
@@ -69,6 +72,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .bound import cohorts, gap, lp_bound, lp_policy, no_service_cost
 from .compiled import Compiled, compile_problem
+from .exact import exhaust
 from .fastsim import PolicyArrays, admit_arrays
 from .ga import steady_state_ga
 from .model import (
@@ -104,6 +108,8 @@ class PlannerParams(BaseModel):
     crossover_rate: float = Field(default=0.7, ge=0, le=1)
     #: polish the best candidate entry by entry (:mod:`.polish`) when it has at most this many entries (0: never)
     polish_entries: int = Field(default=64, ge=0)
+    #: search every grid combination of a plan's entries (:mod:`.exact`) when there are at most this many (0: never)
+    exact_combinations: int = Field(default=2048, ge=0)
     #: above this many (exactly grouped) flows, plan near-identical ones as groups too (:mod:`.nearby`; 0: never)
     group_above: int = Field(default=2000, ge=0)
     group_tolerance: float = Field(default=0.05, ge=0)  #: relative lifespan difference within a near group
@@ -135,6 +141,8 @@ class PlanResult(BaseModel):
     first_answer_s: float = 0.0  #: seconds to the first complete, scored answer
     seed_scores: tuple[float, ...] = ()  #: per epoch optimised (last first): best GA seed's score
     ga_scores: tuple[float, ...] = ()  #: per epoch optimised: the GA's best score (< seed: the search moved)
+    #: every grid combination of the plan's entries was simulated (:mod:`.exact`): no plan on the grid scores lower
+    exhaustive: bool = False
     bound: float | None = None  #: proven lower bound on eq. (2) (:mod:`.bound`; None: too large or out of time)
     gap: float | None = None  #: (score - bound) / score: how far from optimal the plan may be, at most
     _make_plan: Callable[[], Plan] | None = PrivateAttr(default=None)
@@ -535,7 +543,20 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         except Late:
             timed_out = True
     chosen = min(cands, key=lambda k: (cands[k][0], k != "search"))
-    if 0 < len(cands[chosen][1]) <= params.polish_entries and fits(t_sim):
+    exhaustive = False
+    if 0 < len(cands[chosen][1]) <= params.exact_combinations and fits(t_sim):
+        # every epoch's decisions together, over a grid, on instances small enough to enumerate (:mod:`.exact`)
+        sc0, pol0, _ = cands[chosen]
+        ex = exhaust(cp, pol0.to_policy() if isinstance(pol0, PolicyArrays) else pol0, sc0, fits, t_sim,
+                     params.exact_combinations)
+        if ex is not None:
+            evaluations += ex.runs
+            exhaustive = ex.complete
+            timed_out = timed_out or not ex.complete
+            if ex.policy is not None:
+                cands["exact"] = (ex.score, ex.policy, None)
+                chosen = "exact"
+    if 0 < len(cands[chosen][1]) <= params.polish_entries and fits(t_sim) and not (exhaustive and chosen == "exact"):
         sc0, pol0, _ = cands[chosen]
         base = pol0.to_policy() if isinstance(pol0, PolicyArrays) else pol0
         pol_p, sc_p, runs = polish(cp, base, sc0, fits, t_sim)
@@ -605,6 +626,7 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         first_answer_s=first_s,
         seed_scores=tuple(seed_scores),
         ga_scores=tuple(ga_scores),
+        exhaustive=exhaustive,
     ).with_plan(make_plan, policy, make_epoch)
 
 
