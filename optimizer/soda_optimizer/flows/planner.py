@@ -16,7 +16,8 @@ to their capacity, cohorts whose steps cannot all run now held at entry and thos
 the groups are planned first, by this planner on the grouped problem within 40% of the deadline (its search: the two
 seeded orderings per epoch, no route-builder baselines), their LP is solved within 10% of the time left, at least
 0.5 s (the bound), their plan is given to every member flow over arrays and simulated once on the real flows;
-admit-on-arrival over every flow is then one more candidate when its build and simulation fit. Every
+admit-on-arrival over every flow is then one more candidate when its build (per class of flows with the same entries,
+:func:`.nearby.admit_classes`) and simulation fit. Every
 later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
 simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
 subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
@@ -88,7 +89,7 @@ from .model import (
     Unroutable,
     built,
 )
-from .nearby import expand_arrays, merged, near_groups
+from .nearby import admit_classes, expand_arrays, merged, near_groups
 from .polish import polish
 from .reach import admit_decision, doomed_cohorts, entry_steps, life_end
 from .route import Item, Late, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
@@ -385,9 +386,11 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     # (40% of it), then their LP (10% of what is left): the groups' plan, given to every member flow (over arrays) and scored on the real flows, is the
     # first answer; the grouped problem's LP is the bound at that size (:mod:`.nearby`)
     group_bound: float | None = None
+    t_build = 0.0  # seconds to give the groups' plan to every flow (the cost of building a plan over every flow)
     first_policy: Policy | PolicyArrays | None = None
     first_label = "admit"
-    if params.group_above and len(problem.flows) > params.group_above:
+    scale = bool(params.group_above) and len(problem.flows) > params.group_above
+    if scale:
         red2, mem2 = near_groups(cp.problem, params.group_tolerance)
         # grouped near-identically, or exactly (20,016 copies of 24 flows: 12 groups, whose plan is cheap where
         # its figures given back to every flow are not): the groups' plan first
@@ -406,12 +409,15 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
                                max(0.1 * (deadline - time.monotonic()), 0.5))
                 group_bound = lb2.value if lb2 is not None else None
             if sub._policy is not None and sub.groups == len(mem2):
+                ts = time.monotonic()
                 arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
                 first_policy, first_label = expand_arrays(cp, g_cp, arr, mem2), "grouped"
+                t_build = time.monotonic() - ts
     # otherwise the first answer: admit on arrival, capacity-proportional (cheap at any size); simulated once in detail
+    # (at scale built per class of flows with the same entries, :func:`.nearby.admit_classes`)
     admit_pol: Policy | PolicyArrays | None = None
     if first_policy is None:
-        first_policy = admit_pol = admit_arrays(cp)
+        first_policy = admit_pol = admit_classes(cp) if scale else admit_arrays(cp)
     ts = time.monotonic()
     first_res = simulate_policy(cp, first_policy)
     t_sim = time.monotonic() - ts
@@ -431,9 +437,10 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     cands: dict[str, tuple[float, Policy | PolicyArrays, list[RouteSpec] | None]] = {
         first_label: (first_score, first_policy, None)
     }
-    if admit_pol is None and fits(2.5 * t_sim):
-        # admit on arrival over every flow, when its build (about a simulation's time) and simulation fit
-        admit_pol = admit_arrays(cp)
+    if admit_pol is None and fits(t_sim + 1.5 * t_build):
+        # admit on arrival over every flow, when its build and simulation fit: built per class of flows with the same
+        # entries and given to every member like the groups' plan (issue 50; per flow it took about a simulation)
+        admit_pol = admit_classes(cp)
         if fits(t_sim):
             cands["admit"] = (simulate_policy(cp, admit_pol, detail=False).score, admit_pol, None)
 
