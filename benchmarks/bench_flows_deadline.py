@@ -9,8 +9,9 @@ fresh process (so peak RSS is its own), written to docs/benchmarks/flows_deadlin
 groups); ``distinct``: each copy's lifespan nudged by 0.001 min x its index, so no two flows group.
 Reports wall seconds (what the deadline is about), CPU seconds of the process (the machine is shared: wall/CPU
 shows the load), the first answer's wall seconds, epochs optimised, peak RSS, the seconds to build the entries of
-epoch 0 alone (what the operator applies, ``PlanResult.entries_at``) and then the whole plan's entries on first access
-(both outside the deadline, see PlanResult).
+epoch 0 alone (what the operator applies, ``PlanResult.entries_at``), the compact plan (``PlanResult.compact``: flows
+with equal entries listed once; its classes, entries, wall and CPU seconds) and then the whole plan's entries on
+first access (all outside the deadline, see PlanResult).
 """
 
 import json
@@ -40,6 +41,10 @@ def one(n: int, distinct: bool, dl: float) -> dict[str, object]:
     epoch0 = len(r.entries_at(0))
     epoch0_s = time.monotonic() - t
     rss2 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t, c0 = time.monotonic(), time.process_time()
+    cpt = r.compact()
+    compact_s, compact_cpu = time.monotonic() - t, time.process_time() - c0
+    rss3 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t = time.monotonic()
     entries = len(r.plan.entries)
     plan_s = time.monotonic() - t
@@ -51,6 +56,8 @@ def one(n: int, distinct: bool, dl: float) -> dict[str, object]:
         epochs_optimised=r.epochs_optimised, timed_out=r.timed_out,
         peak_rss_mib_problem=round(rss0 / 1024), peak_rss_mib_planned=round(rss1 / 1024),
         epoch0_entries=epoch0, epoch0_entries_s=round(epoch0_s, 2), peak_rss_mib_epoch0=round(rss2 / 1024),
+        compact_classes=len(cpt.classes), compact_entries=cpt.size, compact_s=round(compact_s, 2),
+        compact_cpu_s=round(compact_cpu, 2), peak_rss_mib_compact=round(rss3 / 1024),
         plan_entries=entries, plan_entries_s=round(plan_s, 2),
         peak_rss_mib_with_entries=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     )

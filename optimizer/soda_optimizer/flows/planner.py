@@ -16,7 +16,8 @@ to their capacity, cohorts whose steps cannot all run now held at entry and thos
 the groups are planned first, by this planner on the grouped problem within 40% of the deadline (its search: the two
 seeded orderings per epoch, no route-builder baselines), their LP is solved within 10% of the time left, at least
 0.5 s (the bound), their plan is given to every member flow over arrays and simulated once on the real flows;
-admit-on-arrival over every flow is then one more candidate when its build and simulation fit. Every
+admit-on-arrival over every flow is then one more candidate when its build (per class of flows with the same entries,
+:func:`.nearby.admit_classes`) and simulation fit. Every
 later stage stops by ``stop``: the earlier of 80% of the deadline and the deadline less 1.5x what the first answer's
 simulation and expansion to the problem's flows took (the output's measured cost). Route builds check it between
 subflows and raise :class:`~.route.Late` (the partial build is dropped); a simulation starts only if one fits. The
@@ -25,11 +26,13 @@ possible: each subflow held to the latest epoch where half its jobs are still al
 within a quarter of the time left) and its solution as a whole-plan candidate (:func:`.bound.lp_policy`); then the
 GA, each epoch keeping the best of the GA's ordering, the admit-on-arrival build and the backlog-all build (so the
 search never scores below either in eq. (2) for the epochs it has planned); epochs not reached are admitted on arrival
-at the best pool. A
-small best candidate is polished entry by entry (:mod:`.polish`). The returned plan is the best-scoring candidate of
-all (:attr:`PlanResult.baselines`,
-:attr:`PlanResult.chosen`), with :attr:`PlanResult.bound` and :attr:`PlanResult.gap`. The garbage collector is paused
-while planning, and the plan's entries are built on first access (:attr:`PlanResult.plan`).
+at the best pool. On instances small enough (at most ``exact_combinations`` combinations, issue 50) every epoch's
+decisions are then searched together over a grid of simple decisions per entry, each combination simulated
+(:mod:`.exact`: what section 3.3's epoch-by-epoch search cannot reach; :attr:`PlanResult.exhaustive` when it
+finished). A small best candidate is then polished entry by entry (:mod:`.polish`). The returned plan is the
+best-scoring candidate of all (:attr:`PlanResult.baselines`, :attr:`PlanResult.chosen`), with :attr:`PlanResult.bound`
+and :attr:`PlanResult.gap`. The garbage collector is paused while planning, and the plan's entries are built on first
+access (:attr:`PlanResult.plan`).
 
 Unroutable flows: a flow one of whose steps has no allowed pool of positive capacity in any epoch is refused as a
 whole (its arrivals are dropped on arrival, :attr:`~.model.PolicyEntry.refused`), reported in
@@ -43,7 +46,8 @@ in the fluid model: their jobs are interchangeable and a pool serves a class pro
 group policy with the same outcome.
 
 Departures from the paper, on purpose:
-- the admit-on-arrival first answer, the admit, backlog-all, LP and grouped candidates, the polishing, the bound,
+- the admit-on-arrival first answer, the admit, backlog-all, LP and grouped candidates, the exact stage on small
+  instances, the polishing, the bound,
   the refusal of unroutable flows and doomed cohorts, and the grouping of identical flows (above); the paper's GA
   orders flows, ours orders groups; at scale, under a deadline too short for admit-on-arrival over every flow to be
   built and simulated after the grouped plan, the plan is not compared with it (the property "never below
@@ -68,7 +72,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .bound import cohorts, gap, lp_bound, lp_policy, no_service_cost
+from .compact import CompactPlan, PlanClass, compact
 from .compiled import Compiled, compile_problem
+from .exact import exhaust
 from .fastsim import PolicyArrays, admit_arrays
 from .ga import steady_state_ga
 from .model import (
@@ -84,7 +90,7 @@ from .model import (
     Unroutable,
     built,
 )
-from .nearby import expand_arrays, merged, near_groups
+from .nearby import admit_classes, expand_arrays, merged, near_groups
 from .polish import polish
 from .reach import admit_decision, doomed_cohorts, entry_steps, life_end
 from .route import Item, Late, Ledger, RouteSpec, build_epoch, epoch_items, policy_from_routes, unroutable_step
@@ -104,6 +110,8 @@ class PlannerParams(BaseModel):
     crossover_rate: float = Field(default=0.7, ge=0, le=1)
     #: polish the best candidate entry by entry (:mod:`.polish`) when it has at most this many entries (0: never)
     polish_entries: int = Field(default=64, ge=0)
+    #: search every grid combination of a plan's entries (:mod:`.exact`) when there are at most this many (0: never)
+    exact_combinations: int = Field(default=2048, ge=0)
     #: above this many (exactly grouped) flows, plan near-identical ones as groups too (:mod:`.nearby`; 0: never)
     group_above: int = Field(default=2000, ge=0)
     group_tolerance: float = Field(default=0.05, ge=0)  #: relative lifespan difference within a near group
@@ -135,10 +143,13 @@ class PlanResult(BaseModel):
     first_answer_s: float = 0.0  #: seconds to the first complete, scored answer
     seed_scores: tuple[float, ...] = ()  #: per epoch optimised (last first): best GA seed's score
     ga_scores: tuple[float, ...] = ()  #: per epoch optimised: the GA's best score (< seed: the search moved)
+    #: every grid combination of the plan's entries was simulated (:mod:`.exact`): no plan on the grid scores lower
+    exhaustive: bool = False
     bound: float | None = None  #: proven lower bound on eq. (2) (:mod:`.bound`; None: too large or out of time)
     gap: float | None = None  #: (score - bound) / score: how far from optimal the plan may be, at most
     _make_plan: Callable[[], Plan] | None = PrivateAttr(default=None)
     _make_epoch: Callable[[int], tuple[PolicyEntry, ...]] | None = PrivateAttr(default=None)
+    _make_compact: Callable[[], CompactPlan] | None = PrivateAttr(default=None)
     _policy: Any = PrivateAttr(default=None)  #: the chosen policy, on the planned (exactly grouped) problem
 
     @cached_property
@@ -155,9 +166,22 @@ class PlanResult(BaseModel):
             return tuple(x for x in self.plan.entries if x.epoch == epoch)
         return self._make_epoch(epoch)
 
+    def compact(self) -> CompactPlan:
+        """The plan with the flows of equal entries listed once (:mod:`.compact`; :meth:`CompactPlan.expand` gives
+        back :attr:`plan`'s entries): at 20,016 flows what the groups' plan gives every member, without building the
+        1.9 million entries (issue 50)."""
+        if self._make_compact is None:
+            by: dict[str, list[PolicyEntry]] = {}
+            for x in self.plan.entries:
+                by.setdefault(x.flow, []).append(x)
+            return CompactPlan(classes=tuple(PlanClass(flows=(f,), entries=tuple(v)) for f, v in by.items()))
+        return self._make_compact()
+
     def with_plan(self, make: Callable[[], Plan], policy: Any = None,
-                  make_epoch: Callable[[int], tuple[PolicyEntry, ...]] | None = None) -> PlanResult:
+                  make_epoch: Callable[[int], tuple[PolicyEntry, ...]] | None = None,
+                  make_compact: Callable[[], CompactPlan] | None = None) -> PlanResult:
         self._make_plan = make
+        self._make_compact = make_compact
         self._policy = policy
         self._make_epoch = make_epoch
         return self
@@ -377,9 +401,11 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     # (40% of it), then their LP (10% of what is left): the groups' plan, given to every member flow (over arrays) and scored on the real flows, is the
     # first answer; the grouped problem's LP is the bound at that size (:mod:`.nearby`)
     group_bound: float | None = None
+    t_build = 0.0  # seconds to give the groups' plan to every flow (the cost of building a plan over every flow)
     first_policy: Policy | PolicyArrays | None = None
     first_label = "admit"
-    if params.group_above and len(problem.flows) > params.group_above:
+    scale = bool(params.group_above) and len(problem.flows) > params.group_above
+    if scale:
         red2, mem2 = near_groups(cp.problem, params.group_tolerance)
         # grouped near-identically, or exactly (20,016 copies of 24 flows: 12 groups, whose plan is cheap where
         # its figures given back to every flow are not): the groups' plan first
@@ -398,12 +424,15 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
                                max(0.1 * (deadline - time.monotonic()), 0.5))
                 group_bound = lb2.value if lb2 is not None else None
             if sub._policy is not None and sub.groups == len(mem2):
+                ts = time.monotonic()
                 arr = sub._policy if isinstance(sub._policy, PolicyArrays) else PolicyArrays(g_cp, sub._policy)
                 first_policy, first_label = expand_arrays(cp, g_cp, arr, mem2), "grouped"
+                t_build = time.monotonic() - ts
     # otherwise the first answer: admit on arrival, capacity-proportional (cheap at any size); simulated once in detail
+    # (at scale built per class of flows with the same entries, :func:`.nearby.admit_classes`)
     admit_pol: Policy | PolicyArrays | None = None
     if first_policy is None:
-        first_policy = admit_pol = admit_arrays(cp)
+        first_policy = admit_pol = admit_classes(cp) if scale else admit_arrays(cp)
     ts = time.monotonic()
     first_res = simulate_policy(cp, first_policy)
     t_sim = time.monotonic() - ts
@@ -423,9 +452,10 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
     cands: dict[str, tuple[float, Policy | PolicyArrays, list[RouteSpec] | None]] = {
         first_label: (first_score, first_policy, None)
     }
-    if admit_pol is None and fits(2.5 * t_sim):
-        # admit on arrival over every flow, when its build (about a simulation's time) and simulation fit
-        admit_pol = admit_arrays(cp)
+    if admit_pol is None and fits(t_sim + 1.5 * t_build):
+        # admit on arrival over every flow, when its build and simulation fit: built per class of flows with the same
+        # entries and given to every member like the groups' plan (issue 50; per flow it took about a simulation)
+        admit_pol = admit_classes(cp)
         if fits(t_sim):
             cands["admit"] = (simulate_policy(cp, admit_pol, detail=False).score, admit_pol, None)
 
@@ -535,7 +565,20 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         except Late:
             timed_out = True
     chosen = min(cands, key=lambda k: (cands[k][0], k != "search"))
-    if 0 < len(cands[chosen][1]) <= params.polish_entries and fits(t_sim):
+    exhaustive = False
+    if 0 < len(cands[chosen][1]) <= params.exact_combinations and fits(t_sim):
+        # every epoch's decisions together, over a grid, on instances small enough to enumerate (:mod:`.exact`)
+        sc0, pol0, _ = cands[chosen]
+        ex = exhaust(cp, pol0.to_policy() if isinstance(pol0, PolicyArrays) else pol0, sc0, fits, t_sim,
+                     params.exact_combinations)
+        if ex is not None:
+            evaluations += ex.runs
+            exhaustive = ex.complete
+            timed_out = timed_out or not ex.complete
+            if ex.policy is not None:
+                cands["exact"] = (ex.score, ex.policy, None)
+                chosen = "exact"
+    if 0 < len(cands[chosen][1]) <= params.polish_entries and fits(t_sim) and not (exhaustive and chosen == "exact"):
         sc0, pol0, _ = cands[chosen]
         base = pol0.to_policy() if isinstance(pol0, PolicyArrays) else pol0
         pol_p, sc_p, runs = polish(cp, base, sc0, fits, t_sim)
@@ -559,6 +602,22 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
             if routes is not None and len(members) == len(problem.flows) and not refused:
                 plan = Plan(entries=plan.entries, routes=_routes_out(cp, routes, members, problem))
             return plan
+        finally:
+            if was:
+                gc.enable()
+
+    def make_compact(policy: Policy | PolicyArrays = policy) -> CompactPlan:
+        stub = SimResult.model_construct(**{**dict(final), "flows": ()})  # the entries only, not the figures
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            off, _ = _expand(cp, problem, [], {}, stub, refused) if refused else (Plan(entries=()), None)
+            by: dict[str, list[PolicyEntry]] = {}
+            for x in off.entries:
+                by.setdefault(x.flow, []).append(x)
+            return compact(cp, policy, lambda g: [problem.flows[f].name for f in members[g]],
+                           lambda sub: list(_expand(cp, problem, members, sub, stub, {})[0].entries),
+                           [PlanClass(flows=(f,), entries=tuple(v)) for f, v in by.items()])
         finally:
             if was:
                 gc.enable()
@@ -605,7 +664,8 @@ def _plan_flows(problem: Problem, params: PlannerParams | None) -> PlanResult:
         first_answer_s=first_s,
         seed_scores=tuple(seed_scores),
         ga_scores=tuple(ga_scores),
-    ).with_plan(make_plan, policy, make_epoch)
+        exhaustive=exhaustive,
+    ).with_plan(make_plan, policy, make_epoch, make_compact)
 
 
 __all__ = ["PlanResult", "PlannerParams", "admit_policy", "heuristic_order", "plan_flows", "utility_order"]
