@@ -18,6 +18,10 @@ Per PE, in this order (the first that applies wins):
 4. the **declared** one;
 5. the policy's **default** for the PE's kind (else ``ResourceFunction()``, a = b = 1).
 
+Issue 52: a declared or default choice carries the key of the PE's own model when that model is
+not trusted for want of a sample below saturation (``Fit.below_saturation`` False), so that
+exploration can probe it.
+
 A learned model is planned with what it learned (issue 38): the family fit's curves
 (:meth:`.model.LearnedModel.function`), so the planner's rates follow the input rate; a pinned model
 or one fitted in the paper's form gives its ``a`` and ``b``.
@@ -106,6 +110,12 @@ def choose(kind: PEKind, declared: ResourceFunction | None, signature: Signature
             deep_enough = hit is not None and LEVELS.index(hit.level) >= LEVELS.index(settings.override_level)
             if hit is not None and (declared is None or deep_enough):
                 return Choice(rf=hit.model.function(comb), source=learned(hit.level), key=hit.key)
+        own = learner.models.get(sig.key)
+        if own is not None and not own.pinned and own.fit is not None and own.fit.below_saturation is False:
+            # issue 52: planned as declared, its own model awaiting a sample below saturation:
+            # the key lets exploration probe it (:mod:`.explore`)
+            rf = declared if declared is not None else settings.defaults.get(kind, ResourceFunction()).model_copy(update={"combine": comb})
+            return Choice(rf=rf, source=DECLARED if declared is not None else DEFAULT, key=own.key)
     if declared is not None:
         return Choice(rf=declared, source=DECLARED)
     d = settings.defaults.get(kind, ResourceFunction())

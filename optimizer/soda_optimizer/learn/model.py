@@ -102,6 +102,10 @@ class Fit(BaseModel):
     trusted: bool | None = None
     held_out_error: float | None = Field(default=None, ge=0)  # the family's cross-validated error
     no_fit: bool = False  # no form predicts held-out samples within max_rel_residual
+    # issue 52: False when no sample showed the PE below its saturation (without an offered rate:
+    # saturated samples bound it from one side only); the fit is then not trusted, and exploration
+    # may probe it (:mod:`.explore`). None: not judged (the learner without a family)
+    below_saturation: bool | None = None
 
 
 class LearnedModel(BaseModel):
