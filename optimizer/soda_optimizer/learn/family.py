@@ -137,6 +137,7 @@ class FamilyFit(BaseModel):
     # fell behind shows where it saturates); and the fit's error on them, each judged at the rate it
     # received (not by what a censored sample bounds). None: not computed (an older state)
     n_evidence: int | None = None
+    n_behind: int | None = None  # of which saturated and behind their input (the paper need's CPU-bound branch)
     evidence_error: float | None = None
 
     # ----------------------------------------------------------------- evaluation
@@ -414,6 +415,11 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
     best = min(c[0] for c in cands)
     near = [c for c in cands if c[0] <= best * _TOL + 1e-4]
     paper = [c for c in cands if c[3] == "paper" and c[2] == "const" and c[0] <= best * _PAPER_TOL + 1e-4]
+    if not measured.any() and (sat & ~known).any() and not (sat & ~known & (processed(*train_sel("const", np.arange(n))) < _BEHIND * r_i)).any():
+        # issue 52: saturated samples that received what they processed (backpressure, no offered
+        # rate) only bound the paper's fixed need from below: it gets no preference over the forms
+        # their CPU-bound windows test (need(p) = m)
+        paper = []
     simple = min(near, key=lambda c: c[1])
 
     def final(sel_: Selectivity, form_: Need, knot_: float) -> tuple[FamilyFit, float]:
@@ -436,8 +442,8 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
             (_, _, sel_form, need_form, knot_q), out, out_frac = simple, alt, alt_frac
     held_best = held_by[(sel_form, need_form, knot_q)]
     sup = _support(out, r_i, m, rp, cens, sat, idle_margin)
-    ev_n, ev_err = _evidence(out, r_i, m, r_o, mu, sat, processed(*train_sel(sel_form, np.arange(n))), known, w, idle_margin)
-    return out.model_copy(update={"support": sup, "n_evidence": ev_n, "evidence_error": ev_err,
+    ev_n, ev_behind, ev_err = _evidence(out, r_i, m, r_o, mu, sat, processed(*train_sel(sel_form, np.arange(n))), known, w, idle_margin)
+    return out.model_copy(update={"support": sup, "n_evidence": ev_n, "n_behind": ev_behind, "evidence_error": ev_err,
                                   "cv_error": _wmedian(held_best, w),
                                   "cv_mean": float(np.sum(w * np.minimum(held_best, 1.0)) / np.sum(w)),
                                   "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu, r_i), w), "outlier_fraction": out_frac})
@@ -466,7 +472,7 @@ def _support(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, rp: np.ndarray, cens:
 
 
 def _evidence(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, sat: np.ndarray,
-              p: np.ndarray, known: np.ndarray, w: np.ndarray, idle_margin: float) -> tuple[int, float | None]:
+              p: np.ndarray, known: np.ndarray, w: np.ndarray, idle_margin: float) -> tuple[int, int, float | None]:
     """:attr:`FamilyFit.n_evidence` and :attr:`FamilyFit.evidence_error` (issue 52): the samples below
     saturation, with CPU clearly to spare (``m_used < SPARE m``: a saturated PE's CPU reading
     dips below 95% of its limit one window in twenty with 3% noise) or saturated with a processed rate (``p``, from the output
@@ -474,11 +480,12 @@ def _evidence(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu:
     weighted median of the fit's error on them, output and mips used, at the rate they received.
     Under backpressure a saturated PE receives what it processes, so only the samples with CPU to
     spare count: a fit from saturated samples alone has its saturation bounded from one side only."""
-    ev = (mu < SPARE * m) | (sat & (p < _BEHIND * r_i) & ~known)
+    behind = sat & (p < _BEHIND * r_i) & ~known
+    ev = (mu < SPARE * m) | behind
     if not ev.any():
-        return 0, None
+        return 0, 0, None
     err = _pair_error(f, r_i[ev], m[ev], r_o[ev], mu[ev], r_i[ev])
-    return int(ev.sum()), _wmedian(err, w[ev])
+    return int(ev.sum()), int(behind.sum()), _wmedian(err, w[ev])
 
 
 def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -190,7 +190,7 @@ class Learner:
                 f = self._judge(model, ff, now)
             else:
                 f = fit(model.kind, model.samples, now, cfg, previous=(model.a, model.b) if model.fit is not None else None)
-                if f is not None and cfg.family and not (_spare_seen(model.samples) or _grows_with_mips(model.kind, model.samples, f.a_identified)):
+                if f is not None and cfg.family and not (_spare_seen(model.samples, cfg.min_branch_n_eff) or _grows_with_mips(model.kind, model.samples, f.a_identified)):
                     # issue 52: the paper's fit without a family (too few CPU readings or known
                     # rates) is trusted only once samples showed the PE below its saturation: on its
                     # CPU-bound branch (the output per input grew with the mips, as a fluid PE's
@@ -319,17 +319,23 @@ def _below_saturation(ff: FamilyFit, cfg: LearnConfig) -> bool:
     ``min_branch_n_eff`` samples with CPU to spare or visibly behind their input
     (:attr:`.family.FamilyFit.n_evidence`), predicted within ``max_confident_error``: saturated
     samples alone bound the saturation from one side only (under backpressure a saturated PE
-    receives what it processes: the paper's need is then the median allocation seen)."""
+    receives what it processes: the paper's need is then the median allocation seen); the paper's
+    need also ``min_branch_n_eff`` windows behind their input (its CPU-bound branch, the share
+    ``m / K``: a window with CPU to spare tests ``K`` at one rate only)."""
     if ff.support is not None:
         return ff.support >= cfg.min_support
     if ff.n_evidence is None or ff.evidence_error is None:
         return False
+    if ff.need == "paper" and (ff.n_behind or 0) < cfg.min_branch_n_eff:
+        return False  # its share m / K of the input: only a window behind its input tests it
     return ff.n_evidence >= cfg.min_branch_n_eff and ff.evidence_error <= cfg.max_confident_error
 
 
-def _spare_seen(samples: list[Sample]) -> bool:
-    """A sample with CPU clearly to spare or a measured processed rate (issue 52, the :mod:`.fit` fallback)."""
-    return any((s.m_used is not None and s.m_used < SPARE * s.m) or (s.r_p is not None and not s.censored) for s in samples)
+def _spare_seen(samples: list[Sample], n: float) -> bool:
+    """At least ``n`` samples with CPU clearly to spare or a measured processed rate (issue 52, the
+    :mod:`.fit` fallback; one is not enough: a saturated PE's CPU reading with 3-5% noise dips
+    below ``SPARE`` one window in a few hundred)."""
+    return sum((s.m_used is not None and s.m_used < SPARE * s.m) or (s.r_p is not None and not s.censored) for s in samples) >= n
 
 
 def _grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) -> bool:
