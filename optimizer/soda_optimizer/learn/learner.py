@@ -320,14 +320,18 @@ def _below_saturation(ff: FamilyFit, cfg: LearnConfig) -> bool:
     (:attr:`.family.FamilyFit.n_evidence`), predicted within ``max_confident_error``: saturated
     samples alone bound the saturation from one side only (under backpressure a saturated PE
     receives what it processes: the paper's need is then the median allocation seen); the paper's
-    need also ``min_branch_n_eff`` windows behind their input (its CPU-bound branch, the share
-    ``m / K``: a window with CPU to spare tests ``K`` at one rate only)."""
+    need, where ``min_branch_n_eff`` saturated windows received what they processed, also as many
+    windows behind their input (its CPU-bound branch, the share ``m / K``)."""
     if ff.support is not None:
         return ff.support >= cfg.min_support
     if ff.n_evidence is None or ff.evidence_error is None:
         return False
-    if ff.need == "paper" and (ff.n_behind or 0) < cfg.min_branch_n_eff:
-        return False  # its share m / K of the input: only a window behind its input tests it
+    behind = ff.n_behind or 0
+    if ff.need == "paper" and behind < cfg.min_branch_n_eff and ff.n - ff.n_known - behind >= cfg.min_branch_n_eff:
+        # saturated windows that received what they processed (backpressure) judge the paper's
+        # need only by what they bound; its share m / K of the input: only a window behind its
+        # input tests it (a PE seen with CPU to spare only has K measured by each window)
+        return False
     return ff.n_evidence >= cfg.min_branch_n_eff and ff.evidence_error <= cfg.max_confident_error
 
 
@@ -350,6 +354,11 @@ def _grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) ->
     if len(pts) < 3:
         return False
     lm, ly = np.log(np.array(pts)).T
+    if np.ptp(lm) < np.log(1.2):
+        # one operating point: fluid (behind its input) or backpressure (at B) alike, the fit says
+        # the PE saturates at the allocation seen with the output seen (A x the largest m seen, or
+        # B / the smallest), which holds there and is pessimistic past it (exploration probes it)
+        return a_identified
     sxx = float(np.sum((lm - lm.mean()) ** 2))
     if sxx <= 1e-12:
         return False
