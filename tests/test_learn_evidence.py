@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soda_optimizer.learn import LearnConfig, Learner, Sample, Signature, sample_from_observation
+from soda_optimizer.learn.functions import LearningSettings, choose
 from soda_optimizer.learn.model import LearnedModel
-from soda_optimizer.model import PEKind
+from soda_optimizer.model import PEKind, ResourceFunction
 from soda_optimizer.observed import PEObservation
 
 Need = Callable[[float], float]
@@ -189,3 +190,36 @@ def test_a_stationary_misfit_is_not_drift_but_a_change_is() -> None:
         lr.get(sig.key)
     m = lr.get(sig.key)
     assert m is not None and m.drifts == 1
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.floats(5.0, 500.0), st.floats(0.3, 0.9), st.floats(1e-5, 1e-3), st.floats(0.1, 1.0))
+def test_a_fluid_pe_seen_saturated_at_one_allocation_is_planned_with_its_saturation_not_identified(
+        seed: int, r0: float, share: float, a: float, b: float) -> None:
+    """bench_rfl's picture (issue 52): the fluid data plane, a PE in the paper's form planned at one
+    allocation ``share`` of its saturation ``K = b / a``, every window saturated, no offered rate. Its
+    output per input tuple, ``a m``, is exact at that allocation (fluid) and so is the fallback's
+    function there; it is what the planner gets (a declared guess 2.5x off is not better), with its
+    saturation marked not identified (the fit's is the allocation seen, a lower bound), so the knee
+    leaves its goal alone; never Confident (on main it was, with a saturation it never saw). With
+    h52's evidence rule it stayed on the declared function (and tests/test_bench_rfl.py failed)."""
+    rng = np.random.default_rng(seed)
+    K = b / a
+    sig = Signature.build("transform", "acme/fluid-one:1", inputs=[("up", "up->pe")])
+    lr = Learner(LearnConfig(n_full=4.0))
+    m = share * K
+    for i in range(12):
+        r = r0 * float(rng.uniform(0.9, 1.1))
+        ob = PEObservation(received={"up->pe": r}, emitted={"pe->down": a * r * m * float(np.exp(rng.normal(0, 0.05)))},
+                           mips=m * float(np.exp(rng.normal(0, 0.03))))
+        smp = sample_from_observation(ob, PEKind.transform, m, 10.0 * i)
+        assert smp is not None
+        lr.observe(sig, [smp], 10.0 * i)
+    declared = ResourceFunction(a=a * 2.5, b=b / 2.5)
+    c = choose(PEKind.transform, declared, sig, lr, LearningSettings(enabled=True))
+    model = lr.get(sig.key)
+    assert model is not None and not _confident(model) and lr.lookup(sig) is None  # its saturation only a bound
+    assert c.source.startswith("learned"), c.source
+    assert not c.rf.saturation_identified
+    # exact at the allocation seen, within the noise
+    assert abs(float(c.rf.rate_out(r0, m)) / (a * r0 * m) - 1.0) < 0.1

@@ -138,6 +138,11 @@ class FamilyFit(BaseModel):
     # received (not by what a censored sample bounds). None: not computed (an older state)
     n_evidence: int | None = None
     n_behind: int | None = None  # of which saturated and behind their input (the paper need's CPU-bound branch)
+    # saturated windows allocated below ``_BEHIND`` of the fit's need at the rate they received yet
+    # not behind it: where the paper's need says the PE processes the share m / K, they show it took
+    # in what it processed (backpressure: the paper's need is then judged only by what they bound).
+    # Windows allocated near the need tell fluid from backpressure apart in neither direction
+    n_level: int | None = None
     evidence_error: float | None = None
 
     # ----------------------------------------------------------------- evaluation
@@ -442,8 +447,8 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
             (_, _, sel_form, need_form, knot_q), out, out_frac = simple, alt, alt_frac
     held_best = held_by[(sel_form, need_form, knot_q)]
     sup = _support(out, r_i, m, rp, cens, sat, idle_margin)
-    ev_n, ev_behind, ev_err = _evidence(out, r_i, m, r_o, mu, sat, processed(*train_sel(sel_form, np.arange(n))), known, w, idle_margin)
-    return out.model_copy(update={"support": sup, "n_evidence": ev_n, "n_behind": ev_behind, "evidence_error": ev_err,
+    ev_n, ev_behind, ev_level, ev_err = _evidence(out, r_i, m, r_o, mu, sat, processed(*train_sel(sel_form, np.arange(n))), known, w)
+    return out.model_copy(update={"support": sup, "n_evidence": ev_n, "n_behind": ev_behind, "n_level": ev_level, "evidence_error": ev_err,
                                   "cv_error": _wmedian(held_best, w),
                                   "cv_mean": float(np.sum(w * np.minimum(held_best, 1.0)) / np.sum(w)),
                                   "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu, r_i), w), "outlier_fraction": out_frac})
@@ -472,20 +477,23 @@ def _support(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, rp: np.ndarray, cens:
 
 
 def _evidence(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, sat: np.ndarray,
-              p: np.ndarray, known: np.ndarray, w: np.ndarray, idle_margin: float) -> tuple[int, int, float | None]:
+              p: np.ndarray, known: np.ndarray, w: np.ndarray) -> tuple[int, int, int, float | None]:
     """:attr:`FamilyFit.n_evidence` and :attr:`FamilyFit.evidence_error` (issue 52): the samples below
     saturation, with CPU clearly to spare (``m_used < SPARE m``: a saturated PE's CPU reading
     dips below 95% of its limit one window in twenty with 3% noise) or saturated with a processed rate (``p``, from the output
     through the selectivity where it was not measured) below ``_BEHIND`` of what they received, and the
     weighted median of the fit's error on them, output and mips used, at the rate they received.
     Under backpressure a saturated PE receives what it processes, so only the samples with CPU to
-    spare count: a fit from saturated samples alone has its saturation bounded from one side only."""
+    spare count: a fit from saturated samples alone has its saturation bounded from one side only.
+    Also :attr:`FamilyFit.n_level`: the saturated windows that processed what they received though
+    allocated below ``_BEHIND`` of the fit's need at that rate."""
     behind = sat & (p < _BEHIND * r_i) & ~known
+    level = sat & ~known & ~behind & (m < _BEHIND * f.need_at(r_i))
     ev = (mu < SPARE * m) | behind
     if not ev.any():
-        return 0, 0, None
+        return 0, 0, int(level.sum()), None
     err = _pair_error(f, r_i[ev], m[ev], r_o[ev], mu[ev], r_i[ev])
-    return int(ev.sum()), int(behind.sum()), _wmedian(err, w[ev])
+    return int(ev.sum()), int(behind.sum()), int(level.sum()), _wmedian(err, w[ev])
 
 
 def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
