@@ -223,3 +223,38 @@ def test_a_fluid_pe_seen_saturated_at_one_allocation_is_planned_with_its_saturat
     assert not c.rf.saturation_identified
     # exact at the allocation seen, within the noise
     assert abs(float(c.rf.rate_out(r0, m)) / (a * r0 * m) - 1.0) < 0.1
+
+
+def test_after_a_drift_the_refitted_model_is_planned_before_it_is_confident_again() -> None:
+    """Issue 52 item 2: after its window is dropped on drift, a model's confidence is rebuilt from
+    ``n_full`` samples; meanwhile the planner gets the refitted model wherever it predicts the PE's
+    own samples better than the declared function (the declared one, a guess of the old cost per
+    tuple, is as far from the new). On h52's code it got the declared function until the model was
+    Confident again (10 or more samples after the change)."""
+    rng = np.random.default_rng(5)
+    sig = Signature.build("transform", "acme/drifted:1", inputs=[("up", "up->pe")])
+    lr = Learner(LearnConfig(half_life_s=1e6))
+
+    def samples(c: float, n: int, t0: float) -> list[Sample]:
+        out = []
+        for i in range(n):
+            r = 100.0 * float(rng.uniform(0.5, 2.0))
+            m = float(rng.uniform(0.2, 1.5)) * c * r
+            p = min(r, m / c)
+            out.append(Sample(r_i=r, m=m, r_o=0.5 * p * float(np.exp(rng.normal(0, 0.05))), r_p=p,
+                              m_used=min(m, c * p) * float(np.exp(rng.normal(0, 0.03))), t=t0 + i))
+        return out
+
+    for smp in samples(2.0, 40, 0.0):
+        lr.observe(sig, [smp], smp.t or 0.0)
+    declared = ResourceFunction(a=0.5 / 2.0, b=0.5)  # the old truth, as a user would declare it
+    after = samples(6.0, 8, 40.0)
+    for smp in after:
+        lr.observe(sig, [smp], smp.t or 0.0)
+        lr.get(sig.key)
+    model = lr.get(sig.key)
+    assert model is not None and model.drifts == 1 and lr.lookup(sig) is None  # not Confident yet
+    c = choose(PEKind.transform, declared, sig, lr, LearningSettings(enabled=True))
+    assert c.source.startswith("learned"), c.source
+    r, m = 100.0, 300.0  # the new truth: 300 mips process 50 tuples/s, emit 25
+    assert abs(float(c.rf.rate_out(r, m)) / 25.0 - 1.0) < 0.15

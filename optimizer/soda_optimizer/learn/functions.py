@@ -26,7 +26,9 @@ Issue 52: the PE's own model, not trusted for want of a sample below saturation 
 allocation (``Fit.local``: the planner's, from one macro epoch to the next), is handed over where it
 predicts the PE's own samples better than the declared (or default) function: it is right at that
 allocation and pessimistic past it (bench_rfl: 7 of 51 PEs stayed on a default function 300-400%
-off without it, and tests/test_bench_rfl.py failed). It is never Confident.
+off without it, and tests/test_bench_rfl.py failed). It is never Confident. So is (issue 52 item 2)
+a model rebuilding its confidence after its window was dropped on drift, while its held-out error
+is within ``max_confident_error``.
 
 Issue 52 item 3: a learned function whose model located its saturation only as a bound (a PE
 seen at one allocation, ``Fit.saturation_identified`` False) is handed over with
@@ -56,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import PEKind, ResourceFunction, Scenario, pe_id
 from .learner import Learner
-from .model import Sample
+from .model import LearnedModel, Sample
 from .signature import LEVELS, Level, Signature
 
 DECLARED = "declared"
@@ -130,11 +132,13 @@ def choose(kind: PEKind, declared: ResourceFunction | None, signature: Signature
                 return Choice(rf=rf, source=learned(hit.level), key=hit.key)
         own = learner.get(sig.key)
         fallback = declared if declared is not None else settings.defaults.get(kind, ResourceFunction()).model_copy(update={"combine": comb})
-        if (own is not None and not own.pinned and own.fit is not None and own.fit.local and not declared_first
-                and _own_error(own.function(comb), kind, own.samples) < _own_error(fallback, kind, own.samples)):
-            # issue 52: a fit seen at one allocation only (not Confident: its saturation is a bound)
-            # where it predicts the PE's own samples better than the declared function
-            return Choice(rf=own.function(comb).model_copy(update={"saturation_identified": False}), source=learned(own.level), key=own.key)
+        mine = _own_function(own, learner, comb) if not declared_first else None
+        if own is not None and own.fit is not None and mine is not None and _own_error(mine, kind, own.samples) < _own_error(fallback, kind, own.samples):
+            # issue 52: a fit seen at one allocation only (not Confident: its saturation is a bound),
+            # or rebuilding its confidence after a drift, where it predicts the PE's own samples
+            # better than the declared function
+            ident = own.fit.trusted is True and own.fit.saturation_identified is not False
+            return Choice(rf=mine.model_copy(update={"saturation_identified": ident}), source=learned(own.level), key=own.key)
         if own is not None and not own.pinned and own.fit is not None and own.fit.below_saturation is False:
             # issue 52: planned as declared, its own model awaiting a sample below saturation:
             # the key lets exploration probe it (:mod:`.explore`)
@@ -143,6 +147,29 @@ def choose(kind: PEKind, declared: ResourceFunction | None, signature: Signature
         return Choice(rf=declared, source=DECLARED)
     d = settings.defaults.get(kind, ResourceFunction())
     return Choice(rf=d.model_copy(update={"combine": comb}), source=DEFAULT)
+
+
+def _recovering(model: LearnedModel, learner: Learner) -> bool:
+    """Issue 52 item 2: a model whose window was dropped on drift, refitted on what came after
+    with a held-out error within ``max_confident_error``: its confidence is rebuilt from
+    ``n_full`` samples (and, with the processed rate measured, its support from its CPU-bound
+    branch), while the declared function is as far from the new behaviour as from the old."""
+    cfg = learner.config
+    f = model.fit
+    return (model.drifts > 0 and model.family is not None and f is not None and f.held_out_error is not None
+            and f.held_out_error <= cfg.max_confident_error and f.n_eff >= cfg.min_branch_n_eff)
+
+
+def _own_function(model: LearnedModel | None, learner: Learner, comb: str) -> ResourceFunction | None:
+    """The own model's function when it is local or recovering (issue 52), else None; None too
+    when its parameters are out of a ResourceFunction's range (a fallback fit of a PE that emitted
+    next to nothing: b = 4e21 seen in bench_rfl)."""
+    if model is None or model.pinned or model.fit is None or not (model.fit.local or _recovering(model, learner)):
+        return None
+    try:
+        return model.function(comb)
+    except ValueError:
+        return None
 
 
 def _own_error(rf: ResourceFunction, kind: PEKind, samples: list[Sample]) -> float:

@@ -381,9 +381,10 @@ def _grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) ->
         # one operating point: fluid (behind its input) or backpressure (at B) alike, the fit says
         # the PE saturates at the allocation seen with the output seen (A x the largest m seen, or
         # B / the smallest), which holds there and is pessimistic past it (exploration probes it).
-        # Not trusted (its saturation is a bound), but ``Fit.local``: the planner may use it where
-        # it beats the declared function (:func:`.functions.choose`)
-        return a_identified
+        # Not trusted (its saturation is a bound; h52 trusted it where the hinge settled on its A
+        # branch), but ``Fit.local``: the planner may use it where it beats the declared function
+        # (:func:`.functions.choose`)
+        return False
     sxx = float(np.sum((lm - lm.mean()) ** 2))
     if sxx <= 1e-12:
         return False
