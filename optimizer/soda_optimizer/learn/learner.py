@@ -220,9 +220,15 @@ class Learner:
         n_eff = _kish(w)
         err = ff.cv_error
         below = _below_saturation(ff, cfg)
+        # issue 52: a source without a measured offered rate, whose saturated windows' output grew
+        # with the mips, tested its CPU-bound branch (A), as for the fallback; its saturation
+        # (primal / A, the primal rate unknown) is still a bound, not identified. For transforms
+        # the same rule made 5 more fluid-plane fits Confident and wrong in bench_rfl_shapes
+        # (--pes 2, constant input: 12 of 143 against 7 of 137), so it is for sources only
+        grows = not below and ff.support is None and model.kind is PEKind.source and _grows_with_mips(model.kind, model.samples, False)
         good = (err <= cfg.max_confident_error and ff.outlier_fraction <= cfg.max_outlier_fraction
                 and ff.n >= 5 and n_eff >= cfg.min_branch_n_eff)
-        trusted = good and below
+        trusted = good and (below or grows)
         conf = min(1.0, n_eff / cfg.n_full) * max(0.0, 1.0 - err / cfg.max_rel_residual) * (1.0 - ff.outlier_fraction)
         if not trusted:
             conf = min(conf, 0.49)
@@ -231,7 +237,7 @@ class Learner:
                    n_eff=n_eff, n_eff_a=n_eff, n_eff_b=float(ff.n_known), rel_residual=err,
                    outlier_fraction=ff.outlier_fraction, confidence=float(max(0.0, min(1.0, conf))), used=ff.n,
                    trusted=trusted, held_out_error=err, no_fit=err > cfg.max_rel_residual, below_saturation=below,
-                   saturation_identified=trusted, local=good and not below and _one_point(model.samples))
+                   saturation_identified=trusted and below, local=good and not below and _one_point(model.samples))
 
     # ------------------------------------------------------------------ lookup
     def lookup(self, signature: Signature, min_confidence: float = 0.5) -> Lookup | None:
