@@ -35,7 +35,10 @@ the extra mips would buy elsewhere is not given them.
 **The criterion** (:func:`select`): a PE is probed at a macro epoch when
 
 1. its function comes from a learned model (``learned:<level>``; pinned, declared and default
-   functions are never probed);
+   functions are never probed), or (issue 52) it is planned as declared or default while its own
+   model waits for a sample below saturation (:attr:`.model.Fit.below_saturation` False: no
+   offered rate, saturated samples only): it is probed with that model's function, its saturation
+   moved up by ``1 + step``, so that it runs with CPU to spare or shows its output grow with its mips;
 2. that model has a parameter not identified (B first, for transforms and sinks; else A);
 3. it has at least ``min_samples`` effective samples (the fit has settled on what it saw);
 4. it is its turn: models are spread over ``period`` macro epochs by a hash of their key, so one
@@ -84,7 +87,7 @@ def select(choices: Mapping[str, Choice], learner: Learner, settings: Exploratio
     """The probes of macro epoch ``epoch`` (the module docstring's criterion), by template PE id."""
     if not settings.enabled:
         return {}
-    learned = {pe: c for pe, c in choices.items() if c.source.startswith("learned") and c.key is not None}
+    learned = {pe: c for pe, c in choices.items() if c.key is not None}
     due: list[Probe] = []
     for pe in sorted(learned):
         c = learned[pe]
@@ -93,17 +96,22 @@ def select(choices: Mapping[str, Choice], learner: Learner, settings: Exploratio
         if model is None or model.pinned or model.fit is None or model.fit.n_eff < settings.min_samples:
             continue
         f = model.fit
+        waiting = not c.source.startswith("learned")  # issue 52: awaiting a sample below saturation
+        if waiting and f.below_saturation is not False:
+            continue
         param: Literal["a", "b"] | None
-        if model.kind is not PEKind.source and not f.b_identified:
+        if model.kind is not PEKind.source and (waiting or not f.b_identified):
             param = "b"
-        elif not f.a_identified:
+        elif waiting or not f.a_identified:
             param = "a"
         else:
             param = None
         if param is None or not _turn(c.key, epoch, settings.period):
             continue
-        factor = 1.0 + settings.step
-        rf = c.rf.scaled(param, factor)  # the curves, when it has them, move with the parameter
+        # a source's saturation is primal / a: it moves up with a smaller a
+        factor = 1.0 / (1.0 + settings.step) if waiting and param == "a" else 1.0 + settings.step
+        base = model.function(c.rf.combine) if waiting else c.rf
+        rf = base.scaled(param, factor)  # the curves, when it has them, move with the parameter
         due.append(Probe(pe=pe, key=c.key, parameter=param, factor=factor,
                          choice=Choice(rf=rf, source=f"{c.source}+probe", key=c.key)))
     cap = max(1, math.floor(settings.max_share * len(learned)))
