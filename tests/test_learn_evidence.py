@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soda_optimizer.learn import LearnConfig, Learner, Sample, Signature, sample_from_observation
-from soda_optimizer.learn.functions import LearningSettings, choose
+from soda_optimizer.learn.explore import select
+from soda_optimizer.learn.functions import ExplorationSettings, LearningSettings, choose
 from soda_optimizer.learn.model import LearnedModel
 from soda_optimizer.model import PEKind, ResourceFunction
 from soda_optimizer.observed import PEObservation
@@ -285,3 +286,43 @@ def test_a_source_seen_cpu_bound_at_two_allocations_is_trusted_with_its_saturati
     c = choose(PEKind.source, None, sig, lr, LearningSettings(enabled=True))
     assert c.source.startswith("learned") and not c.rf.saturation_identified
     assert abs(float(c.rf.rate_out(primal, 300.0, True)) / (a * 300.0) - 1.0) < 0.1
+
+
+def test_a_fluid_pe_seen_at_two_close_allocations_is_planned_with_its_local_fit_and_probed_past_them() -> None:
+    """bench_rfl's traced failure (issue 52, dac-4:pe1 of tests/test_bench_rfl.py on h52b): a
+    transform that declares no function, planned at two allocations 1.2x apart (900 and 1,080 mips,
+    5 and 6 of macroQ's 180-mips units), saturated at both on the fluid data plane (it receives all
+    it is offered and emits ``a r m``), no offered rate. On h52b it was neither "one allocation"
+    (within 1.2x) nor trusted, and stayed on its kind's default function (here 5x its output: 400%
+    off). A spread that narrow is one operating point: its local fit is handed to the planner (it
+    predicts the PE's own samples better than the default), never Confident, its saturation not
+    identified; and exploration probes it past the allocations seen, by at least 1.3x even with a
+    small ``step``."""
+    rng = np.random.default_rng(52)
+    a, b = 2e-4, 0.5  # K = b / a = 2,500 mips
+    sig = Signature.build("transform", "bench/dac-4-pe1:1", inputs=[("up", "up->pe1")])
+    lr = Learner(LearnConfig(n_full=4.0))
+    allocs = [900.0] * 4 + [1080.0] * 2 + [900.0] * 2 + [1080.0] * 2  # a macro epoch every 2 micro epochs
+    for i, m in enumerate(allocs):
+        r = 200.0 * float(np.exp(rng.normal(0, 0.05)))
+        # two CPU readings dip below 95% of the limit (3% noise: one window in twenty-odd), so the
+        # family fit runs (two samples taken as processing all they received) but sees no CPU to spare
+        cpu = 0.93 if i in (3, 8) else min(1.0, float(np.exp(rng.normal(0, 0.03))))
+        ob = PEObservation(received={"up->pe1": r}, emitted={"pe1->down": a * r * m * float(np.exp(rng.normal(0, 0.05)))},
+                           mips=m * cpu)
+        smp = sample_from_observation(ob, PEKind.transform, m, 10.0 * i)
+        assert smp is not None and smp.censored == (i not in (3, 8))
+        lr.observe(sig, [smp], 10.0 * i)
+    default = ResourceFunction(a=5 * a, b=5 * b)
+    settings_ = LearningSettings(enabled=True, defaults={PEKind.transform: default})
+    c = choose(PEKind.transform, None, sig, lr, settings_)
+    model = lr.get(sig.key)
+    assert model is not None and not _confident(model) and lr.lookup(sig) is None
+    assert c.source.startswith("learned"), c.source
+    assert not c.rf.saturation_identified
+    for m in (900.0, 1080.0):  # at the allocations seen, within max_confident_error (the default: 400% off)
+        assert abs(float(c.rf.rate_out(200.0, m)) / (a * 200.0 * m) - 1.0) < 0.15, m
+    probes = select({"bench/dac-4:pe1": c}, lr, ExplorationSettings(enabled=True, period=1, step=0.1, min_samples=3.0), 0)
+    p = probes.get("bench/dac-4:pe1")
+    assert p is not None and p.parameter == "b"
+    assert float(p.choice.rf.mips_used(200.0, 1e9)) >= 1.3 * 1080.0 * 0.99  # its saturation past the allocations seen

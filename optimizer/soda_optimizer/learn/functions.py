@@ -77,7 +77,7 @@ class ExplorationSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     enabled: bool = False
-    step: float = Field(default=0.5, gt=0, le=1)  # the saturation point moves by at most a factor 1 + step
+    step: float = Field(default=0.5, gt=0, le=1)  # the saturation point moves by a factor 1 + step (at least 1.3 for a bound, explore.py)
     period: int = Field(default=2, ge=1)  # macro epochs between two probes of one PE
     max_share: float = Field(default=0.2, gt=0, le=1)  # share of the learned PEs probed in one macro epoch
     min_samples: float = Field(default=5.0, ge=0)  # effective samples a model needs before it is probed
