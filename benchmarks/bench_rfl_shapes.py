@@ -73,7 +73,8 @@ from soda_optimizer.learn.model import LearnedModel  # noqa: E402
 from soda_optimizer.model import PEKind, ResourceFunction  # noqa: E402
 from soda_optimizer.observed import PEObservation  # noqa: E402
 
-SHAPES = ("knee", "concave", "selectivity", "background", "noise20", "drift", "piecewise")
+SHAPES = ("knee", "concave", "selectivity", "background", "noise20", "drift", "piecewise", "memory", "tuplesize")
+MODES = ("offered", "fluid", "backpressure")
 EPOCH_S, MACRO_EVERY, DRIFT_AT = 10.0, 6, 50
 EVALS = (10, 20, 30, 50, 60, 70, 100)
 ARMS = ("ours", "ours/planned", "ours/paper-form", "current", "current/planned", "declared")
@@ -88,6 +89,7 @@ class Truth:
     out: Callable[[float], float]
     r0: float
     noise: float
+    cap: float = float("inf")  # memory-bound: at most this many tuples/s, all its mips busy past it
 
 
 def truth(shape: str, rng: np.random.Generator) -> Truth:
@@ -107,20 +109,24 @@ def truth(shape: str, rng: np.random.Generator) -> Truth:
         return Truth(lambda p, i: (2 * c if i >= DRIFT_AT else c) * p, lin, r0, 0.05)
     if shape == "piecewise":
         return Truth(lambda p, i: c * p + 2 * c * max(0.0, p - 0.8 * r0), lin, r0, 0.05)
+    if shape == "memory":
+        return Truth(lambda p, i: c * p, lin, r0, 0.05, cap=float(rng.uniform(0.5, 0.8)) * r0)
+    if shape == "tuplesize":  # the cost per tuple cycles with the tuple size, x0.67-1.5 over 30 min
+        return Truth(lambda p, i: c * p * float(np.exp(np.log(1.5) * np.sin(2 * np.pi * i * EPOCH_S / 1800.0))), lin, r0, 0.05)
     return Truth(lambda p, i: c * p, lin, r0, 0.2 if shape == "noise20" else 0.05)
 
 
 def run_pe(tr: Truth, r: float, m: float, i: int) -> tuple[float, float, float]:
-    """(processed, output, mips used) at offered rate r and m mips, noiseless."""
-    if tr.need(r, i) <= m:
-        p = r
-    else:
-        lo, hi = 0.0, r
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if tr.need(mid, i) <= m else (lo, mid)
-        p = lo
-    return p, tr.out(p), min(m, tr.need(p, i))
+    """(processed, output, mips used) at offered rate r and m mips, noiseless (a memory-bound PE
+    capped at ``tr.cap`` stays busy on all its mips past the cap)."""
+    top = min(r, tr.cap)
+    if tr.need(top, i) <= m:
+        return top, tr.out(top), (m if r > tr.cap else tr.need(top, i))
+    lo, hi = 0.0, top
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if tr.need(mid, i) <= m else (lo, mid)
+    return lo, tr.out(lo), m
 
 
 def point(tr: Truth, rng: np.random.Generator, varying: bool, i: int) -> tuple[float, float]:
@@ -155,10 +161,20 @@ def confident(model: LearnedModel | None) -> bool:
     return model is not None and model.fit is not None and model.confidence >= 0.5 and model.fit.trusted is not False
 
 
-def run(varying: bool, n_pes: int, n_samples: int, seed: int) -> dict[str, Any]:
+def observe(mode: str, r: float, p: float, out: float, mips: float) -> PEObservation:
+    """What the operator sees: ``offered`` (the SDK's offered rate: received what it processed, the
+    arrivals apart), ``fluid`` (the fluid data plane: it receives all it is offered, no offered
+    series) or ``backpressure`` (a PE not built on the SDK: it receives what it processes, no
+    offered series)."""
+    if mode == "offered":
+        return PEObservation(received={"up->pe": p}, emitted={"pe->down": out}, mips=mips, offered={"up->pe": r})
+    return PEObservation(received={"up->pe": r if mode == "fluid" else p}, emitted={"pe->down": out}, mips=mips)
+
+
+def run(varying: bool, n_pes: int, n_samples: int, seed: int, mode: str = "offered", shapes: tuple[str, ...] = SHAPES) -> dict[str, Any]:
     rng = np.random.default_rng(seed + (1 if varying else 0))
     pes: list[tuple[str, Truth, Signature, tuple[float, float]]] = []
-    for shape in SHAPES:
+    for shape in shapes:
         for j in range(n_pes):
             tr = truth(shape, rng)
             sig = Signature.build("transform", f"bench/{shape}-{j}:1", inputs=[("up", "up->pe")])
@@ -167,14 +183,14 @@ def run(varying: bool, n_pes: int, n_samples: int, seed: int) -> dict[str, Any]:
             pes.append((shape, tr, sig, (a * float(np.exp(rng.uniform(-GUESS, GUESS))), b * float(np.exp(rng.uniform(-GUESS, GUESS))))))
     ours, cur = Learner(), Learner(LearnConfig(family=False))
     arms = ARMS
-    err: dict[str, dict[str, dict[int, list[float]]]] = {a: {s: {n: [] for n in EVALS if n <= n_samples} for s in SHAPES} for a in arms}
+    err: dict[str, dict[str, dict[int, list[float]]]] = {a: {s: {n: [] for n in EVALS if n <= n_samples} for s in shapes} for a in arms}
     # [confident with > 15% error, of which a drift PE, confident, NoFit, fits, confident with > 15%
     # error at the change itself (a drift PE evaluated against the new truth before any sample of it)]
     # and the count of the first with the output's error relative to the true output alone
     conf_bad = {"ours": [0, 0, 0, 0, 0, 0, 0], "current": [0, 0, 0, 0, 0, 0, 0]}
     bad: list[dict[str, Any]] = []  # the Confident fits with > 15% error (ours), for the record
-    recover: dict[str, list[int | None]] = {"ours": [], "current": []}
-    drift_ok: dict[str, dict[int, int]] = {"ours": {}, "current": {}}
+    recover: dict[str, list[int | None]] = {"ours": [], "current": [], "ours/planned": []}
+    drift_ok: dict[str, dict[int, int]] = {"ours": {}, "current": {}, "ours/planned": {}}
     test_rng = np.random.default_rng(seed + 100)
     tests = {k: [point(tr, test_rng, varying, n_samples) for _ in range(40)] for k, (_, tr, _, _) in enumerate(pes)}
     for i in range(n_samples):
@@ -183,9 +199,9 @@ def run(varying: bool, n_pes: int, n_samples: int, seed: int) -> dict[str, Any]:
             r, m = point(tr, rng, varying, i)
             p, out, used = run_pe(tr, r, m, i)
             n_o, n_u = (float(np.exp(rng.normal(0, tr.noise))) for _ in range(2))
-            obs = PEObservation(received={"up->pe": p}, emitted={"pe->down": out * n_o}, mips=min(m, used * n_u), offered={"up->pe": r})
+            obs = observe(mode, r, p, out * n_o, min(m, used * n_u))
             s = sample_from_observation(obs, PEKind.transform, m, now)
-            old = sample_from_observation(obs.model_copy(update={"offered": {}}), PEKind.transform, m, now)
+            old = sample_from_observation(observe("backpressure", r, p, out * n_o, min(m, used * n_u)), PEKind.transform, m, now)
             if s is not None:
                 ours.observe(sig, [s], now)
             if old is not None:
@@ -232,6 +248,10 @@ def run(varying: bool, n_pes: int, n_samples: int, seed: int) -> dict[str, Any]:
                 for a in ("ours", "current"):
                     if own_err[a] is not None and own_err[a] <= 0.07 and k not in drift_ok[a]:
                         drift_ok[a][k] = n - DRIFT_AT
+                if k not in drift_ok["ours/planned"]:  # issue 52: what the planner is handed
+                    rf = choose(PEKind.transform, ResourceFunction(a=dec[0], b=dec[1]), sig, ours, PLAN).rf
+                    if error(rf_predict(rf, r_arr, m_arr), t_o, t_u, fl) <= 0.07:
+                        drift_ok["ours/planned"][k] = n - DRIFT_AT
             if n not in EVALS:
                 continue
             hit_o = ours.lookup(sig, 0.5)
@@ -245,7 +265,7 @@ def run(varying: bool, n_pes: int, n_samples: int, seed: int) -> dict[str, Any]:
             err["ours/planned"][shape][n].append(error(rf_predict(planned, r_arr, m_arr), t_o, t_u, fl))
             err["current/planned"][shape][n].append(error(model_predict(hit_c.model, r_arr, m_arr, True), t_o, t_u, fl) if hit_c else error(dp, t_o, t_u, fl))
             err["declared"][shape][n].append(error(dp, t_o, t_u, fl))
-    for a in ("ours", "current"):
+    for a in ("ours", "current", "ours/planned"):
         recover[a] = [drift_ok[a].get(k) for k, (shape, *_rest) in enumerate(pes) if shape == "drift"]
     return {"errors": err, "confident": conf_bad, "recover": recover, "bad": bad}
 
@@ -259,55 +279,68 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pes", type=int, default=12)
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
     args = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    res = {mode: run(mode == "varying", args.pes, args.samples, args.seed) for mode in ("constant", "varying")}
-    secs = time.perf_counter() - t0
+    modes = tuple(x for x in args.modes.split(",") if x)
+    shapes = tuple(x for x in args.shapes.split(",") if x)
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = {(mode, inp): run(inp == "varying", args.pes, args.samples, args.seed, mode, shapes) for mode in modes for inp in ("constant", "varying")}
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     cmd = ".venv/bin/python benchmarks/bench_rfl_shapes.py" + "".join(
-        f" --{k} {v}" for k, v in (("pes", args.pes), ("samples", args.samples), ("seed", args.seed)) if str(v) != str(ap.get_default(k)))
+        f" --{k} {v}" for k, v in (("pes", args.pes), ("samples", args.samples), ("seed", args.seed), ("modes", args.modes),
+                                   ("shapes", args.shapes)) if str(v) != str(ap.get_default(k)))
     arms = ARMS
-    lines = ["# The learner on shapes outside the paper's form (issue 38)", "",
-             f"`{cmd}`: 7 shapes x {args.pes} PEs, {args.samples} samples each, constant and varying (x0.5-2) input, "
-             f"{secs:.0f} s on a {os.cpu_count()}-core machine shared with other work, load average {os.getloadavg()[0]:.1f} when it "
-             "ended. How it is measured: the docstring of "
+    lines = ["# The learner on shapes outside the paper's form (issues 38, 52)", "",
+             f"`{cmd}`: {len(shapes)} shapes x {args.pes} PEs, {args.samples} samples each, constant and varying (x0.5-2) input, "
+             f"observation modes {', '.join(modes)}; {secs:.0f} s wall, {cpu:.0f} s CPU on a {os.cpu_count()}-core machine shared "
+             f"with other work, load average {os.getloadavg()[0]:.1f} when it ended. How it is measured: the docstring of "
              "benchmarks/bench_rfl_shapes.py. Error: mean of the output-rate and mips-used relative errors on 40 fresh "
-             "operating points against the noiseless truth; median over the PEs of a shape (mean in brackets).", ""]
+             "operating points against the noiseless truth; median over the PEs of a shape (mean in brackets). "
+             "`ours/planned` is what the planner is handed.", ""]
     summary: dict[str, Any] = {}
-    for n in [x for x in EVALS if x <= args.samples and x in (30, 100)]:
-        lines += [f"## After {n} samples", "", "| shape | input | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
-        for shape in SHAPES:
-            for mode in ("constant", "varying"):
-                e = res[mode]["errors"]
-                cells = []
-                for a in arms:
-                    v = e[a][shape][n]
-                    med, mean = statistics.median(v), statistics.mean(v)
-                    summary.setdefault(str(n), {}).setdefault(shape, {}).setdefault(mode, {})[a] = {"median": med, "mean": mean}
-                    cells.append(f"{pct(med)} ({pct(mean)})")
-                lines.append(f"| {shape} | {mode} | " + " | ".join(cells) + " |")
-        lines.append("")
+    for mode in modes:
+        for n in [x for x in EVALS if x <= args.samples and x in (30, 100)]:
+            lines += [f"## {mode}: after {n} samples", "", "| shape | input | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
+            for shape in shapes:
+                for inp in ("constant", "varying"):
+                    e = res[(mode, inp)]["errors"]
+                    cells = []
+                    for a in arms:
+                        v = e[a][shape][n]
+                        med, mean = statistics.median(v), statistics.mean(v)
+                        summary.setdefault(mode, {}).setdefault(str(n), {}).setdefault(shape, {}).setdefault(inp, {})[a] = {"median": med, "mean": mean}
+                        cells.append(f"{pct(med)} ({pct(mean)})")
+                    lines.append(f"| {shape} | {inp} | " + " | ".join(cells) + " |")
+            lines.append("")
     lines += ["## Confidence and drift", "",
               "Own node, every 10 samples. A drift PE evaluated at the change itself (sample 50: the truth has changed, no "
-              "sample shows it yet) is counted apart.", "",
-              "| input | arm | Confident fits with > 15% error / Confident fits | at the change itself | NoFit / fits | "
-              "samples after the drift until within 7%: median, max (PEs never within 7% in 30) |", "|---|---|---|---|---|---|"]
-    for mode in ("constant", "varying"):
-        for a in ("ours", "current"):
-            cb = res[mode]["confident"][a]
-            rec = res[mode]["recover"][a]
-            got = [x for x in rec if x is not None]
-            lines.append(f"| {mode} | {a} | {cb[0]} ({cb[1]} of them drift PEs) / {cb[2]} | {cb[5]} | {cb[3]} / {cb[4]} | "
-                         f"{statistics.median(got) if got else '-'}, {max(got) if got else '-'} ({len(rec) - len(got)} never) |")
+              "sample shows it yet) is counted apart. Recovery: samples after the drift until the own fit (`ours`, `current`) "
+              "or the function the planner is handed (`ours/planned`) is within 7% of the new truth.", "",
+              "| mode | input | arm | Confident fits with > 15% error / Confident fits | at the change itself | NoFit / fits | "
+              "recovery: median, max (PEs never within 7% in 30) |", "|---|---|---|---|---|---|---|"]
+    for mode in modes:
+        for inp in ("constant", "varying"):
+            r = res[(mode, inp)]
+            for a in ("ours", "ours/planned", "current"):
+                rec = r["recover"][a]
+                got = [x for x in rec if x is not None]
+                recs = f"{statistics.median(got) if got else '-'}, {max(got) if got else '-'} ({len(rec) - len(got)} never)" if rec else "-"
+                if a == "ours/planned":
+                    lines.append(f"| {mode} | {inp} | {a} | | | | {recs} |")
+                    continue
+                cb = r["confident"][a]
+                lines.append(f"| {mode} | {inp} | {a} | {cb[0]} ({cb[1]} of them drift PEs) / {cb[2]} | {cb[5]} | {cb[3]} / {cb[4]} | {recs} |")
     lines += ["", "With the output's error relative to the true output alone (no floor), Confident fits with > 15% error: " + ", ".join(
-        f"{mode} {a} {res[mode]['confident'][a][6]}" for mode in ("constant", "varying") for a in ("ours", "current")) + "."]
+        f"{mode} {inp} {a} {res[(mode, inp)]['confident'][a][6]}" for mode in modes for inp in ("constant", "varying") for a in ("ours", "current")) + "."]
     lines += ["", "Paper (section 6.1, Fig. 21): 27% error with default functions, 7% learned (on its own form, constant input)."]
     out = Path(args.out)
     (out / "rfl_shapes.md").write_text("\n".join(lines) + "\n")
-    (out / "rfl_shapes.json").write_text(json.dumps({"command": cmd, "seconds": secs, "load": os.getloadavg(), "summary": summary,
-                                                       "confident": {m: res[m]["confident"] for m in res},
-                                                       "recover": {m: res[m]["recover"] for m in res},
-                                                       "confident_wrong": {m: res[m]["bad"] for m in res}}, indent=1) + "\n")
+    (out / "rfl_shapes.json").write_text(json.dumps({"command": cmd, "seconds": secs, "cpu_seconds": cpu, "load": os.getloadavg(), "summary": summary,
+                                                       "confident": {f"{m}/{i}": r["confident"] for (m, i), r in res.items()},
+                                                       "recover": {f"{m}/{i}": r["recover"] for (m, i), r in res.items()},
+                                                       "confident_wrong": {f"{m}/{i}": r["bad"] for (m, i), r in res.items()}}, indent=1) + "\n")
     print("\n".join(lines))
 
 

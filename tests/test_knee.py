@@ -55,6 +55,30 @@ def test_the_knee_keeps_importance_and_never_adds_cpu(a, b, rate, mins, raw):
     assert all(out[p] <= max(sat[p], floor[p]) + 1e-9 for p in ev.pes)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.tuples(*[st.floats(1e-3, 1.0)] * 3), st.tuples(*[st.floats(0.1, 2.0)] * 2), st.floats(1.0, 500.0),
+       st.lists(st.floats(0.0, 20000.0), min_size=3, max_size=3), st.tuples(*[st.booleans()] * 3))
+def test_the_knee_trims_only_identified_saturations(a, b, rate, raw, known):
+    """Issue 52 item 3: a goal past a saturation that is not identified (a learned function whose
+    model saw the PE at one allocation only) stays where the stage put it; the others are trimmed
+    as before. On main every goal past its saturation was trimmed."""
+    scen = _chain(a, b, rate, (0.0, 0.0, 0.0))
+    t = scen.templates[0]
+    pes = tuple(p.model_copy(update={"rf": p.rf.model_copy(update={"saturation_identified": k})}) for p, k in zip(t.pes, known))
+    scen = scen.model_copy(update={"templates": (t.model_copy(update={"pes": pes}),)})
+    ev = Evaluator(scen.glued({"ns/j": "ns/t"}))
+    goals = dict(zip(ev.pes, raw))
+    out = at_the_knee(ev, goals, pe_floor=10.0)
+    sat = dict(zip(ev.pes, ev.saturation()))
+    flag = {p: ev.glued.spec(p).rf.saturation_identified for p in ev.pes}
+    x = np.array([[goals[p] for p in ev.pes], [out[p] for p in ev.pes]])
+    before, after = ev.importance(x)
+    assert after >= before - 1e-9 * (1 + abs(before))
+    assert all(out[p] == goals[p] for p in ev.pes if not flag[p])
+    if out != goals:  # trimmed (the importance kept): every identified goal at most its saturation or floor
+        assert all(out[p] <= max(sat[p], 10.0) + 1e-9 for p in ev.pes if flag[p])
+
+
 def test_a_job_keeps_its_goals_when_another_is_held_instead_of_planned():
     """The small pipeline's goals with a tenant's job planned beside it equal its goals when that
     job is left out (quarantined) and its pod held as another workload's: the e2e guard test's

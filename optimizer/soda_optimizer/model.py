@@ -157,6 +157,10 @@ class ResourceFunction(_Frozen):
     combine: Literal["sum", "min", "max"] = "sum"
     need: tuple[Point, ...] = ()
     output: tuple[Point, ...] = ()
+    # issue 52 item 3: False when the saturation is only the bound a learned model's samples imply
+    # (a PE seen at one allocation: it saturates there or further): the knee (soda/knee.py) does not
+    # trim goals to it. Declared functions count as identified
+    saturation_identified: bool = True
 
     @model_validator(mode="after")
     def _check_curves(self) -> ResourceFunction:

@@ -100,6 +100,11 @@ _PAPER_TOL = 1.25
 # constant input: the paper's form Confident with 37% error at 40 and 50 samples, outlier share
 # 0.08 and 0.11 against affine's 0-0.07)
 _PAPER_OUTLIERS = 0.05
+# issue 52: a saturated sample without a measured processed rate shows where the PE saturates only
+# when it processed less than this share of what it received (5% noise on the output puts one
+# window in six of a PE under backpressure, which receives what it processes, below 0.95)
+_BEHIND = 0.8
+SPARE = 0.9
 
 
 class FamilyFit(BaseModel):
@@ -126,6 +131,19 @@ class FamilyFit(BaseModel):
     # and, under a need per tuple, (n(r_p) - n(0)) / (n(rate) - n(0)) over the others; 0 with none;
     # None when no sample measured it (the offered rate unknown: nothing to tell it by)
     support: float | None = None
+    # issue 52: where no sample measured the processed rate (``support`` None), the samples that
+    # show the PE below its saturation: with CPU to spare (its need at the rate it received), or
+    # saturated while processing clearly less than it received (the fluid data plane: the share it
+    # fell behind shows where it saturates); and the fit's error on them, each judged at the rate it
+    # received (not by what a censored sample bounds). None: not computed (an older state)
+    n_evidence: int | None = None
+    n_behind: int | None = None  # of which saturated and behind their input (the paper need's CPU-bound branch)
+    # saturated windows allocated below ``_BEHIND`` of the fit's need at the rate they received yet
+    # not behind it: where the paper's need says the PE processes the share m / K, they show it took
+    # in what it processed (backpressure: the paper's need is then judged only by what they bound).
+    # Windows allocated near the need tell fluid from backpressure apart in neither direction
+    n_level: int | None = None
+    evidence_error: float | None = None
 
     # ----------------------------------------------------------------- evaluation
     def need_at(self, p: np.ndarray | float) -> np.ndarray:
@@ -402,6 +420,11 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
     best = min(c[0] for c in cands)
     near = [c for c in cands if c[0] <= best * _TOL + 1e-4]
     paper = [c for c in cands if c[3] == "paper" and c[2] == "const" and c[0] <= best * _PAPER_TOL + 1e-4]
+    if not measured.any() and (sat & ~known).any() and not (sat & ~known & (processed(*train_sel("const", np.arange(n))) < _BEHIND * r_i)).any():
+        # issue 52: saturated samples that received what they processed (backpressure, no offered
+        # rate) only bound the paper's fixed need from below: it gets no preference over the forms
+        # their CPU-bound windows test (need(p) = m)
+        paper = []
     simple = min(near, key=lambda c: c[1])
 
     def final(sel_: Selectivity, form_: Need, knot_: float) -> tuple[FamilyFit, float]:
@@ -423,7 +446,9 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
         if out_frac > alt_frac + _PAPER_OUTLIERS:
             (_, _, sel_form, need_form, knot_q), out, out_frac = simple, alt, alt_frac
     held_best = held_by[(sel_form, need_form, knot_q)]
-    return out.model_copy(update={"support": _support(out, r_i, m, rp, cens, sat, idle_margin),
+    sup = _support(out, r_i, m, rp, cens, sat, idle_margin)
+    ev_n, ev_behind, ev_level, ev_err = _evidence(out, r_i, m, r_o, mu, sat, processed(*train_sel(sel_form, np.arange(n))), known, w)
+    return out.model_copy(update={"support": sup, "n_evidence": ev_n, "n_behind": ev_behind, "n_level": ev_level, "evidence_error": ev_err,
                                   "cv_error": _wmedian(held_best, w),
                                   "cv_mean": float(np.sum(w * np.minimum(held_best, 1.0)) / np.sum(w)),
                                   "in_error": _wmedian(_pair_error(out, r_eval, m, r_o, mu, r_i), w), "outlier_fraction": out_frac})
@@ -449,6 +474,26 @@ def _support(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, rp: np.ndarray, cens:
         lo = np.concatenate([(m[bound] - n0) / np.maximum(f.need_at(r_i[bound]) - n0, 1e-12),
                              (f.need_at(rp[idle]) - n0) / max(float(f.need_at(f.rate)) - n0, 1e-12)])
     return float(np.clip(1.0 - float(np.min(lo)), 0.0, 1.0)) if lo.size else 0.0
+
+
+def _evidence(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, r_o: np.ndarray, mu: np.ndarray, sat: np.ndarray,
+              p: np.ndarray, known: np.ndarray, w: np.ndarray) -> tuple[int, int, int, float | None]:
+    """:attr:`FamilyFit.n_evidence` and :attr:`FamilyFit.evidence_error` (issue 52): the samples below
+    saturation, with CPU clearly to spare (``m_used < SPARE m``: a saturated PE's CPU reading
+    dips below 95% of its limit one window in twenty with 3% noise) or saturated with a processed rate (``p``, from the output
+    through the selectivity where it was not measured) below ``_BEHIND`` of what they received, and the
+    weighted median of the fit's error on them, output and mips used, at the rate they received.
+    Under backpressure a saturated PE receives what it processes, so only the samples with CPU to
+    spare count: a fit from saturated samples alone has its saturation bounded from one side only.
+    Also :attr:`FamilyFit.n_level`: the saturated windows that processed what they received though
+    allocated below ``_BEHIND`` of the fit's need at that rate."""
+    behind = sat & (p < _BEHIND * r_i) & ~known
+    level = sat & ~known & ~behind & (m < _BEHIND * f.need_at(r_i))
+    ev = (mu < SPARE * m) | behind
+    if not ev.any():
+        return 0, 0, int(level.sum()), None
+    err = _pair_error(f, r_i[ev], m[ev], r_o[ev], mu[ev], r_i[ev])
+    return int(ev.sum()), int(behind.sum()), int(level.sum()), _wmedian(err, w[ev])
 
 
 def _predict(f: FamilyFit, r_i: np.ndarray, m: np.ndarray, seen: np.ndarray, r_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,23 @@ Per PE, in this order (the first that applies wins):
 4. the **declared** one;
 5. the policy's **default** for the PE's kind (else ``ResourceFunction()``, a = b = 1).
 
+Issue 52: a declared or default choice carries the key of the PE's own model when that model is
+not trusted for want of a sample below saturation (``Fit.below_saturation`` False), so that
+exploration can probe it.
+
+Issue 52: the PE's own model, not trusted for want of a sample below saturation but seen at one
+allocation (``Fit.local``: the planner's, from one macro epoch to the next), is handed over where it
+predicts the PE's own samples better than the declared (or default) function: it is right at that
+allocation and pessimistic past it (bench_rfl: 7 of 51 PEs stayed on a default function 300-400%
+off without it, and tests/test_bench_rfl.py failed). It is never Confident. So is (issue 52 item 2)
+a model rebuilding its confidence after its window was dropped on drift, while its held-out error
+is within ``max_confident_error``.
+
+Issue 52 item 3: a learned function whose model located its saturation only as a bound (a PE
+seen at one allocation, ``Fit.saturation_identified`` False) is handed over with
+``ResourceFunction.saturation_identified`` False, so that the knee (:mod:`..soda.knee`) does not
+trim the PE's goal to it; declared, default and pinned functions count as identified.
+
 A learned model is planned with what it learned (issue 38): the family fit's curves
 (:meth:`.model.LearnedModel.function`), so the planner's rates follow the input rate; a pinned model
 or one fitted in the paper's form gives its ``a`` and ``b``.
@@ -36,10 +53,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import PEKind, ResourceFunction, Scenario, pe_id
 from .learner import Learner
+from .model import LearnedModel, Sample
 from .signature import LEVELS, Level, Signature
 
 DECLARED = "declared"
@@ -58,7 +77,7 @@ class ExplorationSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     enabled: bool = False
-    step: float = Field(default=0.5, gt=0, le=1)  # the saturation point moves by at most a factor 1 + step
+    step: float = Field(default=0.5, gt=0, le=1)  # the saturation point moves by a factor 1 + step (at least 1.3 for a bound, explore.py)
     period: int = Field(default=2, ge=1)  # macro epochs between two probes of one PE
     max_share: float = Field(default=0.2, gt=0, le=1)  # share of the learned PEs probed in one macro epoch
     min_samples: float = Field(default=5.0, ge=0)  # effective samples a model needs before it is probed
@@ -101,15 +120,71 @@ def choose(kind: PEKind, declared: ResourceFunction | None, signature: Signature
                 m = None if n is None else learner.models.get(n.key)
                 if n is not None and m is not None and m.pinned:
                     return Choice(rf=ResourceFunction(a=m.a, b=m.b, combine=comb), source=PINNED, key=n.key)  # type: ignore[arg-type]
-        if not (declared is not None and settings.declared_wins):
+        declared_first = declared is not None and settings.declared_wins
+        if not declared_first:
             hit = learner.lookup(sig, settings.min_confidence)
             deep_enough = hit is not None and LEVELS.index(hit.level) >= LEVELS.index(settings.override_level)
             if hit is not None and (declared is None or deep_enough):
-                return Choice(rf=hit.model.function(comb), source=learned(hit.level), key=hit.key)
+                rf = hit.model.function(comb)
+                if hit.model.fit is not None and hit.model.fit.saturation_identified is False:
+                    # issue 52 item 3: its saturation only bounded by what was seen: not trimmed to
+                    rf = rf.model_copy(update={"saturation_identified": False})
+                return Choice(rf=rf, source=learned(hit.level), key=hit.key)
+        own = learner.get(sig.key)
+        fallback = declared if declared is not None else settings.defaults.get(kind, ResourceFunction()).model_copy(update={"combine": comb})
+        mine = _own_function(own, learner, comb) if not declared_first else None
+        if own is not None and own.fit is not None and mine is not None and _own_error(mine, kind, own.samples) < _own_error(fallback, kind, own.samples):
+            # issue 52: a fit seen at one allocation only (not Confident: its saturation is a bound),
+            # or rebuilding its confidence after a drift, where it predicts the PE's own samples
+            # better than the declared function
+            ident = own.fit.trusted is True and own.fit.saturation_identified is not False
+            return Choice(rf=mine.model_copy(update={"saturation_identified": ident}), source=learned(own.level), key=own.key)
+        if own is not None and not own.pinned and own.fit is not None and own.fit.below_saturation is False:
+            # issue 52: planned as declared, its own model awaiting a sample below saturation:
+            # the key lets exploration probe it (:mod:`.explore`)
+            return Choice(rf=fallback, source=DECLARED if declared is not None else DEFAULT, key=own.key)
     if declared is not None:
         return Choice(rf=declared, source=DECLARED)
     d = settings.defaults.get(kind, ResourceFunction())
     return Choice(rf=d.model_copy(update={"combine": comb}), source=DEFAULT)
+
+
+def _recovering(model: LearnedModel, learner: Learner) -> bool:
+    """Issue 52 item 2: a model whose window was dropped on drift, refitted on what came after
+    with a held-out error within ``max_confident_error``: its confidence is rebuilt from
+    ``n_full`` samples (and, with the processed rate measured, its support from its CPU-bound
+    branch), while the declared function is as far from the new behaviour as from the old."""
+    cfg = learner.config
+    f = model.fit
+    return (model.drifts > 0 and model.family is not None and f is not None and f.held_out_error is not None
+            and f.held_out_error <= cfg.max_confident_error and f.n_eff >= cfg.min_branch_n_eff)
+
+
+def _own_function(model: LearnedModel | None, learner: Learner, comb: str) -> ResourceFunction | None:
+    """The own model's function when it is local or recovering (issue 52), else None; None too
+    when its parameters are out of a ResourceFunction's range (a fallback fit of a PE that emitted
+    next to nothing: b = 4e21 seen in bench_rfl)."""
+    if model is None or model.pinned or model.fit is None or not (model.fit.local or _recovering(model, learner)):
+        return None
+    try:
+        return model.function(comb)
+    except ValueError:
+        return None
+
+
+def _own_error(rf: ResourceFunction, kind: PEKind, samples: list[Sample]) -> float:
+    """The median over the newest 32 of ``samples`` of the mean relative error of ``rf``'s output
+    rate and mips used (each at the sample's input rate and allocation; inf without samples)."""
+    src = kind is PEKind.source
+    errs = []
+    for s in samples[-32:]:
+        if s.r_o <= 0 or s.m <= 0:
+            continue
+        e = abs(float(rf.rate_out(s.r_i, s.m, src)) / s.r_o - 1.0)
+        if s.m_used:
+            e = 0.5 * (e + abs(float(rf.mips_used(s.r_i, s.m, src)) / s.m_used - 1.0))
+        errs.append(e)
+    return float(np.median(errs)) if errs else float("inf")
 
 
 def apply_functions(scenario: Scenario, functions: Mapping[str, Choice]) -> Scenario:

@@ -102,6 +102,19 @@ class Fit(BaseModel):
     trusted: bool | None = None
     held_out_error: float | None = Field(default=None, ge=0)  # the family's cross-validated error
     no_fit: bool = False  # no form predicts held-out samples within max_rel_residual
+    # issue 52: False when no sample showed the PE below its saturation (without an offered rate:
+    # saturated samples bound it from one side only); the fit is then not trusted, and exploration
+    # may probe it (:mod:`.explore`). None: not judged (the learner without a family)
+    below_saturation: bool | None = None
+    # issue 52 item 3: the saturation (the kink) located by samples on both sides of it; False when
+    # it is only the bound the samples imply (a PE seen at one allocation): the knee then does not
+    # trim goals to it (:attr:`soda_optimizer.model.ResourceFunction.saturation_identified`)
+    saturation_identified: bool | None = None
+    # issue 52: not trusted for want of a sample below saturation, but seen at one allocation (the
+    # planner's) and predicting its samples within ``max_confident_error``: right there, pessimistic
+    # past it. Never Confident; :func:`.functions.choose` hands it to the planner (its saturation not
+    # identified) where it predicts the PE's own samples better than the declared function
+    local: bool = False
 
 
 class LearnedModel(BaseModel):
