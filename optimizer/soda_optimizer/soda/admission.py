@@ -32,8 +32,9 @@ caller keeps the best answer of the levels done, or of a coarser resolution). Th
 solves every level (up to ``FIRST_LEVELS``) whatever the clock, by importance like any other
 (issue 49: the top level alone, or job count first, cost 3% and 20% at a 1 s deadline); a level
 whose knapsack would not end by the deadline (``KNAPSACK_RATE``, ``FEW_ITEMS``) is answered by the
-caller's LP rounding instead, so the first answer's cost grows with the items' points, not with
-points x units. The knapsack takes an item's points a block at a time (one array per block), not
+caller's LP rounding alone (which, with many items, runs at every level of the first answer, the
+better of the two kept), so the first answer's cost grows with the items' points, not with points
+x units. The knapsack takes an item's points a block at a time (one array per block), not
 one numpy call per point.
 
 Just over 400 lines: the items, their curves and the knapsack per level share one state (the
@@ -65,13 +66,15 @@ GROUP_LIMIT = 10  # job subsets enumerated per import group (2^n); beyond, only 
 # the first answer solves this many waterline levels whatever the clock (issue 49: the top level
 # alone, where every job of better rank is forced in at its minimum, was 3% below the best level)
 FIRST_LEVELS = 8
-# issue 49: the first answer's knapsack at a level runs when its estimated seconds (points x units
-# x the measured seconds per element, at least KNAPSACK_RATE, a quiet core's) end before ``until``;
-# otherwise, with more than FEW_ITEMS items, the level's LP rounding (``cheap``: a few numpy passes,
-# the LP optimum less one item's share, then the same give-back) answers it, and the knapsack is a
-# later pass's refinement. With few items the knapsack always runs (one item's share is too much)
+# issue 49: with more than FEW_ITEMS items, each level of the first answer gets the LP rounding
+# (``cheap``: a few numpy passes, the LP optimum less one item's share, then the same give-back),
+# and the knapsack too when its estimated seconds (points x units x the measured seconds per
+# element, at least KNAPSACK_RATE, a quiet core's) end before ``until``; the better answer wins
+# (the rounding is in exact mips, the knapsack in whole global units: either may). A level without
+# its knapsack leaves it to a later pass. With few items the knapsack always runs, alone
 KNAPSACK_RATE = 2e-9
 FEW_ITEMS = 64
+CHEAP_GAP = 0.01  # the LP rounding (given back) stands alone only within this share of its Lagrangian bound
 _KRATE = [KNAPSACK_RATE]  # seconds per element of the last large knapsack (a speed, not a result)
 
 
@@ -299,7 +302,8 @@ class LevelResult:
 
 
 Pick = tuple[Option, int] | None  # an option and its own point, or nothing
-Cheap = Callable[[set[str], set[str]], list[tuple[Option, int]] | None]  # (forced, allowed) -> picks at a level
+# (forced, allowed) -> the LP rounding's picks at a level and its Lagrangian bound
+Cheap = Callable[[set[str], set[str]], tuple[list[tuple[Option, int]], float] | None]
 
 
 KNAPSACK_BLOCK = 1 << 18  # array elements per block of an item's points (points x units) in :func:`knapsack`
@@ -492,27 +496,40 @@ def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], 
         work = sum(int(np.count_nonzero(V[:U_r + 1] > NEG)) for V, _, _ in curves) * (U_r + 1) if U_r >= 0 else 0
         tk = time.monotonic()
         got: tuple[float, int, list[tuple[Option, int]]] | None = None
-        if (first and cheap is not None and until is not None and len(curves) > FEW_ITEMS
-                and tk + work * _KRATE[0] > until):
-            picks = cheap(forced, allowed) if U_r >= 0 else None
-            if picks is not None:
-                got = (float(sum(o.values[x] for o, x in picks)), sum(len(o.jobs) for o, _ in picks), picks)
-            items.cheap_levels += 1
-            status = "deadline"  # not the grid's optimum: the knapsack is a later pass's
-            items.knapsack_s += work * _KRATE[0]  # what it would have cost (the next grid is priced from it)
-        else:
+        rounded: LevelResult | None = None  # the LP rounding's answer, given back (the first answer, many items)
+        if first and cheap is not None and until is not None and len(curves) > FEW_ITEMS and U_r >= 0:
+            lp = cheap(forced, allowed)
+            if lp is not None:
+                picks, dual = lp
+                rounded = LevelResult(float(sum(o.values[x] for o, x in picks)), sum(len(o.jobs) for o, _ in picks), r, picks)
+                rounded = finish(rounded) if finish is not None else rounded
+            # the rounding alone only within CHEAP_GAP of its bound: a step in one item's value (a
+            # job worth nothing until its PEs reach a size) is the fraction it drops, and the
+            # knapsack then runs whatever the clock (issue 49: step 80 jobs lost 24% without it)
+            close = rounded is not None and rounded.importance >= (1 - CHEAP_GAP) * dual - 1e-9
+            if close and time.monotonic() + work * _KRATE[0] > until:
+                items.cheap_levels += 1
+                status = "deadline"  # not the grid's optimum: the knapsack is a later pass's
+                items.knapsack_s += work * _KRATE[0]  # what it would have cost (the next grid is priced from it)
+                tk = -1.0
+        if tk >= 0:
             got = knapsack(curves, U_r, give_up) if U_r >= 0 else None
             items.knapsack_s += time.monotonic() - tk
             if got is not None and work >= 1e6:  # the measured speed (the machine's load) prices the next one
                 _KRATE[0] = max(KNAPSACK_RATE, (time.monotonic() - tk) / work)
-        if got is None:
+        if got is None and rounded is None:
             if expired() and (best is not None or have_answer()) and not first:
                 status = "deadline"
                 break
             continue
-        res = LevelResult(got[0], got[1], r, got[2])
-        if finish is not None:
-            res = finish(res)
+        res: LevelResult | None = rounded
+        if got is not None:
+            res = LevelResult(got[0], got[1], r, got[2])
+            if finish is not None:
+                res = finish(res)
+            if rounded is not None and rounded.importance > res.importance * (1 + 1e-9) + 1e-9:
+                res = rounded  # the knapsack's whole units lose to the LP rounding in exact mips
+        assert res is not None
         imp, count = res.importance, res.count
         tol = 1e-9 * (1.0 + abs(imp))
         if best is None or imp > best.importance + tol or (imp >= best.importance - tol and count > best.count):

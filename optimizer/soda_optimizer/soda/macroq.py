@@ -40,10 +40,11 @@ Departures from the paper, on purpose:
   growth on own grids and the polish) runs whatever the clock says (issue 49: a deadline costs a
   refinement, never 20%, and leaves no capacity idle that an admitted PE could use; after the
   knee, what it freed goes to admitted PEs below saturation too). Its cost is bounded by the
-  items' points, not points x units: with more than :data:`.admission.FEW_ITEMS` items, a level
-  whose knapsack would not end by the deadline (points x units x the measured speed) is answered
-  by the LP rounding (:func:`.refine.lagrange`) before the same give-back, and the knapsack on
-  that grid is the next pass's refinement (no fixed unit: with one, the knapsack always runs);
+  items' points, not points x units: with more than :data:`.admission.FEW_ITEMS` items, every
+  level gets the LP rounding (:func:`.refine.lagrange`) and its give-back, and the knapsack too
+  only when it would end by the deadline (points x units x the measured speed), the better kept;
+  a level without its knapsack leaves it to the next pass (no fixed unit: with one, the knapsack
+  always runs, alone);
 - an answer that reaches the saturation bound (:mod:`.saturation`) is proven optimal and the
   passes stop there (issue 49: a what-if of one job that fits is proven by its first pass; so are
   hundreds of jobs with alternatives that all fit saturated, e.g. 10x LSD on 2,000 nodes);
@@ -308,9 +309,12 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             give_back_s[0] = max(give_back_s[0], time.monotonic() - tg)
             return admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), got.level, picks)
 
-        def lp_rounding(forced: set[str], allowed: set[str], items: admission.Items = items) -> list[tuple[admission.Option, int]] | None:
-            """The first answer at a level whose knapsack would not end by the deadline (issue 49)."""
-            return refine.lagrange(items, forced, allowed, H, lambda: False)
+        def lp_rounding(forced: set[str], allowed: set[str],
+                        items: admission.Items = items) -> tuple[list[tuple[admission.Option, int]], float] | None:
+            """The first answer's LP rounding at a level, and its Lagrangian bound (issue 49)."""
+            dual: list[float] = []
+            picks = refine.lagrange(items, forced, allowed, H, lambda: False, dual)
+            return None if picks is None else (picks, dual[0] if dual else math.inf)
 
         # a later pass's knapsack gives up at the reserve (the first runs to its answer, by the LP
         # rounding at a level whose knapsack would not end by the deadline; a fixed unit has no

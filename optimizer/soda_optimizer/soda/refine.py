@@ -82,13 +82,14 @@ def fill(items: Items, picks: list[tuple[Option, int]], free_rank: dict[str, int
 
 
 def lagrange(items: Items, forced: set[str], allowed: set[str], H: float,
-             expired: Callable[[], bool]) -> list[tuple[Option, int]] | None:
+             expired: Callable[[], bool], dual: list[float] | None = None) -> list[tuple[Option, int]] | None:
     """The Lagrangian (LP) rounding at one waterline level: for the least price ``lam`` at which
     every item's best point by ``importance - lam mips`` (forced items: an allowed option; optional
     ones: also nothing) fits ``H`` mips together, those points (bisection on ``lam``). Where the
     curves are concave this is the LP optimum of the concave envelopes less at most one item's
     fraction, found in a few numpy passes; :func:`fill` then gives back what it leaves. None when
-    the forced minima do not fit or ``expired()``."""
+    the forced minima do not fit or ``expired()``. ``dual``: gets the Lagrangian bound at the prices
+    found (at least any choice of one point per item within ``H``: how far the rounding may be)."""
     xs: list[np.ndarray] = []
     vs: list[np.ndarray] = []
     ids: list[np.ndarray] = []
@@ -138,9 +139,14 @@ def lagrange(items: Items, forced: set[str], allowed: set[str], H: float,
         ids = ID[first]  # nondecreasing (sorted by item): each item's first hit
         return first[np.r_[True, ids[1:] != ids[:-1]]]
 
+    def bound(lam: float) -> float:  # L(lam): at least the best choice of one point per item within H (any lam >= 0)
+        return float(lam * H + np.maximum.reduceat(V - lam * X, starts).sum())
+
     lo_pick = choose(0.0)
     if X[lo_pick].sum() <= H + 1e-6:
         pick = lo_pick
+        if dual is not None:
+            dual.append(bound(0.0))
     else:
         same = ID[1:] == ID[:-1]
         dx, dv = np.diff(X)[same], np.diff(V)[same]
@@ -158,6 +164,8 @@ def lagrange(items: Items, forced: set[str], allowed: set[str], H: float,
                 hi, pick = mid, p
             else:
                 lo = mid
+        if dual is not None:
+            dual.append(min(bound(lo), bound(hi)))
     W, K = np.concatenate(which)[order[pick]], np.concatenate(owns)[order[pick]]
     return [(o, int(k)) for o, k in ((opt_of[int(w)], k) for w, k in zip(W, K)) if o is not None]
 
