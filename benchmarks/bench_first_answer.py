@@ -9,7 +9,8 @@ process's own: a figure the neighbours' load does not inflate), the median of ``
 in a process of its own, alternating with the baseline's; the importance, the status, and the mips
 left idle that an admitted PE below its cap could use, of the last run; the 1-minute load average
 beside each cell. ``--pinned``: every run under ``taskset -c 0`` beside a busy loop pinned there too
-(the chart's one-CPU limit with a busy neighbour). Writes docs/benchmarks/first-answer.json and .md.
+(the chart's one-CPU limit with a busy neighbour). Writes docs/benchmarks/first-answer.json and .md
+(first-answer-pinned.* with ``--pinned``).
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def measure(names: list[str], deadlines: list[float], reps: int, baseline: Path 
 
 def write(rows: list[dict], cmd: str, baseline: str | None, load: tuple, pinned: bool) -> None:
     out = ROOT / "docs" / "benchmarks"
-    (out / "first-answer.json").write_text(json.dumps({"command": cmd, "baseline": baseline, "pinned": pinned, "rows": rows,
+    name = "first-answer-pinned" if pinned else "first-answer"
+    (out / f"{name}.json").write_text(json.dumps({"command": cmd, "baseline": baseline, "pinned": pinned, "rows": rows,
                                                        "loadavg": load}, indent=2))
     sides = ["baseline", "now"] if baseline else ["now"]
 
@@ -115,7 +117,7 @@ def write(rows: list[dict], cmd: str, baseline: str | None, load: tuple, pinned:
     lines += ["", f"Load average (1/5/15 min) on the 2-core machine shared with other sessions: "
               f"{'/'.join(f'{x:.1f}' for x in load[0])} at the start, {'/'.join(f'{x:.1f}' for x in load[1])} at the end"
               + (" (the busy loop counts one)." if pinned else ".")]
-    (out / "first-answer.md").write_text("\n".join(lines) + "\n")
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
