@@ -144,13 +144,12 @@ def test_the_first_answer_of_many_jobs_is_sound_and_time_never_lowers_it(s):
 def test_the_first_answer_does_not_wait_for_knapsacks_it_cannot_afford(monkeypatch):
     """Issue 49: with the deadline already passed, 600 one-PE jobs' first answer ran a knapsack of
     every item's points x every unit at each of its three waterline levels (on main: 3 of them,
-    millions of elements, the bulk of its seconds and under load 4x its deadline). Now each level
-    whose knapsack would not end by the deadline (its estimate: points x units x a quiet core's
-    speed at best) is answered by the LP rounding and the give-back, so no knapsack runs at all
-    before the first answer; the answer stays sound and within 0.6% of the continuous optimum (main:
-    its knapsacks' first answer 0.63% below)
-    (the MILP oracle of ``test_resolution_bound``), with no capacity idle that an admitted PE could
-    use. The knapsack is a later pass's refinement (``test_the_first_answer_..._time_never_lowers_it``)."""
+    2.3, 2.2 and 1.5 million elements). Now a level whose knapsack would not end by the deadline
+    (its estimate: points x units x a quiet core's speed at best) is answered by the LP rounding and
+    the give-back when that is within 1% of its Lagrangian bound (here it is), so no knapsack runs
+    before the first answer; the answer stays sound and within 0.6% of the continuous optimum (the
+    MILP oracle of ``test_resolution_bound``; main's knapsacks' first answer is 0.63% below), with
+    no capacity idle that an admitted PE could use. The knapsack is a later pass's refinement."""
     import sys
     from pathlib import Path
 
