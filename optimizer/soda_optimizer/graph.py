@@ -55,6 +55,10 @@ def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:
     that is legal; macroQ treats the importer as dependent on the exporter).
     """
     g = nx.DiGraph()
+    caps = {st: scenario.pe_mips_cap(st) for st in (False, True)}
+    # a template's PEs capped once per Scenario, not per glued graph (issue 49: the copies were a
+    # quarter of macroQ's first answer on 1,040 jobs)
+    capped: dict[tuple[str, str], PE] = scenario._cache().setdefault("capped_pes", {})
     for jname, tname in choice.items():
         job, t = scenario.job(jname), scenario.template(tname)
         primal: dict[str, float] = {}
@@ -65,9 +69,12 @@ def glue(scenario: Scenario, choice: Mapping[str, str]) -> GluedGraph:
             w = job.weight_overrides.get(f"sink:{sk.pe}", sk.weight)
             sinks.setdefault(sk.pe, []).append((w, sk.value))
         for p in t.pes:
-            cap = scenario.pe_mips_cap(p.single_threaded)
+            cap = caps[p.single_threaded]
             if 0 < cap < p.max_mips:  # no rack hosts more (never below its minimum: macroW then says why)
-                p = p.model_copy(update={"max_mips": max(cap, p.min_mips)})
+                key = (tname, p.name)
+                if key not in capped:
+                    capped[key] = p.model_copy(update={"max_mips": max(cap, p.min_mips)})
+                p = capped[key]
             g.add_node(
                 pe_id(jname, p.name),
                 job=jname,

@@ -30,7 +30,12 @@ runs and the oracle tests) every option uses the global unit.
 answer already admits every rank that fits; a level that the deadline interrupts is dropped (the
 caller keeps the best answer of the levels done, or of a coarser resolution). The first answer
 solves every level (up to ``FIRST_LEVELS``) whatever the clock, by importance like any other
-(issue 49: the top level alone, or job count first, cost 3% and 20% at a 1 s deadline).
+(issue 49: the top level alone, or job count first, cost 3% and 20% at a 1 s deadline); a level
+whose knapsack would not end by the deadline (``KNAPSACK_RATE``, ``FEW_ITEMS``) is answered by the
+caller's LP rounding alone (which, with many items, runs at every level of the first answer, the
+better of the two kept), so the first answer's cost grows with the items' points, not with points
+x units. The knapsack takes an item's points a block at a time (one array per block), not
+one numpy call per point.
 
 Just over 400 lines: the items, their curves and the knapsack per level share one state (the
 curve cache, the deadline, what is forced at each level); the exact step is :mod:`.exact`, the
@@ -42,11 +47,12 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..graph import GluedGraph
 from ..importance import Evaluator
@@ -60,6 +66,16 @@ GROUP_LIMIT = 10  # job subsets enumerated per import group (2^n); beyond, only 
 # the first answer solves this many waterline levels whatever the clock (issue 49: the top level
 # alone, where every job of better rank is forced in at its minimum, was 3% below the best level)
 FIRST_LEVELS = 8
+# issue 49: with more than FEW_ITEMS items, each level of the first answer gets the LP rounding
+# (``cheap``: a few numpy passes, the LP optimum less one item's share, then the same give-back),
+# and the knapsack too when its estimated seconds (points x units x the measured seconds per
+# element, at least KNAPSACK_RATE, a quiet core's) end before ``until``; the better answer wins
+# (the rounding is in exact mips, the knapsack in whole global units: either may). A level without
+# its knapsack leaves it to a later pass. With few items the knapsack always runs, alone
+KNAPSACK_RATE = 2e-9
+FEW_ITEMS = 64
+CHEAP_GAP = 0.01  # the LP rounding (given back) stands alone only within this share of its Lagrangian bound
+_KRATE = [KNAPSACK_RATE]  # seconds per element of the last large knapsack (a speed, not a result)
 
 
 @dataclass
@@ -131,14 +147,23 @@ def convolve(curves: list[Curve]) -> tuple[np.ndarray, list[np.ndarray]]:
     values = curves[0].values.astype(float)
     steps: list[np.ndarray] = []
     for c in curves[1:]:
-        n = len(values) + len(c.values) - 1
+        P, Q = len(values), len(c.values)
+        n = P + Q - 1
+        if n * Q <= KNAPSACK_BLOCK:  # issue 49: one array, not a numpy call per point of the second curve
+            # row m of the windows, reversed, is values[m - i] for i = 0..Q-1 (-inf outside)
+            pad = np.concatenate([np.full(Q - 1, NEG), values, np.full(Q - 1, NEG)])
+            cand = sliding_window_view(pad, Q)[:, ::-1] + c.values.astype(float)[None, :]
+            arg = np.argmax(cand, axis=1)  # the first of equals, as the loop below
+            values, arg = cand[np.arange(n), arg], arg.astype(np.int64)
+            steps.append(arg)
+            continue
         new = np.full(n, NEG)
         arg = np.zeros(n, dtype=np.int64)
         for i, v in enumerate(c.values):
             seg = new[i:i + len(values)]
-            cand = values + v
-            better = cand > seg
-            seg[better] = cand[better]
+            cand1 = values + v
+            better = cand1 > seg
+            seg[better] = cand1[better]
             arg[i:i + len(values)][better] = i
         values = new
         steps.append(arg)
@@ -183,6 +208,7 @@ class Items:
         self.options: list[list[Option]] = [[] for _ in self.groups]
         self._curves: dict[tuple, Curve] = cache if cache is not None else {}
         self.knapsack_s = 0.0  # time spent in the knapsacks (the part that grows with the global grid)
+        self.cheap_levels = 0  # levels the first answer solved by the LP rounding (the knapsack would not fit its time)
         self.abandon_at = math.inf  # building options past this time gives up the pass
         self.big_until: float | None = None  # curves past EXACT_LIMIT vectors are enumerated only before this time
         self._built: set[int] = set()
@@ -276,17 +302,26 @@ class LevelResult:
 
 
 Pick = tuple[Option, int] | None  # an option and its own point, or nothing
+# (forced, allowed) -> the LP rounding's picks at a level and its Lagrangian bound
+Cheap = Callable[[set[str], set[str]], tuple[list[tuple[Option, int]], float] | None]
 
 
-def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
+KNAPSACK_BLOCK = 1 << 18  # array elements per block of an item's points (points x units) in :func:`knapsack`
+
+
+def knapsack(items: list[tuple[np.ndarray, np.ndarray, Sequence[Pick]]], U: int,
              expired: Callable[[], bool]) -> tuple[float, int, list[tuple[Option, int]]] | None:
     """Max-plus knapsack over items (values by global units, jobs counted, the option at each point)
     with at most ``U`` units; importance first, ties go to more jobs. None when infeasible or
-    ``expired()``."""
+    ``expired()``. An item's points are taken a block at a time, as rows of one array (issue 49:
+    a numpy call per point and unit vector, the first answer's knapsacks at every level took most
+    of its time on hundreds of jobs); within a block, the best value per total, then, within the
+    tolerance, the most jobs, then the fewest units of the item."""
     F = np.full(U + 1, NEG)
     F[0] = 0.0
     C = np.zeros(U + 1, dtype=np.int64)
     args: list[np.ndarray] = []
+    cols = np.arange(U + 1)
     for V, N, _ in items:
         if expired():
             return None
@@ -295,24 +330,43 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
         G = np.full(U + 1, NEG)
         GC = np.zeros(U + 1, dtype=np.int64)
         arg = np.full(U + 1, -1, dtype=np.int64)
-        for kk in np.nonzero(V > NEG)[0].tolist():
-            k = int(kk)
-            if k > U:
-                break
-            cand = F[:U + 1 - k] + V[k]
-            cc = C[:U + 1 - k] + N[k]
-            seg, segc, sega = G[k:], GC[k:], arg[k:]
-            better = (cand > seg + tol) | ((cand >= seg - tol) & (cc > segc))
-            seg[better] = cand[better]
-            segc[better] = cc[better]
-            sega[better] = k
+        ks = np.nonzero(V[:U + 1] > NEG)[0]
+        if len(ks) <= 2:  # a point at a time (two copies of F would cost more than they save)
+            for k in ks.tolist():
+                cand1 = F[:U + 1 - k] + V[k]
+                cc1 = C[:U + 1 - k] + N[k]
+                seg, segc, sega = G[k:], GC[k:], arg[k:]
+                better1 = (cand1 > seg + tol) | ((cand1 >= seg - tol) & (cc1 > segc))
+                seg[better1] = cand1[better1]
+                segc[better1] = cc1[better1]
+                sega[better1] = k
+        else:
+            top_k = int(ks[-1])
+            # row s of these views is F (C) moved right by top_k - s units, -inf (0) shifted in
+            WF = sliding_window_view(np.concatenate([np.full(top_k, NEG), F]), U + 1)
+            WC = sliding_window_view(np.concatenate([np.zeros(top_k, dtype=np.int64), C]), U + 1)
+            rows = max(1, KNAPSACK_BLOCK // (U + 1))
+            for b0 in range(0, len(ks), rows):
+                kb = ks[b0:b0 + rows]
+                cand = WF[top_k - kb] + V[kb][:, None]
+                cc = WC[top_k - kb] + N[kb][:, None]
+                if len(kb) > 1:
+                    near = cand >= cand.max(axis=0) - tol
+                    r = np.argmax(np.where(near, cc, np.iinfo(np.int64).min), axis=0)  # the most jobs, then the first
+                    bv, bc, bk = cand[r, cols], cc[r, cols], kb[r]
+                else:
+                    bv, bc, bk = cand[0], cc[0], np.full(U + 1, kb[0])
+                better = np.isfinite(bv) & ((bv > G + tol) | ((bv >= G - tol) & (bc > GC)))
+                G = np.where(better, bv, G)
+                GC = np.where(better, bc, GC)
+                arg = np.where(better, bk, arg)
         F, C = G, GC
         args.append(arg)
     if not np.isfinite(F).any():
         return None
     best = float(F.max())
-    near = np.nonzero(F >= best - 1e-9 * (1.0 + abs(best)))[0]
-    u = int(near[np.argmax(C[near])])  # ties: more jobs, then fewer units
+    near_u = np.nonzero(F >= best - 1e-9 * (1.0 + abs(best)))[0]
+    u = int(near_u[np.argmax(C[near_u])])  # ties: more jobs, then fewer units
     total, count = float(F[u]), int(C[u])
     picks: list[tuple[Option, int]] = []
     for (_, _, opts), arg in zip(reversed(items), reversed(args)):
@@ -325,8 +379,22 @@ def knapsack(items: list[tuple[np.ndarray, np.ndarray, list[Pick]]], U: int,
     return total, count, picks
 
 
+class _Points(Sequence[Pick]):
+    """An item's pick per global point, read on demand (the knapsack's traceback reads one per item)."""
+
+    def __init__(self, ok: list[Option], which: np.ndarray, own: np.ndarray):
+        self.ok, self.which, self.own = ok, which, own
+
+    def __len__(self) -> int:
+        return len(self.which)
+
+    def __getitem__(self, k: int) -> Pick:  # type: ignore[override]
+        i = int(self.which[k])
+        return None if i < 0 else (self.ok[i], int(self.own[k]))
+
+
 def item_curve(options: list[Option], forced: frozenset[str], allowed: frozenset[str],
-               g: float, optimistic: bool = False) -> tuple[np.ndarray, np.ndarray, list[Pick], float]:
+               g: float, optimistic: bool = False) -> tuple[np.ndarray, np.ndarray, Sequence[Pick], float]:
     """The best allowed option at each global point (more jobs on ties); the empty option (0 units,
     importance 0) when nothing in the group is forced. A forced item's point K is ``shift + K g``
     mips, ``shift`` its cheapest allowed option's exact minimum (returned): forced minima are
@@ -337,24 +405,31 @@ def item_curve(options: list[Option], forced: frozenset[str], allowed: frozenset
     K = max([len(gv) for gv, _ in grids] + [1])
     V = np.full(K, NEG)
     N = np.zeros(K, dtype=np.int64)
-    pick: list[Pick] = [None] * K
+    which = np.full(K, -1, dtype=np.int64)
+    own = np.zeros(K, dtype=np.int64)
     if not forced:
         V[0] = 0.0
-    for o, (gv, gi) in zip(ok, grids):
-        cur = V[:len(gv)]
+    for i, (o, (gv, gi)) in enumerate(zip(ok, grids)):
+        n = len(gv)
+        cur = V[:n]
         tol = _tol(cur)
-        better = (gv > cur + tol) | ((gv >= cur - tol) & (len(o.jobs) > N[:len(gv)]) & (gv > NEG))
-        for k in np.nonzero(better)[0]:
-            V[k], N[k], pick[int(k)] = gv[k], len(o.jobs), (o, int(gi[k]))
-    return V, N, pick, shift
+        better = (gv > cur + tol) | ((gv >= cur - tol) & (len(o.jobs) > N[:n]) & (gv > NEG))
+        V[:n] = np.where(better, gv, cur)
+        N[:n] = np.where(better, len(o.jobs), N[:n])
+        which[:n] = np.where(better, i, which[:n])
+        own[:n] = np.where(better, gi, own[:n])
+    return V, N, _Points(ok, which, own), shift
 
 
 def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, int], expired: Callable[[], bool],
                  have_answer: Callable[[], bool],
-                 finish: Callable[[LevelResult], LevelResult] | None = None) -> tuple[LevelResult | None, str]:
+                 finish: Callable[[LevelResult], LevelResult] | None = None,
+                 cheap: Cheap | None = None, until: float | None = None) -> tuple[LevelResult | None, str]:
     """The best (importance, jobs) over waterline levels; status 'optimal' or 'deadline'. ``finish``:
     what the caller does with a level's answer (its give-back), applied to each level's before they
-    are compared (issue 49: the knapsack's best level was not the best once both were given back)."""
+    are compared (issue 49: the knapsack's best level was not the best once both were given back).
+    ``cheap(forced, allowed)``: the first answer's picks at a level whose knapsack would not end by
+    ``until`` (module constants; the status is then 'deadline')."""
     levels = sorted(set(free_rank.values())) or [1]
     rank_of = dict(free_rank)
     min_g: dict[tuple[int, frozenset[str]], float] = {}  # mips of the cheapest option of a group containing these jobs
@@ -376,7 +451,7 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
         return tot
 
     try:
-        return _levels(items, U, levels, forced_at, rank_of, minimum, expired, have_answer, finish)
+        return _levels(items, U, levels, forced_at, rank_of, minimum, expired, have_answer, finish, cheap, until)
     except Expired:
         return None, "deadline"
 
@@ -384,7 +459,8 @@ def solve_levels(items: Items, U: int, promised: set[str], free_rank: dict[str, 
 def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], set[str]], rank_of: dict[str, int],
             minimum: Callable[[set[str]], float], expired: Callable[[], bool],
             have_answer: Callable[[], bool],
-            finish: Callable[[LevelResult], LevelResult] | None = None) -> tuple[LevelResult | None, str]:
+            finish: Callable[[LevelResult], LevelResult] | None = None,
+            cheap: Cheap | None = None, until: float | None = None) -> tuple[LevelResult | None, str]:
     H = min(items.H, U * items.g + 1e-6 * (1.0 + items.H))  # the mips the knapsack may hand out
     feasible = [r for r in levels if minimum(forced_at(r)) <= H + 1e-6]
     if not feasible:
@@ -417,17 +493,43 @@ def _levels(items: Items, U: int, levels: list[int], forced_at: Callable[[int], 
         # importance first, always (issue 49: a first answer that put job count first cost 20% at
         # a 1 s deadline); the jobs a cut curve understates are admitted by the give-back
         # (:func:`.refine.fill`), which admits every job whose minimum fits what is left
+        work = sum(int(np.count_nonzero(V[:U_r + 1] > NEG)) for V, _, _ in curves) * (U_r + 1) if U_r >= 0 else 0
         tk = time.monotonic()
-        got = knapsack(curves, U_r, give_up) if U_r >= 0 else None
-        items.knapsack_s += time.monotonic() - tk
-        if got is None:
+        got: tuple[float, int, list[tuple[Option, int]]] | None = None
+        rounded: LevelResult | None = None  # the LP rounding's answer, given back (the first answer, many items)
+        if first and cheap is not None and until is not None and len(curves) > FEW_ITEMS and U_r >= 0:
+            lp = cheap(forced, allowed)
+            if lp is not None:
+                picks, dual = lp
+                rounded = LevelResult(float(sum(o.values[x] for o, x in picks)), sum(len(o.jobs) for o, _ in picks), r, picks)
+                rounded = finish(rounded) if finish is not None else rounded
+            # the rounding alone only within CHEAP_GAP of its bound: a step in one item's value (a
+            # job worth nothing until its PEs reach a size) is the fraction it drops, and the
+            # knapsack then runs whatever the clock (issue 49: step 80 jobs lost 24% without it)
+            close = rounded is not None and rounded.importance >= (1 - CHEAP_GAP) * dual - 1e-9
+            if close and time.monotonic() + work * _KRATE[0] > until:
+                items.cheap_levels += 1
+                status = "deadline"  # not the grid's optimum: the knapsack is a later pass's
+                items.knapsack_s += work * _KRATE[0]  # what it would have cost (the next grid is priced from it)
+                tk = -1.0
+        if tk >= 0:
+            got = knapsack(curves, U_r, give_up) if U_r >= 0 else None
+            items.knapsack_s += time.monotonic() - tk
+            if got is not None and work >= 1e6:  # the measured speed (the machine's load) prices the next one
+                _KRATE[0] = max(KNAPSACK_RATE, (time.monotonic() - tk) / work)
+        if got is None and rounded is None:
             if expired() and (best is not None or have_answer()) and not first:
                 status = "deadline"
                 break
             continue
-        res = LevelResult(got[0], got[1], r, got[2])
-        if finish is not None:
-            res = finish(res)
+        res: LevelResult | None = rounded
+        if got is not None:
+            res = LevelResult(got[0], got[1], r, got[2])
+            if finish is not None:
+                res = finish(res)
+            if rounded is not None and rounded.importance > res.importance * (1 + 1e-9) + 1e-9:
+                res = rounded  # the knapsack's whole units lose to the LP rounding in exact mips
+        assert res is not None
         imp, count = res.importance, res.count
         tol = 1e-9 * (1.0 + abs(imp))
         if best is None or imp > best.importance + tol or (imp >= best.importance - tol and count > best.count):

@@ -36,12 +36,18 @@ Departures from the paper, on purpose:
   ``FINISH_SHARE`` of the deadline and twice what the first pass's give-back and polish took
   (measured, so it grows with the load and the size of the answer); later passes' knapsacks, the
   exact step and the bound's knapsack/CP-SAT give up at ``deadline - reserve``; only the first
-  answer (its knapsacks at every level, chosen by importance, and its whole give-back: the jobs
-  that fit, the growth on own grids and the polish) runs whatever the clock says (issue 49: a
-  deadline costs a refinement, never 20%, and leaves no capacity idle that an admitted PE could
-  use; after the knee, what it freed goes to admitted PEs below saturation too);
+  answer (every level, chosen by importance, and its whole give-back: the jobs that fit, the
+  growth on own grids and the polish) runs whatever the clock says (issue 49: a deadline costs a
+  refinement, never 20%, and leaves no capacity idle that an admitted PE could use; after the
+  knee, what it freed goes to admitted PEs below saturation too). Its cost is bounded by the
+  items' points, not points x units: with more than :data:`.admission.FEW_ITEMS` items, every
+  level gets the LP rounding (:func:`.refine.lagrange`) and its give-back, and the knapsack too
+  only when it would end by the deadline (points x units x the measured speed), the better kept;
+  a level without its knapsack leaves it to the next pass (no fixed unit: with one, the knapsack
+  always runs, alone);
 - an answer that reaches the saturation bound (:mod:`.saturation`) is proven optimal and the
-  passes stop there (issue 49: a what-if of one job that fits is proven by its first pass);
+  passes stop there (issue 49: a what-if of one job that fits is proven by its first pass; so are
+  hundreds of jobs with alternatives that all fit saturated, e.g. 10x LSD on 2,000 nodes);
 - feasibility in exact mips (issue 34): with the automatic resolution the admission rule, "cannot
   fit" and the level check count exact minima, the knapsack charges forced jobs their exact minimum
   (:func:`.admission.item_curve`), and :mod:`.refine` gives back what whole units leave unused (a
@@ -230,8 +236,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         if len(ans.choice) < len(scenario.jobs):
             return False
         if not sat:
-            one = all(len(j.candidate_templates) == 1 for j in scenario.jobs)
-            sat.append(saturation.bound(scenario, ans.choice, _evaluator(scenario, ans.choice, evs) if one else None))
+            sat.append(saturation.bound(scenario, ans.choice, _evaluator(scenario, ans.choice, evs)))
         b = sat[0]
         return b is not None and ans.importance >= b - 1e-9 * (1.0 + abs(b))
 
@@ -304,9 +309,19 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             give_back_s[0] = max(give_back_s[0], time.monotonic() - tg)
             return admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), got.level, picks)
 
-        # a later pass's knapsack gives up at the reserve (the first runs to its answer)
+        def lp_rounding(forced: set[str], allowed: set[str],
+                        items: admission.Items = items) -> tuple[list[tuple[admission.Option, int]], float] | None:
+            """The first answer's LP rounding at a level, and its Lagrangian bound (issue 49)."""
+            dual: list[float] = []
+            picks = refine.lagrange(items, forced, allowed, H, lambda: False, dual)
+            return None if picks is None else (picks, dual[0] if dual else math.inf)
+
+        # a later pass's knapsack gives up at the reserve (the first runs to its answer, by the LP
+        # rounding at a level whose knapsack would not end by the deadline; a fixed unit has no
+        # later pass to refine it, so its knapsack always runs)
         got, status = admission.solve_levels(items, U, set(pr_u.promised), free,
-                                             admission.timer(deadline - reserve) if answered else expired, have_answer, give_back)
+                                             admission.timer(deadline - reserve) if answered else expired, have_answer, give_back,
+                                             None if answered or fixed_unit else lp_rounding, deadline)
         if status == "optimal" and any(not c.complete for c in items.used_curves()):
             status = "deadline"  # exact over the curves, but some curves stopped improving early
         cut = cut or status == "deadline"
@@ -332,7 +347,7 @@ def solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 best = ans
             if last_items is None:
                 first_items = (items, (unit, U, pr_u, hl_u, free))  # the first answer's: its bound always completes
-            if coarse and not items.any_coarse and all(c.complete for c in items.used_curves()):
+            if coarse and not items.any_coarse and not items.cheap_levels and all(c.complete for c in items.used_curves()):
                 # every component has one PE (its curve exact, step 1): the coarse pass was the
                 # per-job one; the next pass on the same grid would repeat it (issue 49)
                 items.coarse, coarse, skip_same = False, False, unit
