@@ -67,22 +67,12 @@ class Evaluator:
         self.graph: nx.DiGraph = g
         self.pes: list[str] = sorted(g.nodes) if pes is None else list(pes)
         self.index = {p: i for i, p in enumerate(self.pes)}
-        # one traversal (Kahn's): a topological order, or a cycle when some PE is never ready
-        # (issue 49: networkx's check and sort, twice per Evaluator, were a tenth of macroQ's first
-        # answer on 1,040 jobs, one Evaluator per component)
-        pred, succ = g.pred, g.succ
-        indeg = {p: len(pred[p]) for p in self.pes}
-        ready = [p for p in self.pes if not indeg[p]]
-        topo: list[str] = []
-        while ready:
-            u = ready.pop()
-            topo.append(u)
-            for v in succ[u]:
-                indeg[v] -= 1
-                if not indeg[v]:
-                    ready.append(v)
-        self.cyclic = len(topo) < len(self.pes)
-        self.order = [self.index[p] for p in (self.pes if self.cyclic else topo)]
+        try:  # one traversal: the topological order, or a cycle
+            topo = list(nx.topological_sort(g))
+            self.cyclic = False
+        except nx.NetworkXUnfeasible:
+            topo, self.cyclic = self.pes, True
+        self.order = [self.index[p] for p in topo]
         self.max_iter, self.tol = max_iter, tol
         self._in: list[list[tuple[int, float]]] = [[] for _ in self.pes]  # (src index, selectivity)
         self._edges: list[tuple[int, float, float, ValueFunction, float]] = []  # src, sel, w, vf, bytes
