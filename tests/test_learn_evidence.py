@@ -164,6 +164,20 @@ def test_a_fluid_pe_behind_its_input_is_still_trusted() -> None:
     assert abs(model.family.need_at(200.0) / K - 1.0) < 0.1
 
 
+
+def _cost_per_tuple_samples(rng: np.random.Generator, c: float, n: int, t0: float) -> list[Sample]:
+    """``n`` windows of a selectivity-0.5 transform costing ``c`` mips per tuple, offered 50-200 tuples/s
+    and allocated 0.2-1.5x what that needs, one a second from ``t0`` (output and CPU with log-normal noise)."""
+    out = []
+    for i in range(n):
+        r = 100.0 * float(rng.uniform(0.5, 2.0))
+        m = float(rng.uniform(0.2, 1.5)) * c * r
+        p = min(r, m / c)
+        out.append(Sample(r_i=r, m=m, r_o=0.5 * p * float(np.exp(rng.normal(0, 0.05))), r_p=p,
+                          m_used=min(m, c * p) * float(np.exp(rng.normal(0, 0.03))), t=t0 + i))
+    return out
+
+
 def test_a_stationary_misfit_is_not_drift_but_a_change_is() -> None:
     """The drift test drops the window before a run of surprises only when that window fitted: a
     PE whose cost per tuple doubles is drift; the same run of surprises after a window that was as
@@ -173,14 +187,7 @@ def test_a_stationary_misfit_is_not_drift_but_a_change_is() -> None:
     lr = Learner(LearnConfig(half_life_s=1e6))
 
     def samples(c: float, n: int, t0: float) -> list[Sample]:
-        out = []
-        for i in range(n):
-            r = 100.0 * float(rng.uniform(0.5, 2.0))
-            m = float(rng.uniform(0.2, 1.5)) * c * r
-            p = min(r, m / c)
-            out.append(Sample(r_i=r, m=m, r_o=0.5 * p * float(np.exp(rng.normal(0, 0.05))), r_p=p,
-                              m_used=min(m, c * p) * float(np.exp(rng.normal(0, 0.03))), t=t0 + i))
-        return out
+        return _cost_per_tuple_samples(rng, c, n, t0)
 
     for smp in samples(2.0, 40, 0.0):
         lr.observe(sig, [smp], smp.t or 0.0)
@@ -237,14 +244,7 @@ def test_after_a_drift_the_refitted_model_is_planned_before_it_is_confident_agai
     lr = Learner(LearnConfig(half_life_s=1e6))
 
     def samples(c: float, n: int, t0: float) -> list[Sample]:
-        out = []
-        for i in range(n):
-            r = 100.0 * float(rng.uniform(0.5, 2.0))
-            m = float(rng.uniform(0.2, 1.5)) * c * r
-            p = min(r, m / c)
-            out.append(Sample(r_i=r, m=m, r_o=0.5 * p * float(np.exp(rng.normal(0, 0.05))), r_p=p,
-                              m_used=min(m, c * p) * float(np.exp(rng.normal(0, 0.03))), t=t0 + i))
-        return out
+        return _cost_per_tuple_samples(rng, c, n, t0)
 
     for smp in samples(2.0, 40, 0.0):
         lr.observe(sig, [smp], smp.t or 0.0)
