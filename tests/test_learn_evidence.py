@@ -178,19 +178,25 @@ def _cost_per_tuple_samples(rng: np.random.Generator, c: float, n: int, t0: floa
     return out
 
 
+
+def _learned_at_cost(rng: np.random.Generator, sig: Signature, c: float) -> Learner:
+    """A learner that has seen 40 windows of ``sig`` at ``c`` mips per tuple (t = 0..39)."""
+    lr = Learner(LearnConfig(half_life_s=1e6))
+    for smp in _cost_per_tuple_samples(rng, c, 40, 0.0):
+        lr.observe(sig, [smp], smp.t or 0.0)
+    return lr
+
 def test_a_stationary_misfit_is_not_drift_but_a_change_is() -> None:
     """The drift test drops the window before a run of surprises only when that window fitted: a
     PE whose cost per tuple doubles is drift; the same run of surprises after a window that was as
     far from the fit is not."""
     rng = np.random.default_rng(2)
     sig = Signature.build("transform", "acme/changed:1", inputs=[("up", "up->pe")])
-    lr = Learner(LearnConfig(half_life_s=1e6))
+    lr = _learned_at_cost(rng, sig, 2.0)
 
     def samples(c: float, n: int, t0: float) -> list[Sample]:
         return _cost_per_tuple_samples(rng, c, n, t0)
 
-    for smp in samples(2.0, 40, 0.0):
-        lr.observe(sig, [smp], smp.t or 0.0)
     m = lr.get(sig.key)
     assert m is not None and m.fit is not None and m.fit.trusted
     for smp in samples(6.0, 10, 40.0):
@@ -241,13 +247,11 @@ def test_after_a_drift_the_refitted_model_is_planned_before_it_is_confident_agai
     Confident again (10 or more samples after the change)."""
     rng = np.random.default_rng(5)
     sig = Signature.build("transform", "acme/drifted:1", inputs=[("up", "up->pe")])
-    lr = Learner(LearnConfig(half_life_s=1e6))
+    lr = _learned_at_cost(rng, sig, 2.0)
 
     def samples(c: float, n: int, t0: float) -> list[Sample]:
         return _cost_per_tuple_samples(rng, c, n, t0)
 
-    for smp in samples(2.0, 40, 0.0):
-        lr.observe(sig, [smp], smp.t or 0.0)
     declared = ResourceFunction(a=0.5 / 2.0, b=0.5)  # the old truth, as a user would declare it
     after = samples(6.0, 8, 40.0)
     for smp in after:
