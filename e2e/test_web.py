@@ -10,6 +10,7 @@ the first one also replaces docs/img/web-view.png (the README's).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -125,6 +126,18 @@ def test_the_page_shows_nodes_pods_rejections_and_follows_a_node_deletion(operat
     assert jobs[whale_key]["reason"].startswith(f"{st['reason']}: ") and st["reason"] == "capacity"
     assert "40000 mips" in jobs[whale_key]["reason"]
     assert page.locator(f'#jobs tr[data-job="{whale_key}"]').get_attribute("class") == "rejected"
+
+    # the plan's bound says whether it is proven (issue 49), as the state the page draws says it
+    def bound_shown() -> bool:
+        with urllib.request.urlopen(URL + "api/state", timeout=5) as r:
+            state = json.loads(r.read())
+        kind = page.locator("#bound-kind").inner_text().strip()
+        if state.get("bound") is None:
+            return kind == "" and page.locator("#bound").inner_text().strip() == "–"
+        want = "proven" if state["boundProven"] else "estimated"
+        gap = page.locator("#gap").inner_text().strip()
+        return kind == want and (gap == "unknown" if state.get("gap") is None else gap.endswith("%"))
+    wait_for(bound_shown, timeout=30, what="the page's bound marked proven or estimated as /api/state says")
     assert not errors, errors
     page.screenshot(path=str(tmp_path / "web-view.png"), full_page=True)
     if os.environ.get("KUBESODA_UPDATE_SCREENSHOT"):

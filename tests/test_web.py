@@ -100,6 +100,31 @@ def test_view_model_matches_the_plan(planned):
     assert doc["curves"] and doc["curves"][0]["jobs"] == ["ns/pipe"]
 
 
+def test_the_view_says_whether_the_bound_is_proven(planned, monkeypatch):
+    """Issue 49: every published bound says whether it is proven. A proven bound and its gap as the plan has them;
+    an estimated one (curves not exact) marked so, its gap unknown (None) where the answer reaches it."""
+    import sys
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import resolution_families as F
+    from soda_optimizer.soda import curves
+
+    scen, plan = planned
+    doc = model.build(scen, plan)
+    assert plan.bound is not None and plan.bound_proven
+    assert doc["bound"] == pytest.approx(plan.bound, abs=1e-3) and doc["boundProven"] is True
+    assert doc["gap"] == pytest.approx(plan.gap, abs=1e-6)
+    monkeypatch.setattr(curves, "BIG_EXACT_LIMIT", curves.EXACT_LIMIT)
+    s = F.two_pe_step(20000.0)
+    est = pipeline.run(s, 30.0)
+    assert not est.bound_proven and est.bound is not None
+    doc = model.build(s, est)
+    json.dumps(doc, allow_nan=False)
+    assert doc["boundProven"] is False and doc["bound"] == pytest.approx(est.bound, abs=1e-3)
+    assert doc["gap"] is None if est.gap is None else doc["gap"] == pytest.approx(est.gap, abs=1e-6)
+    empty = model.build(scen, plan.model_copy(update={"bound": None, "gap": None, "bound_proven": False}))
+    assert (empty["bound"], empty["boundProven"], empty["gap"]) == (None, None, None)
+
+
 def test_links_split_traffic_over_instances_in_two_racks():
     scen = scenario()
     from soda_optimizer.plan import JobDecision, PEPlan, Plan

@@ -16,6 +16,9 @@ What the page shows, computed here so that the browser only draws:
 - ``jobs``: admitted or not, rank, revised rank, template, projected importance, observed
   importance (``None`` when nobody observed it), reason and message when rejected;
 - ``waterline``: the worst revised rank macroQ admitted, when the plan's macroQ report names one;
+- ``bound``, ``boundProven``, ``gap``: the plan's upper bound of the best importance, whether it is
+  proven (False: an estimate, possibly below the best) and the gap, each None when unknown (issue 49:
+  every published bound says whether it is proven);
 - ``curves``: macroQ's importance curves per weak component, when the policy keeps them;
 - ``history``: the last epochs as the caller kept them (:func:`history_entry`).
 """
@@ -231,6 +234,9 @@ def build(scenario: Scenario, plan: Plan, *, observed: Mapping[str, float] | Non
         "importance": _r(plan.importance, 4),
         "observedImportance": None if obs_total is None else _r(obs_total, 4),
         "waterline": waterline(plan),
+        "bound": None if plan.bound is None else _r(plan.bound, 4),
+        "boundProven": bool(plan.bound_proven) if plan.bound is not None else None,
+        "gap": None if plan.gap is None else _r(plan.gap, 6),
         "capacityMips": _r(cap, 3),
         "usedMips": _r(sum(node_used.values()), 3),
         "zones": zones,

@@ -39,6 +39,11 @@ function renderSummary(s) {
   f.className = s.feasible || s.empty ? "" : "bad";
   $("importance").textContent = fmt(s.importance);
   $("observed").textContent = fmt(s.observedImportance);
+  // the bound says whether it is proven (issue 49): an estimate may be below the best plan, its gap unknown
+  $("bound").textContent = fmt(s.bound);
+  $("bound-kind").textContent = s.bound === null || s.bound === undefined ? "" : (s.boundProven ? "proven" : "estimated");
+  $("bound-kind").className = s.boundProven ? "" : "estimate";
+  $("gap").textContent = s.gap === null || s.gap === undefined ? (s.bound === null || s.bound === undefined ? "–" : "unknown") : pct(s.gap);
   $("waterline").textContent = s.waterline === null || s.waterline === undefined ? "–" : "rank " + s.waterline;
   $("capacity").textContent = s.capacityMips ? `${fmt(s.usedMips, 0)} of ${fmt(s.capacityMips, 0)} mips planned` : "–";
   $("updated").textContent = s.time || "–";
