@@ -12,6 +12,12 @@ incremental change against the previous candidates (20-23), max PEs per node (24
 candidates (25-26), colocation (27: solved as super-PEs, as the paper suggests) and
 exlocation/isolation (28).
 
+Small problems first (our addition, :mod:`.exact`): when the whole model is small and none of the
+constraints it leaves out can bite (a fresh epoch), one CP-SAT model over every v(p, n) gets
+``EXACT_SHARE`` of the deadline; an answer it proves optimal (and :func:`.constraints.violations`
+passes) is packed (stage 4, which keeps the objective) and returned as ``optimal``; otherwise the
+stages below run in what is left.
+
 Stages (paper 5.2.3):
 1. TopLevelMILP (OR-Tools pywraplp/SCIP by default, CP-SAT with ``toplevel="cpsat"``): one rack
    per (super-)PE, relaxed node choice: rack capacity, rack utilisation and the link terms of the
@@ -61,6 +67,7 @@ import time
 from ...model import Scenario
 from ...plan import StageReport
 from ..stages import MacroQResult, MacroWResult
+from . import exact
 from .constraints import check, violations
 from .milp import _component_racks, _greedy_racks, _rack_bound, _rack_objective, _top_level_cpsat, _top_level_milp
 from .pack import pack_nodes
@@ -75,6 +82,7 @@ STALL_GAIN = 1e-3
 TOP_SHARE = 0.3  # of the deadline, for the TopLevelMILP
 TOP_SKIP_GAP = 0.005  # a greedy start this close (relative) to the TopLevelMILP's lower bound: no MILP
 PACK_SHARE = 0.25  # of the deadline, kept for the in-node packing after miniW
+EXACT_SHARE = 0.25  # of the deadline, for the exact model of a small problem (.exact)
 
 
 def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = None, method: str = "milp",
@@ -110,6 +118,19 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         cands = _as_candidates(prob, best)
         return MacroWResult(cands, best.objective(), report("feasible" if time.monotonic() < deadline else "deadline", best.objective(),
                                                              f"{stage}, miniW {moves} moves"))
+    if method == "milp" and exact.applies(prob):
+        sol = exact.solve(prob, EXACT_SHARE * budget)
+        if sol is not None and not violations(prob, _as_candidates(prob, sol)):
+            nv = sum(len(prob.match[i]) for i in range(len(prob.units)))
+            how = "no packing"
+            if packing:  # the stream affinity among the optimal answers (the packing keeps the objective)
+                sol, how = pack_nodes(prob, sol, min(deadline, time.monotonic() + PACK_SHARE * budget))
+            cands = _as_candidates(prob, sol)
+            if not violations(prob, cands):
+                obj = sol.objective()
+                return MacroWResult(cands, obj, report("optimal", obj, f"exact (CP-SAT, {len(prob.units)} units, {nv} unit-node "
+                                                                      f"variables: proven optimal to the model's rounding), {how}"))
+        stage = "exact model not proven in its share"
     # the two greedy rack assignments (by stream traffic, unit by unit; by whole stream components)
     # are always built; the better start of them and the MILP's (after BottomLevel) is kept
     greedies = {"greedy racks": _greedy_racks(prob), "whole components": _component_racks(prob)}
