@@ -320,3 +320,21 @@ def _scenario_for_gc():  # type: ignore[no-untyped-def]
     from soda_optimizer.model import Policy
 
     return workloads.scenario(workloads.lsd(scale=1), workloads.nodes(10), Policy())
+
+
+@pytest.mark.parametrize("nodes", [40, 60])
+def test_the_first_answer_of_more_than_a_thousand_pes_leaves_nothing_usable_idle(nodes):
+    """Issue 49: the last give-back to single PEs (:func:`.refine.polish`) skipped answers of more
+    than 1,000 PEs, so the first answer of 2x LSD (208 jobs, 1,475 PEs; deadline already passed)
+    left 11,374 mips (40 nodes) and 19,333 (60 nodes) idle that admitted PEs could turn into
+    importance (:func:`benchmarks.bench_resolution.idle_usable`; 10x LSD on 300 nodes: 99,716).
+    A lazy greedy makes it affordable on every answer."""
+    from benchmarks.bench_resolution import idle_usable
+    from soda_optimizer import workloads
+    from soda_optimizer.model import Policy
+
+    s = workloads.scenario(workloads.lsd(scale=2), workloads.nodes(nodes), Policy())
+    res = macroq.solve(s, deadline_s=0.0)
+    _legal(s, res)
+    assert len(res.goals) > 1000
+    assert idle_usable(s, res) <= 1.0, res.report.detail
