@@ -338,3 +338,56 @@ def test_the_first_answer_of_more_than_a_thousand_pes_leaves_nothing_usable_idle
     _legal(s, res)
     assert len(res.goals) > 1000
     assert idle_usable(s, res) <= 1.0, res.report.detail
+
+
+# ------------------------------------------------------------------ jobs on the same template share its work
+
+
+def _same_templates(n_jobs: int, with_overrides: bool):  # type: ignore[no-untyped-def]
+    """``n_jobs`` LSD-like jobs on three templates (two of them alternatives of some jobs), one
+    importing from another; with ``with_overrides`` every third job re-weights a stream."""
+    from soda_optimizer import workloads
+    from soda_optimizer.model import Import, Job, Policy
+
+    ts, js = workloads.lsd(seed=3, scale=1)
+    plain = [j for j in js if not j.imports and len(j.templates) == 1][:2]
+    alt = next(j for j in js if len(j.templates) == 2)
+    t_names = [plain[0].templates[0], plain[1].templates[0], *alt.templates]
+    templates = [t for t in ts if t.name in t_names]
+    sid = next(t for t in templates if t.name == t_names[0]).streams[0].id
+    jobs = []
+    for k in range(n_jobs):
+        tpl = (t_names[k % 2],) if k % 3 else tuple(alt.templates)
+        over = {sid: 7.0} if with_overrides and k % 3 == 1 and tpl == (t_names[0],) else {}
+        imports = (Import(job="job-001", export="out", pe="pe0"),) if k == 5 else ()
+        jobs.append(Job(name=f"job-{k:03d}", rank=1 + k % 3, templates=tpl, weight_overrides=over, imports=imports))
+    return workloads.scenario((templates, jobs), workloads.nodes(4), Policy())
+
+
+@pytest.mark.parametrize("with_overrides", [False, True])
+def test_jobs_on_the_same_template_share_its_curves_and_find_the_same_answer(monkeypatch, with_overrides):
+    """Issue 49: jobs on few templates built a glued graph, Evaluators and curves each. A one-job
+    option depends on its template and weight overrides only: jobs alike share one option's
+    curves (renamed). Oracle: the same solve with every option built for itself (sharing off)
+    finds the same importance and goals; and the first pass builds curves for the distinct
+    (template, overrides) pairs only, not for every job."""
+    from soda_optimizer.soda import admission, curves
+
+    s = _same_templates(24, with_overrides)
+    calls = [0]
+    real = curves.component_curve
+
+    def counted(*a, **k):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(admission, "component_curve", counted)
+    shared = macroq.solve(s, deadline_s=0.0)
+    n_shared = calls[0]
+    monkeypatch.setattr(admission.Items, "_renamed", lambda self, proto, j, t: self._build_option({j: t}))
+    calls[0] = 0
+    alone = macroq.solve(s, deadline_s=0.0)
+    _legal(s, shared)
+    assert shared.importance == pytest.approx(alone.importance, rel=1e-9)
+    assert shared.goals == pytest.approx(alone.goals, rel=1e-9, abs=1e-6)
+    assert n_shared < calls[0] / 3, (n_shared, calls[0])
