@@ -243,7 +243,7 @@ def write_families(rows: list[dict], lsd: list[dict], deadlines: list[float], ba
 
     lines = [f"Regenerate: `.venv/bin/python {cmd}`. Each cell: seconds, importance (vs the fine-grid optimum; macroQ's "
              "gap to its own upper bound, est.: an estimated bound), jobs refused although they fit, mips left idle that an "
-             "admitted PE below its cap could use."
+             "admitted PE could turn into importance."
              + (" The whole run is pinned to core 0 (`sched_setaffinity`) beside a busy loop pinned there too: the chart's "
                 "one-CPU limit with a busy neighbour (issue 49); the fixed-unit and fine-grid columns have no deadline that bites."
                 if pinned else ""), "",
@@ -460,7 +460,7 @@ def write_pressure(rows: list[dict], baseline: str | None, load: tuple) -> None:
              "(`taskset -c 0`) beside a busy loop pinned there too: the chart's one-CPU limit with a busy neighbour, on the "
              "2-core machine shared with other sessions. Each cell: seconds, importance against the fine-grid optimum (10 mips; "
              "50 for 7.1), macroQ's own gap (est.: an estimated bound), importance minus fixed 100-mips units', mips left idle "
-             "that an admitted PE below its cap could use." + (f" Baseline: the optimizer of {baseline}, run just before." if baseline else ""),
+             "that an admitted PE could turn into importance." + (f" Baseline: the optimizer of {baseline}, run just before." if baseline else ""),
              "", "| family | fine optimum | fixed 100 | " + " | ".join(f"{side} {dl:g} s" for dl in PRESSURE_DEADLINES for side in sides) + " |",
              "|---" * (3 + len(PRESSURE_DEADLINES) * len(sides)) + "|"]
     for r in rows:
