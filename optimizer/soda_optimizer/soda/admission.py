@@ -57,7 +57,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..graph import GluedGraph
 from ..importance import Evaluator
-from ..model import Scenario
+from ..model import Scenario, pe_id
 from .curves import Curve, component_curve
 
 NEG = -np.inf
@@ -269,7 +269,7 @@ class Items:
         cut = len(pj) + 1
         curves, keys = [], []
         for c in proto.curves:
-            pes = tuple(f"{jname}:{p[cut:]}" for p in c.pes)
+            pes = tuple(pe_id(jname, p[cut:]) for p in c.pes)
             key = (tuple(sorted((p, tname) for p in pes)), c.unit, self._step(c.unit, len(pes)), self.per_job)
             have = self._curves.get(key)
             if have is not None and have.values is not c.values:
