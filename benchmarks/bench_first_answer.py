@@ -7,7 +7,7 @@ Per case and deadline (0: the deadline already passed, so the first answer alone
 it; 1 and 2 s: LSD's and the product's deadlines), macroQ's wall seconds and CPU seconds (the
 process's own: a figure the neighbours' load does not inflate), the median of ``--reps`` runs, each
 in a process of its own, alternating with the baseline's; the importance, the status, and the mips
-left idle that an admitted PE below its cap could use, of the last run; the 1-minute load average
+left idle that an admitted PE could turn into importance (``bench_resolution.idle_usable``), of the last run; the 1-minute load average
 beside each cell. ``--pinned``: every run under ``taskset -c 0`` beside a busy loop pinned there too
 (the chart's one-CPU limit with a busy neighbour). Writes docs/benchmarks/first-answer.json and .md
 (first-answer-pinned.* with ``--pinned``).
@@ -110,7 +110,7 @@ def write(rows: list[dict], cmd: str, baseline: str | None, load: tuple, pinned:
              + (", pinned to core 0 beside a busy loop pinned there too (the chart's one-CPU limit with a busy neighbour)" if pinned else "")
              + ". Deadline 0: the deadline already passed, so the first answer alone and what finishes it. Each cell: wall seconds "
              "(median of the runs) with the process's CPU seconds (median), importance, status, mips left idle that an admitted "
-             "PE below its cap could use (last run), and the 1-minute load average after each run.", "",
+             "PE could turn into importance (last run), and the 1-minute load average after each run.", "",
              "| case | deadline | " + " | ".join(sides) + " |", "|---" * (2 + len(sides)) + "|"]
     for r in rows:
         lines.append(f"| {r['case']} | {r['deadline']:g} s | " + " | ".join(cell(r[s]) for s in sides) + " |")

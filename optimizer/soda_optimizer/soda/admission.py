@@ -44,6 +44,7 @@ refinements :mod:`.refine`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -56,7 +57,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..graph import GluedGraph
 from ..importance import Evaluator
-from ..model import Scenario
+from ..model import Scenario, pe_id
 from .curves import Curve, component_curve
 
 NEG = -np.inf
@@ -212,6 +213,7 @@ class Items:
         self.abandon_at = math.inf  # building options past this time gives up the pass
         self.big_until: float | None = None  # curves past EXACT_LIMIT vectors are enumerated only before this time
         self._built: set[int] = set()
+        self._protos: dict[tuple, Option] = {}  # one-job options per (template, weight overrides)
 
     def _curve(self, choice: dict[str, str], comp: frozenset[str], glued: GluedGraph) -> Curve:
         ev = Evaluator(glued, sorted(comp))
@@ -244,6 +246,42 @@ class Items:
         return any(self._step(c.unit, len(c.pes)) > 1 for c in self.used_curves())
 
     def _option(self, choice: dict[str, str]) -> Option | None:
+        """The option admitting ``choice``'s jobs on its templates. One job alone is its template's
+        graph under its name: jobs on the same template with the same weight overrides share one
+        option's curves and convolution, renamed (issue 49: many jobs on few templates built a
+        glued graph, Evaluators and curves each)."""
+        if len(choice) == 1:
+            (jname, tname), = choice.items()
+            key = (tname, tuple(sorted(self.s.job(jname).weight_overrides.items())))
+            proto = self._protos.get(key)
+            if proto is not None:
+                return self._renamed(proto, jname, tname)
+            opt = self._build_option(choice)
+            if opt is not None:
+                self._protos[key] = opt
+            return opt
+        return self._build_option(choice)
+
+    def _renamed(self, proto: Option, jname: str, tname: str) -> Option | None:
+        """``proto`` (a one-job option on ``tname``) for job ``jname``: the same arrays, its PEs
+        under ``jname``; its curves also join the curve cache under their own keys (later passes)."""
+        (pj,) = proto.choice
+        cut = len(pj) + 1
+        curves, keys = [], []
+        for c in proto.curves:
+            pes = tuple(pe_id(jname, p[cut:]) for p in c.pes)
+            key = (tuple(sorted((p, tname) for p in pes)), c.unit, self._step(c.unit, len(pes)), self.per_job)
+            have = self._curves.get(key)
+            if have is not None and have.values is not c.values:
+                return self._build_option({jname: tname})  # its own curve from an earlier pass: built as before
+            curves.append(have or dataclasses.replace(c, pes=pes))
+            keys.append(key)
+        self._curves.update(zip(keys, curves))
+        opt = Option(frozenset((jname,)), {jname: tname}, curves, proto.unit, proto.base, proto.values, proto.steps,
+                     proto.g_values, proto.g_index, proto.exact_min, proto._shifted)
+        return opt
+
+    def _build_option(self, choice: dict[str, str]) -> Option | None:
         glued = self.s.glued(choice)
         curves = [self._curve(choice, c, glued) for c in glued.components()]
         if self.per_job and len({c.unit for c in curves}) > 1:
