@@ -38,6 +38,7 @@ from .family import _predict as _judged
 from .fit import _kish, age_weights, fit
 from .model import Fit, LearnConfig, LearnedModel, Sample
 from .signature import Level, Signature, normalize_image
+from .spare import sample_dips
 
 STATE_VERSION = 1
 # issue 52: the share of the window before a run of surprises that must be as far from the fit for
@@ -137,6 +138,7 @@ class Learner:
             kept = kept[-model.surprises:]  # the window before the change-point is dropped
             model.drifts += 1
             model.surprises = 0
+            model.anchor = None
             if model.fit is not None:
                 model.fit = model.fit.model_copy(update={"trusted": False})
         w = age_weights(kept, now, cfg.half_life_s)
@@ -148,8 +150,13 @@ class Learner:
     def _drifted(self, model: LearnedModel, batch: list[Sample]) -> bool:
         """Counts the new samples far from a trusted family fit in a row (:attr:`LearnedModel.surprises`);
         True when ``drift_run`` of them are: the PE changed (a residual run test, issue 38)."""
-        ff, cfg = model.family, self.config
-        if ff is None or model.fit is None or model.fit.trusted is not True or not batch:
+        cfg = self.config
+        ff = model.family if model.fit is not None and model.fit.trusted is True else None
+        if ff is None and model.surprises > 0:
+            # issue 52: a run under way is judged by the fit it began against (:attr:`LearnedModel.anchor`):
+            # the refit that took in its first surprises may have lost its trust for them
+            ff = model.anchor
+        if ff is None or model.fit is None or not batch:
             return False
         dev = _deviation(ff, batch)
         limit = max(cfg.drift_threshold, 3.0 * ff.cv_error)
@@ -160,19 +167,19 @@ class Learner:
         # issue 52: a misfit that is stationary is not drift: the fit loses its trust (it is
         # refitted on the whole window) and the window is kept
         earlier = max(0, model.surprises - len(batch))  # the run began in an earlier batch
-        if self._stationary(model, model.samples[: len(model.samples) - earlier]):
+        if self._stationary(ff, model.samples[: len(model.samples) - earlier]):
             model.surprises = 0
             model.fit = model.fit.model_copy(update={"trusted": False, "confidence": min(model.fit.confidence, 0.49)})
             return False
         return True
 
 
-    def _stationary(self, model: LearnedModel, old: list[Sample]) -> bool:
+    def _stationary(self, ff: FamilyFit, old: list[Sample]) -> bool:
         """True when ``old``, the window before the run of surprises, has at least ``_MISFIT_SHARE``
         of its samples as far from the fit (issue 52): the fit is wrong where the PE keeps running
         (a misfit), not a PE that changed (drift: its window before the change fits)."""
-        ff, cfg = model.family, self.config
-        if ff is None or len(old) < cfg.drift_run:
+        cfg = self.config
+        if len(old) < cfg.drift_run:
             return False
         dev = _deviation(ff, old)
         limit = max(cfg.drift_threshold, 3.0 * ff.cv_error)
@@ -200,7 +207,7 @@ class Learner:
                     # issue 52 item 3: the kink located only with both branches seen (else the fit put
                     # it at the bound the samples imply: the largest or smallest allocation seen)
                     f = f.model_copy(update={"saturation_identified": f.a_identified and (model.kind is PEKind.source or f.b_identified)})
-                if f is not None and cfg.family and not (_spare_seen(model.samples, cfg.min_branch_n_eff) or _grows_with_mips(model.kind, model.samples, f.a_identified)):
+                if f is not None and cfg.family and not (_spare_seen(model.samples, cfg.min_branch_n_eff, cfg.idle_margin) or _grows_with_mips(model.kind, model.samples, f.a_identified)):
                     local = _one_point(model.samples) and f.rel_residual <= cfg.max_confident_error and f.outlier_fraction <= cfg.max_outlier_fraction
                     # a local fit's B (transforms, sinks) is only the bound its allocations imply: at one
                     # operating point the hinge's branch is arbitrary (h52b: 40 windows at 200 mips on its B
@@ -216,6 +223,8 @@ class Learner:
             if key is not None:
                 memo[key] = (f, ff)  # type: ignore[index]
         model.fit, model.family = f, ff
+        if f is not None and f.trusted is True and ff is not None:
+            model.anchor = ff  # what the drift test judges a run of surprises by (issue 52)
         if f is not None:
             model.a, model.b = f.a, f.b
         model.stale = False
@@ -377,11 +386,13 @@ def _one_point(samples: list[Sample]) -> bool:
     return m.size >= 3 and float(np.ptp(np.log(m))) < np.log(NARROW) and 2 * sum(s.censored for s in samples) > len(samples)
 
 
-def _spare_seen(samples: list[Sample], n: float) -> bool:
+def _spare_seen(samples: list[Sample], n: float, margin: float = 0.05) -> bool:
     """At least ``n`` samples with CPU clearly to spare or a measured processed rate (issue 52, the
     :mod:`.fit` fallback; one is not enough: a saturated PE's CPU reading with 3-5% noise dips
     below ``SPARE`` one window in a few hundred)."""
-    return sum((s.m_used is not None and s.m_used < SPARE * s.m) or (s.r_p is not None and not s.censored) for s in samples) >= n
+    dip = sample_dips(samples, margin)  # issue 52 item 2: a saturated window's reading dipped (:mod:`.spare`)
+    return sum((s.m_used is not None and s.m_used < SPARE * s.m and not d) or (s.r_p is not None and not s.censored)
+               for s, d in zip(samples, dip)) >= n
 
 
 def _grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) -> bool:
@@ -396,7 +407,7 @@ def _grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) ->
     if len(pts) < 3:
         return False
     lm, ly = np.log(np.array(pts)).T
-    if np.ptp(lm) < np.log(1.2):
+    if np.ptp(lm) < np.log(NARROW):  # within 1.3x: one operating point, as for :func:`_one_point`
         # one operating point: fluid (behind its input) or backpressure (at B) alike, the fit says
         # the PE saturates at the allocation seen with the output seen (A x the largest m seen, or
         # B / the smallest), which holds there and is pessimistic past it (exploration probes it).
