@@ -207,7 +207,9 @@ class Learner:
                     # issue 52 item 3: the kink located only with both branches seen (else the fit put
                     # it at the bound the samples imply: the largest or smallest allocation seen)
                     f = f.model_copy(update={"saturation_identified": f.a_identified and (model.kind is PEKind.source or f.b_identified)})
-                if f is not None and cfg.family and not (_spare_seen(model.samples, cfg.min_branch_n_eff, cfg.idle_margin) or _grows_with_mips(model.kind, model.samples, f.a_identified)):
+                if f is not None and cfg.family and (not (_spare_seen(model.samples, cfg.min_branch_n_eff, cfg.idle_margin)
+                                                          or _grows_with_mips(model.kind, model.samples, f.a_identified))
+                                                     or _mips_misfit(model.kind, model.samples, f, cfg)):
                     local = _one_point(model.samples) and f.rel_residual <= cfg.max_confident_error and f.outlier_fraction <= cfg.max_outlier_fraction
                     # a local fit's B (transforms, sinks) is only the bound its allocations imply: at one
                     # operating point the hinge's branch is arbitrary (h52b: 40 windows at 200 mips on its B
@@ -393,6 +395,22 @@ def _spare_seen(samples: list[Sample], n: float, margin: float = 0.05) -> bool:
     dip = sample_dips(samples, margin)  # issue 52 item 2: a saturated window's reading dipped (:mod:`.spare`)
     return sum((s.m_used is not None and s.m_used < SPARE * s.m and not d) or (s.r_p is not None and not s.censored)
                for s, d in zip(samples, dip)) >= n
+
+
+def _mips_misfit(kind: PEKind, samples: list[Sample], f: Fit, cfg: LearnConfig) -> bool:
+    """Issue 52, the :mod:`.fit` fallback: it fits the output alone, so its saturation ``B / A`` (a
+    source's ``r_i / A``) is checked against the CPU readings: True when more than
+    ``max_outlier_fraction`` of the samples used mips more than ``outlier_threshold`` (log units) from
+    ``min(m, B / A)``. A memory-bound PE (at most 86.5 tuples/s, busy on all its mips past it) has
+    its output fitted within 3% by the paper's form, which says it uses 779 mips at most: half its
+    windows used up to 2.4x that, and the fit was Confident at 15.5% error."""
+    pts = np.array([(s.r_i, s.m, s.m_used) for s in samples if s.m_used and s.m > 0 and s.r_i > 0], dtype=float).reshape(-1, 3)
+    if len(pts) < 3:
+        return False
+    r_i, m, mu = pts.T
+    cap = r_i / f.a if kind is PEKind.source else np.full(m.shape, f.b / f.a)
+    off = np.abs(np.log(np.minimum(m, cap) / mu)) > cfg.outlier_threshold
+    return bool(np.mean(off) > cfg.max_outlier_fraction)
 
 
 def _grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) -> bool:
