@@ -171,3 +171,29 @@ def test_a_pe_with_cpu_to_spare_keeps_it(k: float, noise: float, seed: int) -> N
     reading = np.minimum(m, np.minimum(m, need) * np.exp(rng.normal(0, noise, 60)))
     d = dips(r, m, reading, np.full(60, np.nan), 0.05)
     assert not np.any(d & spare)
+
+
+def test_a_learner_with_an_untrusted_fallback_fit_exports_as_json() -> None:
+    """A PE seen saturated at two allocations 2x apart under backpressure (it received what it
+    processed: its output per input the same at both), without CPU readings that dip: no family fit
+    (no known rate), the paper's form fitted and not trusted (no sample below saturation), not
+    local (two operating points). The operator stores the learner's state as JSON
+    (``Learner.export``): the numpy bool that said "not local" made it raise (bench_rfl's explore
+    arm, on exporting its learner after 48 epochs)."""
+    import json
+
+    rng = np.random.default_rng(5)
+    sig = Signature.build("transform", "acme/two-points:1", inputs=[("up", "up->pe")])
+    lr = Learner()
+    for i in range(6):
+        m = 500.0 if i % 2 else 1000.0
+        r = m / 5.0  # what it processed, at 5 mips per tuple
+        ob = PEObservation(received={"up->pe": r}, emitted={"pe->down": 0.5 * r * float(np.exp(rng.normal(0, 0.05)))}, mips=m)
+        s = sample_from_observation(ob, PEKind.transform, m, 10.0 * i)
+        assert s is not None and s.censored
+        lr.observe(sig, [s], 10.0 * i)
+    model = lr.get(sig.key)
+    assert model is not None and model.family is None and model.fit is not None
+    assert model.fit.trusted is False and not model.fit.local
+    again = Learner.load(json.loads(json.dumps(lr.export())))
+    assert again.get(sig.key) is not None

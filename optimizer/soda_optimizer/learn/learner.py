@@ -210,7 +210,8 @@ class Learner:
                 if f is not None and cfg.family and (not (_spare_seen(model.samples, cfg.min_branch_n_eff, cfg.idle_margin)
                                                           or _grows_with_mips(model.kind, model.samples, f.a_identified))
                                                      or _mips_misfit(model.kind, model.samples, f, cfg)):
-                    local = _one_point(model.samples) and f.rel_residual <= cfg.max_confident_error and f.outlier_fraction <= cfg.max_outlier_fraction
+                    local = bool(_one_point(model.samples) and f.rel_residual <= cfg.max_confident_error
+                                 and f.outlier_fraction <= cfg.max_outlier_fraction)
                     # a local fit's B (transforms, sinks) is only the bound its allocations imply: at one
                     # operating point the hinge's branch is arbitrary (h52b: 40 windows at 200 mips on its B
                     # branch, and tests/test_explore.py's PE looked identified without a probe)
@@ -253,7 +254,7 @@ class Learner:
         conf = min(1.0, n_eff / cfg.n_full) * max(0.0, 1.0 - err / cfg.max_rel_residual) * (1.0 - ff.outlier_fraction)
         if not trusted:
             conf = min(conf, 0.49)
-        local = good and not below and _one_point(model.samples)
+        local = bool(good and not below and _one_point(model.samples))
         # a local fit's B (transforms, sinks) is only the bound its allocations imply (as the fallback's)
         return Fit(a=a, b=b, a_identified=ff.n >= cfg.min_branch_n_eff,
                    b_identified=model.kind.value != "source" and ff.n_known >= cfg.min_branch_n_eff and not local,
@@ -385,7 +386,8 @@ def _one_point(samples: list[Sample]) -> bool:
     plane or backpressure alike, and is pessimistic past them (its saturation the largest
     allocation seen): :attr:`.model.Fit.local`."""
     m = np.array([s.m for s in samples if s.m > 0])
-    return m.size >= 3 and float(np.ptp(np.log(m))) < np.log(NARROW) and 2 * sum(s.censored for s in samples) > len(samples)
+    # a plain bool: numpy's does not serialise (Learner.export failed on a local fallback fit)
+    return bool(m.size >= 3 and float(np.ptp(np.log(m))) < float(np.log(NARROW)) and 2 * sum(s.censored for s in samples) > len(samples))
 
 
 def _spare_seen(samples: list[Sample], n: float, margin: float = 0.05) -> bool:
