@@ -122,6 +122,18 @@ def test_a_background_cpu_term_without_an_offered_rate_is_never_confident_and_wr
         assert all(e <= 0.15 for _, e in bad), (seed, bad)
 
 
+def test_windows_that_emitted_nothing_refute_a_fit_that_says_the_pe_emits_there() -> None:
+    """bench_rfl_shapes ``--pes 6`` (fluid and backpressure, constant input, PE 19): a background CPU
+    term of 1,146 mips (``need = 1146 + 9.39 p``, 70.4 tuples/s offered). Below it the PE processes
+    nothing: windows at 398-1,054 mips received tuples and emitted none, and every fit leaves them
+    out (no log of 0). The paper's need (and the linear one) fitted on the rest was Confident at
+    31-32% error after 20 windows, saying the PE emits 21-57% of its output at those allocations."""
+    c0, c, s, r0 = 1146.31, 9.3892, 1.8019, 70.426
+    for seed in range(6):
+        bad = _fluid(lambda p, i: c0 + c * p, lambda p: s * p, r0, 30, 100 + seed, check_every=5)
+        assert all(e <= 0.15 for _, e in bad), (seed, bad)
+
+
 def test_cpu_reading_dips_at_one_operating_point_are_not_cpu_to_spare_and_the_pe_leaves_its_default() -> None:
     """bench_rfl's ``dac-1:pe1`` (explore arm, seed 0): a transform that declares nothing, K = b / a =
     9,200 mips, planned at 180-1,001 mips on the fluid data plane (it receives all it is offered,
