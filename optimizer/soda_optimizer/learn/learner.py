@@ -26,34 +26,25 @@ Pure: no I/O; the caller passes the time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import PEKind
-from .family import SPARE, FamilyFit, fit_family
+from .family import FamilyFit, fit_family
 from .family import _predict as _judged
 from .fit import _kish, age_weights, fit
 from .model import Fit, LearnConfig, LearnedModel, Sample
 from .signature import Level, Signature, normalize_image
-from .spare import sample_dips
+from .trust import below_saturation, grows_with_mips, mips_misfit, one_point, silent_misfit, spare_seen
 
 STATE_VERSION = 1
 # issue 52: the share of the window before a run of surprises that must be as far from the fit for
 # the run to be a stationary misfit rather than drift (a trusted fit has at most
 # ``max_outlier_fraction`` of its samples past ``outlier_threshold``)
 _MISFIT_SHARE = 0.2
-# issue 52: allocations within this factor are one operating point (:func:`_one_point`): saturated
-# windows there bound the saturation from one side only, fluid data plane or backpressure alike.
-# 1.2 left bench_rfl's dac-4:pe1, seen saturated at 900 and 1,080 mips (1.2x apart, its output
-# per tuple growing too little over so narrow a spread for the fallback's slope test), neither
-# local nor trusted: on its default function, ~400% off, and tests/test_bench_rfl.py failed
-NARROW = 1.3
-# issue 52: a window that emitted nothing refutes a fit predicting more than this share of the PE's
-# output with CPU to spare there (the share bench_rfl_shapes' error is floored at)
-_SILENT = 0.1
 
 
 class Lookup(BaseModel):
@@ -210,13 +201,13 @@ class Learner:
                     # issue 52 item 3: the kink located only with both branches seen (else the fit put
                     # it at the bound the samples imply: the largest or smallest allocation seen)
                     f = f.model_copy(update={"saturation_identified": f.a_identified and (model.kind is PEKind.source or f.b_identified)})
-                if f is not None and cfg.family and (not (_spare_seen(model.samples, cfg.min_branch_n_eff, cfg.idle_margin)
-                                                          or _grows_with_mips(model.kind, model.samples, f.a_identified))
-                                                     or _mips_misfit(model.kind, model.samples, f, cfg)
+                if f is not None and cfg.family and (not (spare_seen(model.samples, cfg.min_branch_n_eff, cfg.idle_margin)
+                                                          or grows_with_mips(model.kind, model.samples, f.a_identified))
+                                                     or mips_misfit(model.kind, model.samples, f, cfg)
                                                      or (model.kind is not PEKind.source
-                                                         and _silent_misfit(model.samples, lambda r, m: np.minimum(f.a * r * m, f.b * r),
+                                                         and silent_misfit(model.samples, lambda r, m: np.minimum(f.a * r * m, f.b * r),
                                                                             lambda r: f.b * r))):
-                    local = bool(_one_point(model.samples) and f.rel_residual <= cfg.max_confident_error
+                    local = bool(one_point(model.samples) and f.rel_residual <= cfg.max_confident_error
                                  and f.outlier_fraction <= cfg.max_outlier_fraction)
                     # a local fit's B (transforms, sinks) is only the bound its allocations imply: at one
                     # operating point the hinge's branch is arbitrary (h52b: 40 windows at 200 mips on its B
@@ -247,20 +238,20 @@ class Learner:
         w = age_weights(model.samples, now, cfg.half_life_s)
         n_eff = _kish(w)
         err = ff.cv_error
-        below = _below_saturation(ff, cfg)
+        below = below_saturation(ff, cfg)
         # issue 52: a source without a measured offered rate, whose saturated windows' output grew
         # with the mips, tested its CPU-bound branch (A), as for the fallback; its saturation
         # (primal / A, the primal rate unknown) is still a bound, not identified. For transforms
         # the same rule made 5 more fluid-plane fits Confident and wrong in bench_rfl_shapes
         # (--pes 2, constant input: 12 of 143 against 7 of 137), so it is for sources only
-        grows = not below and ff.support is None and model.kind is PEKind.source and _grows_with_mips(model.kind, model.samples, False)
+        grows = not below and ff.support is None and model.kind is PEKind.source and grows_with_mips(model.kind, model.samples, False)
         good = (err <= cfg.max_confident_error and ff.outlier_fraction <= cfg.max_outlier_fraction
                 and ff.n >= 5 and n_eff >= cfg.min_branch_n_eff)
-        trusted = good and (below or grows) and not _silent_misfit(model.samples, lambda r, m: ff.predict(r, m)[0], lambda r: ff.sel_at(r) * r)
+        trusted = good and (below or grows) and not silent_misfit(model.samples, lambda r, m: ff.predict(r, m)[0], lambda r: ff.sel_at(r) * r)
         conf = min(1.0, n_eff / cfg.n_full) * max(0.0, 1.0 - err / cfg.max_rel_residual) * (1.0 - ff.outlier_fraction)
         if not trusted:
             conf = min(conf, 0.49)
-        local = bool(good and not below and _one_point(model.samples))
+        local = bool(good and not below and one_point(model.samples))
         # a local fit's B (transforms, sinks) is only the bound its allocations imply (as the fallback's)
         return Fit(a=a, b=b, a_identified=ff.n >= cfg.min_branch_n_eff,
                    b_identified=model.kind.value != "source" and ff.n_known >= cfg.min_branch_n_eff and not local,
@@ -355,117 +346,6 @@ class Learner:
         model = LearnedModel.model_validate(dict(data))
         self.state.models[model.key] = model
         return model
-
-
-def _below_saturation(ff: FamilyFit, cfg: LearnConfig) -> bool:
-    """Issue 52: has the fit seen the PE below its saturation? With the processed rate measured, the
-    support rule (``min_support`` of its CPU-bound branch); without it (``support`` None), at least
-    ``min_branch_n_eff`` samples with CPU to spare or visibly behind their input
-    (:attr:`.family.FamilyFit.n_evidence`), predicted within ``max_confident_error``: saturated
-    samples alone bound the saturation from one side only (under backpressure a saturated PE
-    receives what it processes: the paper's need is then the median allocation seen); the paper's
-    need, where a saturated window allocated clearly below its ``K`` received
-    what it processed (:attr:`.family.FamilyFit.n_level`), also as many windows behind their input
-    (its CPU-bound branch, the share ``m / K``). Saturated windows allocated near ``K`` (at least
-    ``_BEHIND`` of it) do not count against it: there the fluid data plane's share ``m / K`` and
-    backpressure look alike (bench_rfl's PEs planned just below their saturation: 19 of 51 fits with
-    a held-out error of 0.4-5.6% and 5-7 windows with CPU to spare were not trusted, and
-    tests/test_bench_rfl.py failed)."""
-    if ff.support is not None:
-        return ff.support >= cfg.min_support
-    if ff.n_evidence is None or ff.evidence_error is None:
-        return False
-    behind = ff.n_behind or 0
-    level = ff.n_level if ff.n_level is not None else ff.n - ff.n_known - behind
-    if ff.need == "paper" and behind < cfg.min_branch_n_eff and level >= 1:
-        # saturated windows that received what they processed (backpressure) judge the paper's
-        # need only by what they bound; its share m / K of the input: only a window behind its
-        # input tests it (a PE seen with CPU to spare only has K measured by each window)
-        return False
-    return ff.n_evidence >= cfg.min_branch_n_eff and ff.evidence_error <= cfg.max_confident_error
-
-
-def _one_point(samples: list[Sample]) -> bool:
-    """Issue 52: every sample at about one allocation (within a factor :data:`NARROW`), most of them
-    saturated: the planner's allocation, unchanged from one macro epoch to the next or moved a
-    little (bench_rfl: 900 and 1,080 mips). A fit there holds over the allocations seen, fluid data
-    plane or backpressure alike, and is pessimistic past them (its saturation the largest
-    allocation seen): :attr:`.model.Fit.local`."""
-    m = np.array([s.m for s in samples if s.m > 0])
-    # a plain bool: numpy's does not serialise (Learner.export failed on a local fallback fit)
-    return bool(m.size >= 3 and float(np.ptp(np.log(m))) < float(np.log(NARROW)) and 2 * sum(s.censored for s in samples) > len(samples))
-
-
-def _spare_seen(samples: list[Sample], n: float, margin: float = 0.05) -> bool:
-    """At least ``n`` samples with CPU clearly to spare or a measured processed rate (issue 52, the
-    :mod:`.fit` fallback; one is not enough: a saturated PE's CPU reading with 3-5% noise dips
-    below ``SPARE`` one window in a few hundred)."""
-    dip = sample_dips(samples, margin)  # issue 52 item 2: a saturated window's reading dipped (:mod:`.spare`)
-    return sum((s.m_used is not None and s.m_used < SPARE * s.m and not d) or (s.r_p is not None and not s.censored)
-               for s, d in zip(samples, dip)) >= n
-
-
-def _silent_misfit(samples: list[Sample], out: Callable[[np.ndarray, np.ndarray], np.ndarray],
-                   spare: Callable[[np.ndarray], np.ndarray]) -> bool:
-    """Issue 52: the windows that received tuples and emitted none (below a background CPU term a PE
-    processes nothing) are left out of every fit (their output has no log), yet they refute a fit
-    that says the PE emits there. True when at least 2, and a tenth of the window, are predicted
-    (``out`` at the rate received and the mips allocated) above ``_SILENT`` of the output with CPU to
-    spare at that rate (``spare``). bench_rfl_shapes (``--pes 6``, fluid and backpressure, constant
-    input): a background PE with 6 of its 20 windows silent at 398-1,054 mips, its paper-need and
-    linear fits predicting 21-57% of its output there, Confident at 31-32% error."""
-    sil = [(s.r_i, s.m) for s in samples if s.r_o <= 0 and s.r_i > 0 and s.m > 0]
-    if len(sil) < max(2.0, 0.1 * len(samples)):
-        return False
-    r, m = np.array(sil, dtype=float).T
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.asarray(out(r, m), dtype=float) / np.maximum(np.asarray(spare(r), dtype=float), 1e-12)
-    return bool(np.sum(ratio > _SILENT) >= max(2.0, 0.1 * len(samples)))
-
-
-def _mips_misfit(kind: PEKind, samples: list[Sample], f: Fit, cfg: LearnConfig) -> bool:
-    """Issue 52, the :mod:`.fit` fallback: it fits the output alone, so its saturation ``B / A`` (a
-    source's ``r_i / A``) is checked against the CPU readings: True when more than
-    ``max_outlier_fraction`` of the samples used mips more than ``outlier_threshold`` (log units) from
-    ``min(m, B / A)``. A memory-bound PE (at most 86.5 tuples/s, busy on all its mips past it) has
-    its output fitted within 3% by the paper's form, which says it uses 779 mips at most: half its
-    windows used up to 2.4x that, and the fit was Confident at 15.5% error."""
-    pts = np.array([(s.r_i, s.m, s.m_used) for s in samples if s.m_used and s.m > 0 and s.r_i > 0], dtype=float).reshape(-1, 3)
-    if len(pts) < 3:
-        return False
-    r_i, m, mu = pts.T
-    cap = r_i / f.a if kind is PEKind.source else np.full(m.shape, f.b / f.a)
-    off = np.abs(np.log(np.minimum(m, cap) / mu)) > cfg.outlier_threshold
-    return bool(np.mean(off) > cfg.max_outlier_fraction)
-
-
-def _grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) -> bool:
-    """Issue 52, the :mod:`.fit` fallback: where most samples are censored (saturated, no offered
-    rate), the output per input tuple (a source's output) grows with the mips over them: a slope in
-    log-log of at least 1/2 and 3 standard errors (1 on the paper's CPU-bound branch, 0 under
-    backpressure)."""
-    pts = [(s.m, s.r_o if kind is PEKind.source else s.r_o / s.r_i) for s in samples
-           if s.censored and s.m > 0 and s.r_o > 0 and s.r_i > 0]
-    if len(pts) * 2 < len(samples):
-        return a_identified  # mostly not censored: their input rates were offered ones, the A branch as fitted
-    if len(pts) < 3:
-        return False
-    lm, ly = np.log(np.array(pts)).T
-    if np.ptp(lm) < np.log(NARROW):  # within 1.3x: one operating point, as for :func:`_one_point`
-        # one operating point: fluid (behind its input) or backpressure (at B) alike, the fit says
-        # the PE saturates at the allocation seen with the output seen (A x the largest m seen, or
-        # B / the smallest), which holds there and is pessimistic past it (exploration probes it).
-        # Not trusted (its saturation is a bound; h52 trusted it where the hinge settled on its A
-        # branch), but ``Fit.local``: the planner may use it where it beats the declared function
-        # (:func:`.functions.choose`)
-        return False
-    sxx = float(np.sum((lm - lm.mean()) ** 2))
-    if sxx <= 1e-12:
-        return False
-    slope = float(np.sum((lm - lm.mean()) * (ly - ly.mean())) / sxx)
-    res = ly - ly.mean() - slope * (lm - lm.mean())
-    se = float(np.sqrt(np.sum(res * res) / max(len(pts) - 2, 1) / sxx))
-    return slope >= 0.5 and slope >= 3.0 * se
 
 
 def _error_on(model: LearnedModel, samples: list[Sample]) -> float:

@@ -2,7 +2,7 @@
 
 A PE with CPU to spare processed all it was offered, so its window tells the rate it processes
 (and its selectivity) directly; every part of the learner leans on that (:mod:`.family`'s known
-rates and evidence, :mod:`.fit`'s input-bound samples, :func:`.learner._spare_seen`). A saturated
+rates and evidence, :mod:`.fit`'s input-bound samples, :func:`.trust.spare_seen`). A saturated
 PE's CPU reading is noisy: with 3-5% noise it reads below 95% of its limit about one window in
 seven and below 90% one in fifty. Such a dip, taken as CPU to spare, puts a saturated window's
 received rate among the processed ones: bench_rfl's ``dac-1:pe1`` (three windows at 94%) learned a
