@@ -96,7 +96,8 @@ def test_a_new_operating_point_is_no_drift_and_a_slower_pe_is() -> None:
 def test_a_probe_past_a_saturation_learned_from_censored_samples_is_no_drift() -> None:
     """A PE seen only CPU-bound at about one allocation (two windows whose CPU reading dipped below
     95% pass for idle: the selectivity is learned from them, the K learned is about the allocation,
-    a lower bound). Exploration then gives it 1.5x (a probe): still CPU-bound, it emits more. That is
+    a lower bound; issue 52 item 2: they are at the largest allocation seen, more than 1.1x the
+    others', where no saturated window contradicts them, :mod:`soda_optimizer.learn.spare`). Exploration then gives it 1.5x (a probe): still CPU-bound, it emits more. That is
     a new operating point, which the fit learns from, not a drift that drops the window; and (issue
     52) a fit seen saturated only is not trusted in the first place."""
     rng = np.random.default_rng(3)
@@ -117,7 +118,8 @@ def test_a_probe_past_a_saturation_learned_from_censored_samples_is_no_drift() -
         t += 10.0
 
     for k in range(20):
-        window(float(rng.uniform(170.0, 190.0)), 0.9 if k in (5, 13) else 0.99)  # K = 1000: always CPU-bound
+        m = float(rng.uniform(170.0, 190.0))
+        window(215.0 if k in (5, 13) else m, 0.9 if k in (5, 13) else 0.99)  # K = 1000: always CPU-bound
     model = lr.get(sig.key)
     assert model is not None and model.fit is not None and model.family is not None
     assert model.family.need == "paper" and model.family.c[0] < 250.0  # a lower bound: the allocations seen

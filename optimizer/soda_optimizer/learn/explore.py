@@ -50,7 +50,7 @@ the extra mips would buy elsewhere is not given them.
 Issue 52: a model whose saturation is only the bound of the allocations it was seen at (waiting,
 or a local fit, :attr:`.model.Fit.local`, planned as it is) is probed for it whatever its
 parameters' identification says (B for transforms and sinks, A down for sources), its saturation
-moved up by at least :data:`.learner.NARROW` (a departure from ``step`` when ``step`` is below
+moved up by at least :data:`.trust.NARROW` (a departure from ``step`` when ``step`` is below
 0.3): a probe inside the narrow band of allocations it was seen at would be one more sample at the
 same operating point.
 
@@ -70,8 +70,9 @@ from pydantic import BaseModel, ConfigDict
 
 from ..model import PEKind, ResourceFunction, Scenario
 from .functions import Choice, ExplorationSettings, apply_functions
-from .learner import NARROW, Learner
+from .learner import Learner
 from .model import LearnedModel
+from .trust import NARROW
 
 __all__ = ["ExplorationSettings", "Probe", "apply_probes", "select"]
 

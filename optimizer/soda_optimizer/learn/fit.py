@@ -32,6 +32,7 @@ from scipy.optimize import least_squares
 
 from ..model import PEKind
 from .model import Fit, LearnConfig, Loss, Sample
+from .spare import dips
 
 _LOG_BIG = 50.0  # caps |log A|, |log B| in the solver
 
@@ -90,16 +91,18 @@ def fit(kind: PEKind, samples: Sequence[Sample], now: float, config: LearnConfig
     m = np.array([s.m for s in samples], dtype=float)
     r_o = np.array([s.r_o for s in samples], dtype=float)
     mu = np.array([np.nan if s.m_used is None else s.m_used for s in samples], dtype=float)
+    rp = np.array([np.nan if s.r_p is None else s.r_p for s in samples], dtype=float)
     w = age_weights(samples, now, config.half_life_s)
     ok = (r_i > 0) & (m > 0) & (r_o > 0) & (w > 0)
     if not ok.any():
         return None
-    r_i, m, r_o, mu, w = r_i[ok], m[ok], r_o[ok], mu[ok], w[ok]
+    r_i, m, r_o, mu, rp, w = r_i[ok], m[ok], r_o[ok], mu[ok], rp[ok], w[ok]
     source = kind is PEKind.source
     lm = np.log(m)
     ly = np.log(r_o) if source else np.log(r_o / r_i)
     lp = np.log(r_i)  # a source's cap
     idle = np.isfinite(mu) & (mu > 0) & (mu < (1.0 - config.idle_margin) * m)
+    idle &= ~dips(r_i, m, mu, rp, config.idle_margin)  # issue 52 item 2: a dip of a saturated PE's reading (:mod:`.spare`)
     lmu = np.log(np.where(idle, mu, 1.0))
     hinge = ~idle
     ih, ii = np.flatnonzero(hinge), np.flatnonzero(idle)

@@ -33,23 +33,18 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import PEKind
-from .family import SPARE, FamilyFit, fit_family
+from .family import FamilyFit, fit_family
 from .family import _predict as _judged
 from .fit import _kish, age_weights, fit
 from .model import Fit, LearnConfig, LearnedModel, Sample
 from .signature import Level, Signature, normalize_image
+from .trust import below_saturation, grows_with_mips, mips_misfit, one_point, silent_misfit, spare_seen
 
 STATE_VERSION = 1
 # issue 52: the share of the window before a run of surprises that must be as far from the fit for
 # the run to be a stationary misfit rather than drift (a trusted fit has at most
 # ``max_outlier_fraction`` of its samples past ``outlier_threshold``)
 _MISFIT_SHARE = 0.2
-# issue 52: allocations within this factor are one operating point (:func:`_one_point`): saturated
-# windows there bound the saturation from one side only, fluid data plane or backpressure alike.
-# 1.2 left bench_rfl's dac-4:pe1, seen saturated at 900 and 1,080 mips (1.2x apart, its output
-# per tuple growing too little over so narrow a spread for the fallback's slope test), neither
-# local nor trusted: on its default function, ~400% off, and tests/test_bench_rfl.py failed
-NARROW = 1.3
 
 
 class Lookup(BaseModel):
@@ -137,6 +132,7 @@ class Learner:
             kept = kept[-model.surprises:]  # the window before the change-point is dropped
             model.drifts += 1
             model.surprises = 0
+            model.anchor = None
             if model.fit is not None:
                 model.fit = model.fit.model_copy(update={"trusted": False})
         w = age_weights(kept, now, cfg.half_life_s)
@@ -148,8 +144,13 @@ class Learner:
     def _drifted(self, model: LearnedModel, batch: list[Sample]) -> bool:
         """Counts the new samples far from a trusted family fit in a row (:attr:`LearnedModel.surprises`);
         True when ``drift_run`` of them are: the PE changed (a residual run test, issue 38)."""
-        ff, cfg = model.family, self.config
-        if ff is None or model.fit is None or model.fit.trusted is not True or not batch:
+        cfg = self.config
+        ff = model.family if model.fit is not None and model.fit.trusted is True else None
+        if ff is None and model.surprises > 0:
+            # issue 52: a run under way is judged by the fit it began against (:attr:`LearnedModel.anchor`):
+            # the refit that took in its first surprises may have lost its trust for them
+            ff = model.anchor
+        if ff is None or model.fit is None or not batch:
             return False
         dev = _deviation(ff, batch)
         limit = max(cfg.drift_threshold, 3.0 * ff.cv_error)
@@ -160,19 +161,19 @@ class Learner:
         # issue 52: a misfit that is stationary is not drift: the fit loses its trust (it is
         # refitted on the whole window) and the window is kept
         earlier = max(0, model.surprises - len(batch))  # the run began in an earlier batch
-        if self._stationary(model, model.samples[: len(model.samples) - earlier]):
+        if self._stationary(ff, model.samples[: len(model.samples) - earlier]):
             model.surprises = 0
             model.fit = model.fit.model_copy(update={"trusted": False, "confidence": min(model.fit.confidence, 0.49)})
             return False
         return True
 
 
-    def _stationary(self, model: LearnedModel, old: list[Sample]) -> bool:
+    def _stationary(self, ff: FamilyFit, old: list[Sample]) -> bool:
         """True when ``old``, the window before the run of surprises, has at least ``_MISFIT_SHARE``
         of its samples as far from the fit (issue 52): the fit is wrong where the PE keeps running
         (a misfit), not a PE that changed (drift: its window before the change fits)."""
-        ff, cfg = model.family, self.config
-        if ff is None or len(old) < cfg.drift_run:
+        cfg = self.config
+        if len(old) < cfg.drift_run:
             return False
         dev = _deviation(ff, old)
         limit = max(cfg.drift_threshold, 3.0 * ff.cv_error)
@@ -200,8 +201,14 @@ class Learner:
                     # issue 52 item 3: the kink located only with both branches seen (else the fit put
                     # it at the bound the samples imply: the largest or smallest allocation seen)
                     f = f.model_copy(update={"saturation_identified": f.a_identified and (model.kind is PEKind.source or f.b_identified)})
-                if f is not None and cfg.family and not (_spare_seen(model.samples, cfg.min_branch_n_eff) or _grows_with_mips(model.kind, model.samples, f.a_identified)):
-                    local = _one_point(model.samples) and f.rel_residual <= cfg.max_confident_error and f.outlier_fraction <= cfg.max_outlier_fraction
+                if f is not None and cfg.family and (not (spare_seen(model.samples, cfg.min_branch_n_eff, cfg.idle_margin)
+                                                          or grows_with_mips(model.kind, model.samples, f.a_identified))
+                                                     or mips_misfit(model.kind, model.samples, f, cfg)
+                                                     or (model.kind is not PEKind.source
+                                                         and silent_misfit(model.samples, lambda r, m: np.minimum(f.a * r * m, f.b * r),
+                                                                            lambda r: f.b * r))):
+                    local = bool(one_point(model.samples) and f.rel_residual <= cfg.max_confident_error
+                                 and f.outlier_fraction <= cfg.max_outlier_fraction)
                     # a local fit's B (transforms, sinks) is only the bound its allocations imply: at one
                     # operating point the hinge's branch is arbitrary (h52b: 40 windows at 200 mips on its B
                     # branch, and tests/test_explore.py's PE looked identified without a probe)
@@ -216,6 +223,8 @@ class Learner:
             if key is not None:
                 memo[key] = (f, ff)  # type: ignore[index]
         model.fit, model.family = f, ff
+        if f is not None and f.trusted is True and ff is not None:
+            model.anchor = ff  # what the drift test judges a run of surprises by (issue 52)
         if f is not None:
             model.a, model.b = f.a, f.b
         model.stale = False
@@ -229,20 +238,20 @@ class Learner:
         w = age_weights(model.samples, now, cfg.half_life_s)
         n_eff = _kish(w)
         err = ff.cv_error
-        below = _below_saturation(ff, cfg)
+        below = below_saturation(ff, cfg)
         # issue 52: a source without a measured offered rate, whose saturated windows' output grew
         # with the mips, tested its CPU-bound branch (A), as for the fallback; its saturation
         # (primal / A, the primal rate unknown) is still a bound, not identified. For transforms
         # the same rule made 5 more fluid-plane fits Confident and wrong in bench_rfl_shapes
         # (--pes 2, constant input: 12 of 143 against 7 of 137), so it is for sources only
-        grows = not below and ff.support is None and model.kind is PEKind.source and _grows_with_mips(model.kind, model.samples, False)
+        grows = not below and ff.support is None and model.kind is PEKind.source and grows_with_mips(model.kind, model.samples, False)
         good = (err <= cfg.max_confident_error and ff.outlier_fraction <= cfg.max_outlier_fraction
                 and ff.n >= 5 and n_eff >= cfg.min_branch_n_eff)
-        trusted = good and (below or grows)
+        trusted = good and (below or grows) and not silent_misfit(model.samples, lambda r, m: ff.predict(r, m)[0], lambda r: ff.sel_at(r) * r)
         conf = min(1.0, n_eff / cfg.n_full) * max(0.0, 1.0 - err / cfg.max_rel_residual) * (1.0 - ff.outlier_fraction)
         if not trusted:
             conf = min(conf, 0.49)
-        local = good and not below and _one_point(model.samples)
+        local = bool(good and not below and one_point(model.samples))
         # a local fit's B (transforms, sinks) is only the bound its allocations imply (as the fallback's)
         return Fit(a=a, b=b, a_identified=ff.n >= cfg.min_branch_n_eff,
                    b_identified=model.kind.value != "source" and ff.n_known >= cfg.min_branch_n_eff and not local,
@@ -337,80 +346,6 @@ class Learner:
         model = LearnedModel.model_validate(dict(data))
         self.state.models[model.key] = model
         return model
-
-
-def _below_saturation(ff: FamilyFit, cfg: LearnConfig) -> bool:
-    """Issue 52: has the fit seen the PE below its saturation? With the processed rate measured, the
-    support rule (``min_support`` of its CPU-bound branch); without it (``support`` None), at least
-    ``min_branch_n_eff`` samples with CPU to spare or visibly behind their input
-    (:attr:`.family.FamilyFit.n_evidence`), predicted within ``max_confident_error``: saturated
-    samples alone bound the saturation from one side only (under backpressure a saturated PE
-    receives what it processes: the paper's need is then the median allocation seen); the paper's
-    need, where a saturated window allocated clearly below its ``K`` received
-    what it processed (:attr:`.family.FamilyFit.n_level`), also as many windows behind their input
-    (its CPU-bound branch, the share ``m / K``). Saturated windows allocated near ``K`` (at least
-    ``_BEHIND`` of it) do not count against it: there the fluid data plane's share ``m / K`` and
-    backpressure look alike (bench_rfl's PEs planned just below their saturation: 19 of 51 fits with
-    a held-out error of 0.4-5.6% and 5-7 windows with CPU to spare were not trusted, and
-    tests/test_bench_rfl.py failed)."""
-    if ff.support is not None:
-        return ff.support >= cfg.min_support
-    if ff.n_evidence is None or ff.evidence_error is None:
-        return False
-    behind = ff.n_behind or 0
-    level = ff.n_level if ff.n_level is not None else ff.n - ff.n_known - behind
-    if ff.need == "paper" and behind < cfg.min_branch_n_eff and level >= 1:
-        # saturated windows that received what they processed (backpressure) judge the paper's
-        # need only by what they bound; its share m / K of the input: only a window behind its
-        # input tests it (a PE seen with CPU to spare only has K measured by each window)
-        return False
-    return ff.n_evidence >= cfg.min_branch_n_eff and ff.evidence_error <= cfg.max_confident_error
-
-
-def _one_point(samples: list[Sample]) -> bool:
-    """Issue 52: every sample at about one allocation (within a factor :data:`NARROW`), most of them
-    saturated: the planner's allocation, unchanged from one macro epoch to the next or moved a
-    little (bench_rfl: 900 and 1,080 mips). A fit there holds over the allocations seen, fluid data
-    plane or backpressure alike, and is pessimistic past them (its saturation the largest
-    allocation seen): :attr:`.model.Fit.local`."""
-    m = np.array([s.m for s in samples if s.m > 0])
-    return m.size >= 3 and float(np.ptp(np.log(m))) < np.log(NARROW) and 2 * sum(s.censored for s in samples) > len(samples)
-
-
-def _spare_seen(samples: list[Sample], n: float) -> bool:
-    """At least ``n`` samples with CPU clearly to spare or a measured processed rate (issue 52, the
-    :mod:`.fit` fallback; one is not enough: a saturated PE's CPU reading with 3-5% noise dips
-    below ``SPARE`` one window in a few hundred)."""
-    return sum((s.m_used is not None and s.m_used < SPARE * s.m) or (s.r_p is not None and not s.censored) for s in samples) >= n
-
-
-def _grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) -> bool:
-    """Issue 52, the :mod:`.fit` fallback: where most samples are censored (saturated, no offered
-    rate), the output per input tuple (a source's output) grows with the mips over them: a slope in
-    log-log of at least 1/2 and 3 standard errors (1 on the paper's CPU-bound branch, 0 under
-    backpressure)."""
-    pts = [(s.m, s.r_o if kind is PEKind.source else s.r_o / s.r_i) for s in samples
-           if s.censored and s.m > 0 and s.r_o > 0 and s.r_i > 0]
-    if len(pts) * 2 < len(samples):
-        return a_identified  # mostly not censored: their input rates were offered ones, the A branch as fitted
-    if len(pts) < 3:
-        return False
-    lm, ly = np.log(np.array(pts)).T
-    if np.ptp(lm) < np.log(1.2):
-        # one operating point: fluid (behind its input) or backpressure (at B) alike, the fit says
-        # the PE saturates at the allocation seen with the output seen (A x the largest m seen, or
-        # B / the smallest), which holds there and is pessimistic past it (exploration probes it).
-        # Not trusted (its saturation is a bound; h52 trusted it where the hinge settled on its A
-        # branch), but ``Fit.local``: the planner may use it where it beats the declared function
-        # (:func:`.functions.choose`)
-        return False
-    sxx = float(np.sum((lm - lm.mean()) ** 2))
-    if sxx <= 1e-12:
-        return False
-    slope = float(np.sum((lm - lm.mean()) * (ly - ly.mean())) / sxx)
-    res = ly - ly.mean() - slope * (lm - lm.mean())
-    se = float(np.sqrt(np.sum(res * res) / max(len(pts) - 2, 1) / sxx))
-    return slope >= 0.5 and slope >= 3.0 * se
 
 
 def _error_on(model: LearnedModel, samples: list[Sample]) -> float:

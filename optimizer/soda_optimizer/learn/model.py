@@ -137,6 +137,11 @@ class LearnedModel(BaseModel):
     stale: bool = False  # observations arrived since the latest fit (the learner refits on read)
     family: FamilyFit | None = None  # issue 38: the family fit the paper's a and b are taken from
     surprises: int = Field(default=0, ge=0)  # consecutive new samples far from the fit (drift)
+    # issue 52: the latest trusted family fit: the drift test keeps judging a run of surprises by
+    # it when the refit that took in the run's first samples lost its trust (bench_rfl_shapes,
+    # backpressure: a drift PE's refit switched to the paper's need, untrusted, one window after
+    # the change, and with no trusted fit the drift test never ran: its window was never dropped)
+    anchor: FamilyFit | None = None
     drifts: int = Field(default=0, ge=0)  # windows dropped on drift
     fitted_n: int = Field(default=0, ge=0)  # observed when the latest fit was made
 
