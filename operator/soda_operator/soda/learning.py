@@ -534,12 +534,13 @@ class Learning:
 
     def _choose_demand(self) -> float:
         """The seconds the choice is expected to need this cycle: its measured cost per template times
-        the templates due after the last cycle and as many as it chose (the refits make some due)."""
+        the templates due after the last cycle and as many as it chose (the refits and the roll make
+        about as many due again)."""
         if self.pending is None:
             return 0.0
         if self._choose_cost is None:
             return CHOOSE_GUESS_S
-        return self._choose_cost * (len(self.due) + int(self.stats.get("chosen", 0)) + len(self.pending[0]) / ROLL)
+        return self._choose_cost * (len(self.due) + int(self.stats.get("chosen", 0)))
 
     def _list(self, selector: str | None = None, labels: str | None = None) -> list[Any] | None:
         assert self.custom is not None
