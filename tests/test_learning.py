@@ -297,8 +297,8 @@ def test_only_fits_that_moved_are_refitted_and_written():
 
 class Ticks:
     """A clock for the budgets that advances one second each time it is read (issue 52 item 4):
-    a budget of 1.5 s lets one check pass, so a refit of 1.5 s fits one window, whatever the
-    machine's speed (counted, not timed)."""
+    a refit given 0.5 s fits its first window and stops at the next check, one given 1.5 s fits
+    two, whatever the machine's speed (counted, not timed)."""
 
     def __init__(self) -> None:
         self.t = 0.0
@@ -326,10 +326,10 @@ class Clock:
 
 
 def test_the_fit_budget_defers_and_the_neediest_come_first():
-    """A budget of one check fits the first window in the queue only (the nodes holding it: one
-    PE's levels are fitted together, never one level now and the others next cycle); a
-    never-fitted node comes before one whose fit merely aged. (Issue 52 item 4: before, a budget of
-    0 fitted one window: every cycle made at least one fit, whatever its budget; now it fits none.)"""
+    """A small budget fits the first window in the queue only (the nodes holding it: one PE's
+    levels are fitted together, never one level now and the others next cycle); a never-fitted
+    node comes before one whose fit merely aged. (Issue 52 item 4: before, a budget of 0 fitted one
+    window: every cycle made at least one fit, whatever its budget; now it fits none.)"""
     other = Signature.build("transform", "example.com/other:1", args=["x"], inputs=[("u", "u->t")])
     third = Signature.build("transform", "example.com/third:1", inputs=[("u", "u->t")])
     api = FakeCustom()
@@ -338,9 +338,9 @@ def test_the_fit_budget_defers_and_the_neediest_come_first():
     _fresh(lrn, third, 0.01, 1.0, 0.0, 40, 5)
     st = lrn.refit(0.0)
     assert st["refitted"] == 0 and st["deferred"] == st["candidates"] > 0  # no budget: no fit
-    st = lrn.refit(1.5)
+    st = lrn.refit(0.5)
     assert st["refitted"] == 1 and st["deferred"] == st["candidates"] - 1 > 0  # the root, most fresh
-    st = lrn.refit(1.5)
+    st = lrn.refit(0.5)
     fitted = {k for k, m in lrn.learner.models.items() if m.fit is not None}
     own = [{n.key for n in s.lineage() if n.level is not Level.kind} for s in (SIG, third)]
     assert st["refitted"] == 3 and sum(o <= fitted for o in own) == 1  # one PE's three levels, one window
@@ -349,7 +349,7 @@ def test_the_fit_budget_defers_and_the_neediest_come_first():
     assert {n.key for n in SIG.lineage()} <= fitted
     _fresh(lrn, SIG, 0.004, 2.0, 40.0, 300, 3)  # the whole window replaced: needs a refit, not urgently
     _fresh(lrn, other, 0.01, 1.0, 340.0, 10, 4)  # never fitted
-    lrn.refit(1.5)
+    lrn.refit(0.5)
     mine = [lrn.learner.models[n.key] for n in other.lineage() if n.level is not Level.kind]
     assert all(m.fit is not None for m in mine)  # the never-fitted PE's window, before anything else
     assert all(lrn.learner.models[n.key].fitted_n < lrn.learner.models[n.key].observed for n in SIG.lineage())
@@ -484,7 +484,7 @@ def test_a_node_without_a_fit_is_not_written():
     sigs = _pes(5)
     for k, sig in enumerate(sigs):
         _fresh(lrn, sig, 0.004 * (k + 1), 2.0, 0.0, 12, k)
-    lrn.refit(2.5)  # two windows of the six
+    lrn.refit(1.5)  # two windows of the six
     lrn.write(math.inf)
     fitted = {k for k, m in lrn.learner.models.items() if m.fit is not None}
     assert 0 < len(fitted) < len(lrn.learner.models)

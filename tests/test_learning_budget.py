@@ -157,7 +157,7 @@ def test_a_refit_that_waited_long_enough_comes_before_fresher_needs():
     own = [lrn.learner.models[n.key] for n in SIG.lineage() if n.level is not Level.kind]
     assert all(m.fitted_n < m.observed for m in own)
     for _ in range(learning.AGED + 2):
-        assert lrn.refit(1.5)["refitted"] >= 1  # one window a cycle
+        assert lrn.refit(0.5)["refitted"] >= 1  # one window a cycle
         if all(m.fitted_n == m.observed for m in own):
             break
     assert all(m.fitted_n == m.observed for m in own), "a lesser refit starved behind fresher needs"
