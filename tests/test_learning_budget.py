@@ -44,10 +44,10 @@ class Costly(Learning):
         self.clk, self.cost = clock, cost
         self.chose: list[str] = []
 
-    def _choose_template(self, tname: str, obj: Any) -> Any:
+    def _choose_template(self, tname: str, obj: Any, version: str | None = None) -> Any:
         self.clk.advance(self.cost)
         self.chose.append(tname)
-        return super()._choose_template(tname, obj)
+        return super()._choose_template(tname, obj, version)
 
 
 def _gauge(name: str) -> float | None:
