@@ -428,21 +428,21 @@ def summary_rows() -> list[tuple[str, Any]]:
 def write_md(out: dict[str, Any], path: Path) -> None:
     arms = out["arms"]
     lines = [
-        "# The live learner at scale (issue 38 item 4)",
+        "# The live learner at scale (issue 38 item 4; issue 52 item 4: CPU seconds, CPU pressure)",
         "",
         f"{out['pes']:,} distinct PEs (one image each: 3 signature nodes per PE, a root per kind), a real API server "
         f"(local control plane), `Learning` of `{out['base']}` (before) and of this branch (after), the same samples; "
         f"a macro epoch of {out['macro_epoch_s']:.0f} s (6 micro epochs of 10 s, one sample per PE each). "
         f"Machine: {out['host']['cpus']} cores shared with other jobs (load {out['host']['load'][0]:.1f} at the end): "
         "absolute seconds are loaded figures; " + (out.get("sessions") or "the side by side ran in one session") + "."
-        + (f" CPU pressure: each arm's process ran for {float(out['cpu_share']):g} of every 0.1 s during each macro epoch's "
-           "learning and was stopped (SIGSTOP) for the rest (`--cpu-share`, as on a machine whose cores are shared "
+        + (f" CPU pressure: during each macro epoch's learning each arm's process ran {100 * float(out['cpu_share']):g}% of "
+           "every 0.1 s and was stopped (SIGSTOP) for the rest (`--cpu-share`: a core shared "
            f"{1 / float(out['cpu_share']):.0f} ways)." if float(out.get("cpu_share", 1.0)) < 1.0 else ""),
         "",
         "Regenerate:",
         "",
         "```",
-        "KUBESODA_PORT_BASE=28700 KUBESODA_STATE=$PWD/.local/cluster-i38-scale KUBESODA_TOPOLOGY=hack/topologies/tiny.yaml \\",
+        "KUBESODA_PORT_BASE=31400 KUBESODA_STATE=$PWD/.local/cluster-bench KUBESODA_TOPOLOGY=hack/topologies/tiny.yaml \\",
         "  PYTHONPATH=$PWD/optimizer:$PWD/operator:$PWD/pe hack/with-cluster.sh .venv/bin/python benchmarks/bench_learning_scale.py "
         + " ".join(a for a in out.get("argv", []) if not a.startswith(("docs/", "--json", "--md"))),
         "```",
