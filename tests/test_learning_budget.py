@@ -162,3 +162,24 @@ def test_a_refit_that_waited_long_enough_comes_before_fresher_needs():
             break
     assert all(m.fitted_n == m.observed for m in own), "a lesser refit starved behind fresher needs"
     assert any(lrn.learner.models[s.key].fit is None for s in new)  # ahead of never-fitted PEs still waiting
+
+
+def test_a_cold_start_with_nothing_learned_plans_every_template_declared_at_no_cost():
+    """Nothing fitted or pinned yet: every template's choice is its declared functions, made on the
+    epoch without a lookup (no template's choice is paid for), equal to the real choice, and
+    published (the cycle does not choose them again until a node changes)."""
+    clock = Clock()
+    lrn = Costly(FakeCustom(), clock, 1.0, fit_budget_s=0.0)  # and no fit in this macro epoch's cycle either
+    templates, jobs = [_template(j) for j in range(N)], [_job(j) for j in range(N)]
+    scen, errors = crd.scenario_from_objects([NODE], templates, jobs)
+    assert not errors
+    for j, t in enumerate(templates):  # samples, no fit yet
+        _fresh(lrn, template_signatures(t)["op"], 0.001 * (2 + j), 2.0, 0.0, 2, j)
+    fns = lrn.macro(scen, templates, POLICY)
+    assert lrn.wait_idle(60)
+    assert set(lrn.chose) <= {f"ns/t{i}" for i in range(N) if (i + 1) % learning.ROLL == 0}  # no lookup paid for but the cycle's roll
+    lrn.settings = learning.settings_from(POLICY)
+    ref = {k: c for j, t in enumerate(templates) for k, c in Learning._choose_template(lrn, f"ns/t{j}", t).items()}
+    assert fns == ref and {c.source for c in fns.values()} == {DECLARED}
+    assert lrn.stats["choices_deferred"] == 0 and not lrn.due and len(lrn.published) == N
+
