@@ -947,6 +947,8 @@ class Learning:
         t0 = self.timer()
         with self.lock:
             changed, self.changed = self.changed, set()
+            # a kind's root is below no template's lineage (:meth:`_nodes`): its refit makes none due
+            changed = {k for k in changed if (m := self.learner.models.get(k)) is None or m.level is not Level.kind}
         self._rolls += 1
         for tname, got in chose.items():  # what the epoch chose itself: current, unless its nodes change below
             self.published[tname] = got
@@ -962,8 +964,17 @@ class Learning:
             prev = self.published.get(tname)
             if prev is None or prev[0] != version:
                 self._due(tname, 0)
-            elif (i + self._rolls) % ROLL == 0 or (changed and self._nodes(tname, version, obj) & changed):
+            elif (i + self._rolls) % ROLL == 0:
                 self._due(tname, 1)
+            elif changed:
+                lin = self._lineages.get(tname)
+                if lin is not None and lin[0] == version:
+                    if lin[1] & changed:
+                        self._due(tname, 1)
+                elif budget_s <= 0 or self.timer() - t0 > budget_s:
+                    self._due(tname, 1)  # its nodes not known within the budget: chosen (and they kept) in its turn
+                elif self._nodes(tname, version, obj) & changed:
+                    self._due(tname, 1)
         self.due = {k: v for k, v in self.due.items() if k in index}
         out = {k: v for k, v in self.published.items() if k in index}
         chosen = 0
