@@ -966,7 +966,7 @@ class Learning:
                 self._due(tname, 0)
             elif (i + self._rolls) % ROLL == 0:
                 self._due(tname, 1)
-            elif changed:
+            elif changed and tname not in self.due:  # (a template due already needs no lineage: it is chosen in its turn)
                 lin = self._lineages.get(tname)
                 if lin is not None and lin[0] == version:
                     if lin[1] & changed:
