@@ -23,13 +23,20 @@ its own with the ``optimizer`` and ``operator`` packages of its tree (``before``
 Per macro epoch: the seconds the epoch thread spends in ``Learning.macro`` (the epoch lock: main
 does everything there), the seconds of this branch's cycle on its own thread (``Learning.sync``:
 list, refits, choice, writes), the API calls (counted on the client's REST layer), the bytes of
-status written, the bytes listed, the process's RSS. Writes JSON and a markdown table to
-docs/benchmarks/learning-scale.{json,md}.
+status written, the bytes listed, the process's RSS; issue 52 item 4: the CPU seconds of the
+process over the macro epoch's learning (``time.process_time`` from ``Learning.macro`` until its
+cycle is idle: every thread, the garbage collector's passes included; the full passes counted
+apart, ``gc2``: at 7,000 PEs one costs 0.5-0.7 CPU s over the samples), of the epoch thread in
+``Learning.macro`` and of the cycle's own thread (``stats["cycle_cpu_s"]``, this branch), the
+templates chosen and left waiting, and the 1-minute load average at the end of each macro epoch
+(wall seconds on a shared machine are loaded figures; CPU seconds much less so). Writes JSON and a
+markdown table to docs/benchmarks/learning-scale.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -48,6 +55,7 @@ PES_PER_TEMPLATE = 7
 MICRO_S = 10.0
 MICRO_PER_MACRO = 6
 POLICY = {"spec": {"learning": {"enabled": True}, "observation": {"windowSeconds": 30}}}
+OVER_S = 6.0  # the done-means: at most 10% of a 60 s macro epoch
 
 
 def rss_mb() -> float:
@@ -98,6 +106,47 @@ def delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {"calls": b["calls"] - a["calls"], "status_bytes": b["status_sent"] - a["status_sent"], "sent_bytes": b["sent"] - a["sent"],
             "received_bytes": b["received"] - a["received"],
             "by_method": {k: v - a["by_method"].get(k, 0) for k, v in b["by_method"].items() if v - a["by_method"].get(k, 0)}}
+
+
+# ------------------------------------------------------------------------------------ CPU pressure
+
+_THROTTLER = """
+import os, select, signal, sys, time
+pid, share, period = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+on = False
+try:
+    while True:
+        if select.select([sys.stdin], [], [], 0 if on else None)[0]:
+            line = sys.stdin.readline()
+            if not line:
+                break
+            on = line.strip() == "1"
+        if on:
+            time.sleep(period * share)
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(period * (1.0 - share))
+            os.kill(pid, signal.SIGCONT)
+finally:
+    os.kill(pid, signal.SIGCONT)
+"""
+
+
+class Throttle:
+    """Issue 52 item 4: CPU pressure on this process alone, as a loaded machine puts it, without
+    loading the shared machine: while on, a child process lets this one run for ``share`` of every
+    ``period`` and stops it (SIGSTOP) for the rest, as ``cpulimit`` does. A share of 0.1 is one
+    tenth of a core: the process's wall seconds are about ten times its CPU seconds, as on 2 cores
+    at a load average of about 20. On around each macro epoch's learning only (the benchmark's
+    own micro epochs, 7,000 samples each, are not the learning's)."""
+
+    def __init__(self, share: float, period: float = 0.1):
+        self.proc = None if share >= 1.0 else subprocess.Popen(
+            [sys.executable, "-c", _THROTTLER, str(os.getpid()), str(share), str(period)], stdin=subprocess.PIPE, text=True)
+
+    def set(self, on: bool) -> None:
+        if self.proc is not None and self.proc.stdin is not None:
+            self.proc.stdin.write("1\n" if on else "0\n")
+            self.proc.stdin.flush()
 
 
 # ------------------------------------------------------------------------------------ one arm
@@ -168,21 +217,42 @@ def run_arm(args: argparse.Namespace) -> dict[str, Any]:
                 lrn.dirty.update(lrn.learner.observe(sig, [s], now[0]))
         return time.perf_counter() - t0
 
+    throttle = Throttle(args.cpu_share)
+    collections: list[float] = []  # the garbage collector's full (generation 2) passes: their CPU seconds
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") == 2:
+            if phase == "start":
+                started[:] = [time.process_time()]
+            elif started:
+                collections.append(time.process_time() - started[0])
+
+    gc.callbacks.append(on_gc)
+
     def macro_epoch(label: str) -> dict[str, Any]:
         c0 = counter.snapshot()
+        n_gc = len(collections)
+        throttle.set(True)
+        p0, th0 = time.process_time(), time.thread_time()
         t0 = time.perf_counter()
         fns = lrn.macro(scen, tpls, POLICY)
         on_lock = time.perf_counter() - t0
+        on_lock_cpu = time.thread_time() - th0
         cycle = None
         stats: dict[str, Any] = {}
         if after:
             lrn.wait_idle()
             stats = dict(lrn.stats)
             cycle = stats.get("cycle_s")
+        cpu = time.process_time() - p0  # every thread of the process: the epoch's, the cycle's, the writers'
+        throttle.set(False)
         c1 = counter.snapshot()
         learned = sum(1 for c in fns.values() if c.source.startswith("learned"))
         row = {"epoch": label, "on_lock_s": round(on_lock, 3), "cycle_s": None if cycle is None else round(cycle, 3),
-               "learning_s": round(on_lock + (cycle or 0.0), 3), **delta(c0, c1), "rss_mb": round(rss_mb(), 1),
+               "learning_s": round(on_lock + (cycle or 0.0), 3), "on_lock_cpu_s": round(on_lock_cpu, 3), "cpu_s": round(cpu, 3),
+               "load": round(os.getloadavg()[0], 1), "gc2": len(collections) - n_gc, "gc2_cpu_s": round(sum(collections[n_gc:]), 3),
+               **delta(c0, c1), "rss_mb": round(rss_mb(), 1),
                "learned_pes": learned, "pes": len(fns), "profiles": len(lrn.learner.models),
                **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in stats.items()}}
         print(json.dumps(row), file=sys.stderr, flush=True)
@@ -248,6 +318,8 @@ def main() -> None:
                     help="at most this many macro epochs after the first until no refit waits and no profile is left unwritten")
     ap.add_argument("--first-unbudgeted", action="store_true",
                     help="the first cycle without fit (and write) budget, as measured before (the operator's default is budgeted)")
+    ap.add_argument("--cpu-share", type=float, default=1.0,
+                    help="CPU pressure: the share of a core each arm's process gets during the macro epochs' learning (Throttle)")
     ap.add_argument("--arm", help=argparse.SUPPRESS)
     ap.add_argument("--json", default=str(OUT / "learning-scale.json"))
     ap.add_argument("--md", default=str(OUT / "learning-scale.md"))
@@ -262,6 +334,7 @@ def main() -> None:
     base_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.base], check=True, capture_output=True,
                               text=True).stdout.strip()
     results = {}
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
         trees = {"before": Path(tmp), "after": ROOT}
         if "before" in args.arms:
@@ -271,7 +344,8 @@ def main() -> None:
             env = {**os.environ, "PYTHONPATH": f"{tree}/optimizer:{tree}/operator:{tree}/pe"}
             steady = args.steady if arm == "after" or args.steady_before is None else args.steady_before
             cmd = [sys.executable, str(Path(__file__).resolve()), "--arm", arm, "--pes", str(args.pes), "--steady", str(steady),
-                   "--seed", str(args.seed), "--drift", str(args.drift), "--warm", str(args.warm), "--catch-up", str(args.catch_up)]
+                   "--seed", str(args.seed), "--drift", str(args.drift), "--warm", str(args.warm), "--catch-up", str(args.catch_up),
+                   "--cpu-share", str(args.cpu_share)]
             if args.first_unbudgeted:
                 cmd.append("--first-unbudgeted")
             restart = not args.no_restart
@@ -283,13 +357,14 @@ def main() -> None:
             p = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
             results[arm] = json.loads(p.stdout.strip().splitlines()[-1])
             results[arm]["wall_s"] = round(time.monotonic() - t0, 1)
+            results[arm]["started"] = time.strftime("%H:%M:%S UTC", time.gmtime(time.time() - results[arm]["wall_s"]))
             if restart:  # a restarted operator is a new process: its RSS is its own (before, the first learner's too)
                 p = subprocess.run([*cmd, "--restart-only"], env=env, check=True, stdout=subprocess.PIPE, text=True)
                 again = json.loads(p.stdout.strip().splitlines()[-1])
                 results[arm]["rows"] += again["rows"]
                 results[arm]["rss_restart_start_mb"] = again["rss_start_mb"]
     out = {"pes": args.pes, "base": f"{args.base} ({base_rev})", "macro_epoch_s": MICRO_S * MICRO_PER_MACRO, "argv": sys.argv[1:],
-           "host": {"cpus": os.cpu_count(), "load": os.getloadavg()}, "arms": results}
+           "host": {"cpus": os.cpu_count(), "load": os.getloadavg(), "load_start": load0}, "cpu_share": args.cpu_share, "arms": results}
     Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     write_md(out, Path(args.md))
     print(Path(args.md).read_text())
@@ -321,6 +396,12 @@ def summary_rows() -> list[tuple[str, Any]]:
         ("cold start: learning seconds, first macro epoch", lambda r: _rows(r, ("first",))[0]["learning_s"]),
         ("cold start: learning seconds, most in one macro epoch", lambda r: max(x["learning_s"] for x in _rows(r, cold))),
         ("cold start: learning seconds, median per macro epoch", lambda r: _med(_rows(r, cold), "learning_s")),
+        ("cold start: learning CPU seconds (process), first macro epoch", lambda r: _rows(r, ("first",))[0].get("cpu_s")),
+        ("cold start: learning CPU seconds (process), median per macro epoch", lambda r: _med(_rows(r, cold), "cpu_s")),
+        ("every macro epoch: learning seconds, most in one", lambda r: max(x["learning_s"] for x in r["rows"])),
+        ("every macro epoch: learning CPU seconds (process), most in one", lambda r: max((x.get("cpu_s") or 0.0) for x in r["rows"])),
+        (f"every macro epoch: over {OVER_S:g} s of learning", lambda r: sum(1 for x in r["rows"] if x["learning_s"] > OVER_S)),
+        ("every macro epoch: load average (1 min), median", lambda r: _med(r["rows"], "load")),
         ("cold start: macro epochs until caught up (first + catch-up)", lambda r: len(_rows(r, cold))),
         ("cold start: macro epochs until every PE is planned learned", until_learned),
         ("cold start: learning seconds in all", lambda r: round(sum(x["learning_s"] for x in _rows(r, cold)), 2)),
@@ -347,31 +428,42 @@ def summary_rows() -> list[tuple[str, Any]]:
 def write_md(out: dict[str, Any], path: Path) -> None:
     arms = out["arms"]
     lines = [
-        "# The live learner at scale (issue 38 item 4)",
+        "# The live learner at scale (issue 38 item 4; issue 52 item 4: CPU seconds, CPU pressure)",
         "",
         f"{out['pes']:,} distinct PEs (one image each: 3 signature nodes per PE, a root per kind), a real API server "
         f"(local control plane), `Learning` of `{out['base']}` (before) and of this branch (after), the same samples; "
         f"a macro epoch of {out['macro_epoch_s']:.0f} s (6 micro epochs of 10 s, one sample per PE each). "
         f"Machine: {out['host']['cpus']} cores shared with other jobs (load {out['host']['load'][0]:.1f} at the end): "
-        "absolute seconds are loaded figures; " + (out.get("sessions") or "the side by side ran in one session") + ".",
+        "absolute seconds are loaded figures; " + (out.get("sessions") or "the side by side ran in one session") + "."
+        + (f" CPU pressure: during each macro epoch's learning each arm's process ran {100 * float(out['cpu_share']):g}% of "
+           "every 0.1 s and was stopped (SIGSTOP) for the rest (`--cpu-share`: a core shared "
+           f"{1 / float(out['cpu_share']):.0f} ways)." if float(out.get("cpu_share", 1.0)) < 1.0 else ""),
         "",
         "Regenerate:",
         "",
         "```",
-        "KUBESODA_PORT_BASE=28700 KUBESODA_STATE=$PWD/.local/cluster-i38-scale KUBESODA_TOPOLOGY=hack/topologies/tiny.yaml \\",
+        "KUBESODA_PORT_BASE=31400 KUBESODA_STATE=$PWD/.local/cluster-bench KUBESODA_TOPOLOGY=hack/topologies/tiny.yaml \\",
         "  PYTHONPATH=$PWD/optimizer:$PWD/operator:$PWD/pe hack/with-cluster.sh .venv/bin/python benchmarks/bench_learning_scale.py "
         + " ".join(a for a in out.get("argv", []) if not a.startswith(("docs/", "--json", "--md"))),
         "```",
         "",
-        "| arm | macro epoch | on the epoch lock (s) | cycle off the lock (s) | learning per macro epoch (s) | API calls | status written | listed | refitted | profiles written | PEs planned learned | RSS (MB) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| arm | macro epoch | on the epoch lock (s) | cycle off the lock (s) | learning per macro epoch (s) | CPU s (process) | "
+        "cycle CPU s (its thread) | load | API calls | status written | listed | refitted | chosen (waiting) | profiles written | "
+        "PEs planned learned | RSS (MB) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, res in arms.items():
         for r in res["rows"]:
             cyc = "" if r["cycle_s"] is None else f"{r['cycle_s']:.2f}"
-            lines.append(f"| {name} | {r['epoch']} | {r['on_lock_s']:.2f} | {cyc} | "
-                         f"{r['learning_s']:.2f} | {r['calls']:,} | {_fmt_bytes(r['status_bytes'])} | {_fmt_bytes(r['received_bytes'])} | "
-                         f"{r.get('refitted', '')} | {r.get('written', '')} | {r['learned_pes']:,} / {r['pes']:,} | {r['rss_mb']:.0f} |")
+            cpu = "" if r.get("cpu_s") is None else f"{r['cpu_s']:.2f}"
+            ccpu = "" if r.get("cycle_cpu_s") is None else f"{r['cycle_cpu_s']:.2f}"
+            load = "" if r.get("load") is None else f"{r['load']:.1f}"
+            chosen = "" if r.get("chosen") is None else f"{r['chosen']} ({r.get('choices_deferred', 0)})"
+            if r.get("gc2"):
+                cpu += f" (GC {r['gc2_cpu_s']:.2f})"
+            lines.append(f"| {name} | {r['epoch']} | {r['on_lock_s']:.2f} | {cyc} | {r['learning_s']:.2f} | {cpu} | {ccpu} | {load} | "
+                         f"{r['calls']:,} | {_fmt_bytes(r['status_bytes'])} | {_fmt_bytes(r['received_bytes'])} | "
+                         f"{r.get('refitted', '')} | {chosen} | {r.get('written', '')} | {r['learned_pes']:,} / {r['pes']:,} | {r['rss_mb']:.0f} |")
     lines += ["", "Per arm: the cold start (the first macro epoch and the catch-up after it, until no refit waits and no "
               "profile is left to write), the steady macro epochs (1% of the PEs change behaviour in each) and the restart "
               "(a new process; its first macro epoch loads the profiles):", ""]

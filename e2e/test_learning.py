@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from live import GROUP, VERSION, Operator, Simulator, job, start_operator
@@ -152,11 +154,45 @@ def test_learns_the_true_functions_keeps_them_and_uses_them_after_a_restart(kube
     print(f"e2e learning: {time.monotonic() - t0:.0f}s")
 
 
+class _Clock:
+    """The budgets' clock (``Learning(timer=...)``): stands still but for the costs counted on it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        with self._lock:
+            self.t += s
+
+
+class _Costed:
+    """The real CustomObjectsApi, each create and status write also counting ``cost`` seconds on ``clock``."""
+
+    def __init__(self, api: Any, clock: _Clock, cost: float):
+        self.api, self.clock, self.cost = api, clock, cost
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+    def create_cluster_custom_object(self, *a: Any, **kw: Any) -> Any:
+        self.clock.advance(self.cost)
+        return self.api.create_cluster_custom_object(*a, **kw)
+
+    def patch_cluster_custom_object_status(self, *a: Any, **kw: Any) -> Any:
+        self.clock.advance(self.cost)
+        return self.api.patch_cluster_custom_object_status(*a, **kw)
+
+
 def test_a_cold_start_is_written_over_cycles_within_budget_and_a_restart_loads_in_tiers(kube, kubectl):
-    """Issue 38 item 4, against the API server: many new PEs at once. With no write budget a cycle
-    writes one batch of profiles (main wrote every node observed in the first cycle, fitted or not:
-    352 s at 7,000 PEs), the kinds' root and the PEs' own (flowspec) fits first, never a profile
-    without a fit; the next cycles write the rest. A restarted operator lists the PEs' own profiles
+    """Issue 38 item 4, against the API server: many new PEs at once. A cycle writes for its budget
+    only (main wrote every node observed in the first cycle, fitted or not: 352 s at 7,000 PEs), the
+    kinds' root and the PEs' own (flowspec) fits first, never a profile without a fit; the next
+    cycles write the rest. Issue 52 item 4: each call to the API server costs 0.01 s of a clock the
+    test holds (counted, not timed: the budget holds whatever the machine's load). A restarted operator lists the PEs' own profiles
     and the roots first (it plans with them), the other levels a tier per cycle after, and ends with
     every fit it had."""
     import numpy as np
@@ -175,10 +211,9 @@ def test_a_cold_start_is_written_over_cycles_within_budget_and_a_restart_loads_i
 
     rng = np.random.default_rng(7)
     sigs = [Signature.build("transform", f"e2e.example/cold{i}:1", inputs=[("u", "u->t")]) for i in range(30)]
-    lrn = learning.Learning(kube.custom, clock=lambda: 200.0, background=False)
-    lrn.fit_budget_s = 60.0
-    lrn.write_budget_s = 0.0  # one batch of writes per cycle (learning.WRITERS, written whatever the time)
-    lrn.cycle_budget_s = 0.0
+    clock = _Clock()
+    lrn = learning.Learning(_Costed(kube.custom, clock, 0.01), clock=lambda: 200.0, background=False, timer=clock,  # type: ignore[arg-type]
+                            fit_budget_s=60.0, write_budget_s=0.05, cycle_budget_s=0.06)  # a few writes a cycle
     for k, sig in enumerate(sigs):
         cost = 0.005 * (1 + k % 5)
         for i in range(12):
@@ -189,7 +224,7 @@ def test_a_cold_start_is_written_over_cycles_within_budget_and_a_restart_loads_i
     try:
         lrn.sync()
         first = names()
-        assert "transform" in first and len(first) == learning.WRITERS, first
+        assert "transform" in first and 0 < len(first) < 3 * len(sigs) + 1, first
         assert {lrn.learner.models[k].level for k in first - {"transform"}} == {Level.flowspec}
         assert all((p.get("status") or {}).get("model") for p in _profiles(kube))  # no empty profile
         for _ in range(3 * len(sigs)):

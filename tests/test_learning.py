@@ -4,6 +4,8 @@ pods, the precedence of the functions a PE is planned with, the Scenario step, R
 
 from __future__ import annotations
 
+import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -293,30 +295,61 @@ def test_only_fits_that_moved_are_refitted_and_written():
     assert lrn.learner.models[SIG.key].a < 0.9 * a
 
 
+class Ticks:
+    """A clock for the budgets that advances one second each time it is read (issue 52 item 4):
+    a refit given 0.5 s fits its first window and stops at the next check, one given 1.5 s fits
+    two, whatever the machine's speed (counted, not timed)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            self.t += 1.0
+            return self.t
+
+
+class Clock:
+    """A clock for the budgets that stands still until a cost is counted on it (:meth:`advance`)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        with self._lock:
+            self.t += s
+
+
 def test_the_fit_budget_defers_and_the_neediest_come_first():
-    """A budget of 0 fits the first window in the queue only (the nodes holding it: one PE's levels
-    are fitted together, never one level now and the others next cycle); a never-fitted node comes
-    before one whose fit merely aged."""
+    """A small budget fits the first window in the queue only (the nodes holding it: one PE's
+    levels are fitted together, never one level now and the others next cycle); a never-fitted
+    node comes before one whose fit merely aged. (Issue 52 item 4: before, a budget of 0 fitted one
+    window: every cycle made at least one fit, whatever its budget; now it fits none.)"""
     other = Signature.build("transform", "example.com/other:1", args=["x"], inputs=[("u", "u->t")])
     third = Signature.build("transform", "example.com/third:1", inputs=[("u", "u->t")])
     api = FakeCustom()
-    lrn = Learning(api, clock=lambda: 100.0, fit_budget_s=0.0)  # type: ignore[arg-type]
+    lrn = Learning(api, clock=lambda: 100.0, timer=Ticks())  # type: ignore[arg-type]
     _fresh(lrn, SIG, 0.004, 2.0, 0.0, 40, 0)
     _fresh(lrn, third, 0.01, 1.0, 0.0, 40, 5)
-    lrn.sync()
-    assert lrn.stats["refitted"] == 1 and lrn.stats["deferred"] == lrn.stats["candidates"] - 1 > 0  # the root, most fresh
-    lrn.sync()
+    st = lrn.refit(0.0)
+    assert st["refitted"] == 0 and st["deferred"] == st["candidates"] > 0  # no budget: no fit
+    st = lrn.refit(0.5)
+    assert st["refitted"] == 1 and st["deferred"] == st["candidates"] - 1 > 0  # the root, most fresh
+    st = lrn.refit(0.5)
     fitted = {k for k, m in lrn.learner.models.items() if m.fit is not None}
     own = [{n.key for n in s.lineage() if n.level is not Level.kind} for s in (SIG, third)]
-    assert lrn.stats["refitted"] == 3 and sum(o <= fitted for o in own) == 1  # one PE's three levels, one window
-    lrn.fit_budget_s = 60.0
-    lrn.sync()
+    assert st["refitted"] == 3 and sum(o <= fitted for o in own) == 1  # one PE's three levels, one window
+    lrn.refit(math.inf)
     fitted = {k for k, m in lrn.learner.models.items() if m.fit is not None}
     assert {n.key for n in SIG.lineage()} <= fitted
     _fresh(lrn, SIG, 0.004, 2.0, 40.0, 300, 3)  # the whole window replaced: needs a refit, not urgently
     _fresh(lrn, other, 0.01, 1.0, 340.0, 10, 4)  # never fitted
-    lrn.fit_budget_s = 0.0
-    lrn.sync()
+    lrn.refit(0.5)
     mine = [lrn.learner.models[n.key] for n in other.lineage() if n.level is not Level.kind]
     assert all(m.fit is not None for m in mine)  # the never-fitted PE's window, before anything else
     assert all(lrn.learner.models[n.key].fitted_n < lrn.learner.models[n.key].observed for n in SIG.lineage())
@@ -447,39 +480,39 @@ def test_a_node_without_a_fit_is_not_written():
     """A profile holds a fit: the nodes the fit budget left unfitted are not created empty (main
     created and wrote every node observed: two calls each, nothing in them worth keeping)."""
     api = FakeCustom()
-    lrn = Learning(api, clock=lambda: 100.0, fit_budget_s=0.0)  # type: ignore[arg-type]
+    lrn = Learning(api, clock=lambda: 100.0, timer=Ticks())  # type: ignore[arg-type]
     sigs = _pes(5)
     for k, sig in enumerate(sigs):
         _fresh(lrn, sig, 0.004 * (k + 1), 2.0, 0.0, 12, k)
-    lrn.sync()
+    lrn.refit(1.5)  # two windows of the six
+    lrn.write(math.inf)
     fitted = {k for k, m in lrn.learner.models.items() if m.fit is not None}
-    assert len(fitted) < len(lrn.learner.models)
+    assert 0 < len(fitted) < len(lrn.learner.models)
     assert set(api.objects) == fitted
     assert all("model" in o["status"] for o in api.objects.values())
-    lrn.fit_budget_s = 60.0
-    lrn.sync()  # fitted now: written now
+    lrn.refit(math.inf)
+    lrn.write(math.inf)  # fitted now: written now
     assert set(api.objects) == set(lrn.learner.models)
 
 
 class SlowCustom(FakeCustom):
-    """Each call takes ``delay`` seconds, as a loaded API server's do; records the order of creation."""
+    """Each create and write costs ``delay`` seconds of ``clock`` (a loaded API server's calls,
+    counted rather than slept: the test does not depend on the machine's load); records the order
+    of creation."""
 
-    def __init__(self, delay: float):
+    def __init__(self, clock: Clock, delay: float):
         super().__init__()
+        self.clock = clock
         self.delay = delay
         self.order: list[str] = []
 
     def create_cluster_custom_object(self, group, version, plural, body, **kw):
-        import time
-
-        time.sleep(self.delay)
+        self.clock.advance(self.delay)
         super().create_cluster_custom_object(group, version, plural, body, **kw)
         self.order.append(body["metadata"]["name"])
 
     def patch_cluster_custom_object_status(self, group, version, plural, name, body, **kw):
-        import time
-
-        time.sleep(self.delay)
+        self.clock.advance(self.delay)
         super().patch_cluster_custom_object_status(group, version, plural, name, body, **kw)
 
 
@@ -487,8 +520,9 @@ def test_a_cold_start_writes_within_a_budget_roots_and_own_fits_first_and_loses_
     """Many new PEs at once: each cycle writes for its budget only (main wrote all 2 x nodes calls in
     the first cycle: 352 s at 7,000 PEs), the kinds' roots and the PEs' own (flowspec) fits first;
     the next cycles write the rest, and a restarted operator has every fit."""
-    api = SlowCustom(0.01)
-    lrn = Learning(api, clock=lambda: 100.0, fit_budget_s=60.0, write_budget_s=0.05, cycle_budget_s=0.0)  # type: ignore[arg-type]
+    clock = Clock()
+    api = SlowCustom(clock, 0.01)
+    lrn = Learning(api, clock=lambda: 100.0, timer=clock, fit_budget_s=60.0, write_budget_s=0.05, cycle_budget_s=0.06)  # type: ignore[arg-type]
     sigs = _pes(12)
     for k, sig in enumerate(sigs):
         _fresh(lrn, sig, 0.002 * (1 + k % 4), 2.0, 0.0, 20, k)
