@@ -136,3 +136,23 @@ def test_the_exact_model_stays_out_where_a_constraint_it_omits_can_bite(rule):
     assert not exact.applies(macrow.Problem(s, mq))
     res = macrow.solve(s, mq, deadline_s=1)
     assert res.violated is None and macrow.check(s, mq, res.candidates) == []
+
+
+def test_the_exact_model_keeps_the_units_on_a_node_within_its_memory():
+    """e2e/test_memory.py's job: six PEs of 10Gi each on 16Gi nodes, five of them with no goal. The paper objective is
+    indifferent to where candidates that weigh nothing go, so an optimum may stack them; memory is rigid, so no node may
+    have candidates whose instances need more than it has (found by the e2e test: roomy never Running)."""
+    s, mq = instance([2500.0, 0.0, 0.0, 0.0, 0.0, 0.0], [1.0] * 5, [4000.0] * 8, [1] * 6)
+    s = s.model_copy(update={
+        "nodes": tuple(n.model_copy(update={"memory_bytes": 16 * 2**30}) for n in s.nodes),
+        "templates": tuple(t.model_copy(update={"pes": tuple(p.model_copy(update={"memory_bytes": 10 * 2**30}) for p in t.pes)})
+                           for t in s.templates)})
+    mq = MacroQResult((), mq.choice, mq.goals, {}, (), 0.0, mq.report)  # no streams: nothing pulls PEs together
+    res = macrow.solve(s, mq, deadline_s=5)
+    assert res.report.status == "optimal" and res.violated is None, res.report.detail
+    per_node: dict[str, int] = {}
+    for cands in res.candidates.values():
+        for n in cands:
+            per_node[n] = per_node.get(n, 0) + 1
+    assert max(per_node.values()) == 1, res.candidates
+    assert all(len(c) == 1 for c in res.candidates.values()), res.candidates  # ties: the fewest candidates

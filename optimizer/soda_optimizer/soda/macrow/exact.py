@@ -8,7 +8,8 @@ CP-SAT model and returns a solution that CP-SAT proves optimal, or None.
 
 The model: v(p, n) for every unit (super-PE, 27) and resource-matched node (12), w(p, r) one rack
 per unit (6-11) with v(p, n) <= w(p, rack of n); candidate mips >= phi_p g_p (19); min and max
-candidates (25-26); the objective W1/N sum alpha_n + W2 max alpha_n + W3/E sum beta_e + W4 max
+candidates (25-26); the memory of the units with a candidate on a node within its memory (rigid,
+as microW counts it: any candidate may hold an instance); the objective W1/N sum alpha_n + W2 max alpha_n + W3/E sum beta_e + W4 max
 beta_e with alpha_n as :mod:`.problem` counts it (its departure on constraint 4) and beta_e the
 traffic of the streams whose ends are on the two sides of link e.
 
@@ -71,6 +72,13 @@ def solve(prob: Problem, time_limit: float) -> Solution | None:
         if not own:
             return None
         m.add_exactly_one(own)
+    # memory (rigid, our addition as in microW): every candidate may hold an instance, so the units with a
+    # candidate on a node fit its memory together (the heuristics spread such units by load; the optimum,
+    # indifferent to where light PEs share a node, must not put two 10Gi instances on a 16Gi node)
+    for n, node in prob.nodes.items():
+        held = [(prob.memory[i], var) for (i, nn), var in v.items() if nn == n and prob.memory[i] > 0]
+        if len(held) > 1 and math.isfinite(node.memory_bytes) and sum(mb for mb, _ in held) > node.memory_bytes:
+            m.add(sum(math.ceil(mb / 2**20) * var for mb, var in held) <= int(node.memory_bytes // 2**20))
     pol = prob.pol
     obj: list = []
     n_nodes = max(1, len(prob.nodes))
@@ -100,6 +108,9 @@ def solve(prob: Problem, time_limit: float) -> Solution | None:
                 m.add(sum(math.ceil(UTIL_SCALE * c) * y for c, y in flows) <= bmax)
                 obj.extend(round(SCALE * pol.w3 * c / len(links)) * y for c, y in flows)
         obj.append(round(SCALE * pol.w4 / UTIL_SCALE) * bmax)
+    # ties: the fewest candidates (one objective unit each, 1e-8: within the rounding); a PE whose candidates weigh
+    # nothing (goal 0) otherwise got any number of them
+    obj.extend(v.values())
     m.minimize(sum(obj))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit)
