@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from live import GROUP, VERSION, Operator, Simulator, job, start_operator
+
+from tests.test_learning import Clock as _Clock  # the budgets' clock, as the unit tests hold it
 
 PROM = os.environ.get("KUBESODA_PROMETHEUS_URL")
 SIM_PORT = os.environ.get("KUBESODA_SIMULATOR_PORT")
@@ -152,21 +153,6 @@ def test_learns_the_true_functions_keeps_them_and_uses_them_after_a_restart(kube
         kubectl("delete", "streamjobs", "--all", "-n", other, "--wait=false", check=False)
         kubectl("delete", "namespace", other, "--wait=false", check=False)
     print(f"e2e learning: {time.monotonic() - t0:.0f}s")
-
-
-class _Clock:
-    """The budgets' clock (``Learning(timer=...)``): stands still but for the costs counted on it."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, s: float) -> None:
-        with self._lock:
-            self.t += s
 
 
 class _Costed:

@@ -213,6 +213,20 @@ def test_many_jobs_with_alternatives_that_all_fit_saturated_are_proven_by_the_fi
 # ------------------------------------------------------------------ polish: the same moves, fewer rows
 
 
+def _polish_as_trying_each_pe_alone(s, choice: dict[str, str], ev: Evaluator, rng, rounds: int, spare: float) -> None:
+    """Random goals from the PEs' floors to their saturation, ``spare`` x saturation free: :func:`.refine.polish`
+    ends where :func:`slow_polish` (every PE tried alone every round) does."""
+    from soda_optimizer.soda import refine
+
+    sat = ev.saturation()
+    goals = {p: float(max(floor_mips(ev.glued.spec(p), 10.0), rng.uniform(0.1, 1.0) * sat[i])) for i, p in enumerate(ev.pes)}
+    H = sum(goals.values()) + spare * float(sat.sum())
+    want_goals, want = slow_polish(ev, goals, H, rounds)
+    got_goals, got = refine.polish(s, choice, goals, H, lambda: False, ev=ev, rounds=rounds)
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    assert got_goals == pytest.approx(want_goals, rel=1e-12, abs=1e-9)
+
+
 def slow_polish(ev: Evaluator, goals: dict[str, float], H: float, rounds: int) -> tuple[dict[str, float], float]:
     """Every unsaturated PE tried alone with all that is free, one row each (main's polish)."""
     x = np.array([goals[p] for p in ev.pes], dtype=float)
@@ -245,7 +259,6 @@ def test_polish_makes_the_moves_of_trying_each_pe_alone(seed, rounds, spare):
     at random goals between their minima and saturation, some capacity to spare."""
     from soda_optimizer import workloads
     from soda_optimizer.model import Policy
-    from soda_optimizer.soda import refine
 
     rng = np.random.default_rng(seed)
     ts, js = workloads.lsd(seed=seed % 7, scale=1)
@@ -253,13 +266,7 @@ def test_polish_makes_the_moves_of_trying_each_pe_alone(seed, rounds, spare):
     s = workloads.scenario((ts, js), workloads.nodes(2), Policy())
     choice = {j.name: j.templates[0] for j in js}
     ev = Evaluator(s.glued(choice))
-    sat = ev.saturation()
-    goals = {p: float(max(floor_mips(ev.glued.spec(p), 10.0), rng.uniform(0.1, 1.0) * sat[i])) for i, p in enumerate(ev.pes)}
-    H = sum(goals.values()) + spare * float(sat.sum())
-    want_goals, want = slow_polish(ev, goals, H, rounds)
-    got_goals, got = refine.polish(s, choice, goals, H, lambda: False, ev=ev, rounds=rounds)
-    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
-    assert got_goals == pytest.approx(want_goals, rel=1e-12, abs=1e-9)
+    _polish_as_trying_each_pe_alone(s, choice, ev, rng, rounds, spare)
 
 
 @settings(max_examples=60, deadline=None)
@@ -286,13 +293,7 @@ def test_polish_with_a_falling_value_makes_the_moves_of_trying_each_pe_alone(see
     choice = {j.name: j.templates[0] for j in js}
     ev = Evaluator(s.glued(choice))
     assert not refine._monotone(ev)
-    sat = ev.saturation()
-    goals = {p: float(max(floor_mips(ev.glued.spec(p), 10.0), rng.uniform(0.1, 1.0) * sat[i])) for i, p in enumerate(ev.pes)}
-    H = sum(goals.values()) + spare * float(sat.sum())
-    want_goals, want = slow_polish(ev, goals, H, rounds)
-    got_goals, got = refine.polish(s, choice, goals, H, lambda: False, ev=ev, rounds=rounds)
-    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
-    assert got_goals == pytest.approx(want_goals, rel=1e-12, abs=1e-9)
+    _polish_as_trying_each_pe_alone(s, choice, ev, rng, rounds, spare)
 
 
 def test_a_step_valued_job_is_not_the_fraction_the_rounding_drops():
