@@ -569,3 +569,21 @@ def test_a_restart_restores_a_later_tier_into_a_node_observed_since_the_start():
     assert m.fit is not None and m.a == pytest.approx(stored.a, rel=1e-5)
     assert m.observed == stored.observed + 1 and len(m.samples) == 1
     assert api.objects[args]["status"]["a"] == pytest.approx(stored.a, rel=1e-5) and api.writes == writes
+
+
+def test_the_drift_anchor_survives_a_restart():
+    """Issue 52: drift is judged against the last trusted fit (``LearnedModel.anchor``). The operator refits a copy of
+    each node outside the lock and copied back the fit but not the anchor, so in the operator it was never set; now it
+    is, and it is written with the fit and restored by a restarted operator."""
+    api = FakeCustom()
+    lrn = Learning(api, clock=lambda: 100.0)  # type: ignore[arg-type]
+    lrn.learner = _trained(SIG, 0.004, 2.0)
+    lrn.dirty = {n.key for n in SIG.lineage()}
+    lrn.sync()
+    held = lrn.learner.models[SIG.key].anchor
+    assert held is not None  # a trusted fit anchors drift
+    assert api.objects[SIG.key]["status"]["model"]["anchor"]["need"] == held.need
+    again = Learning(api)  # type: ignore[arg-type]
+    again.sync()
+    got = again.learner.models[SIG.key].anchor
+    assert got is not None and got.need == held.need and got.c == pytest.approx(held.c, rel=1e-4)

@@ -317,7 +317,9 @@ def profile_status(model: Any, now: float) -> dict[str, Any]:
         st.update(relativeError=round(f.rel_residual, 4), effectiveSamples=round(f.n_eff, 2), aIdentified=f.a_identified,
                   bIdentified=f.b_identified, outlierFraction=round(f.outlier_fraction, 4))
         st["model"] = {"fit": _compact(f.model_dump(mode="json")),
-                       **({"family": _compact(model.family.model_dump(mode="json"))} if model.family else {})}
+                       **({"family": _compact(model.family.model_dump(mode="json"))} if model.family else {}),
+                       # the last trusted fit, what drift is judged against (issue 52): a restart keeps it
+                       **({"anchor": _compact(model.anchor.model_dump(mode="json"))} if model.anchor is not None else {})}
     ok = f is not None and model.confidence >= CONFIDENT and (model.pinned or f.trusted is not False)
     if f is not None and f.held_out_error is not None:
         st["heldOutError"] = round(f.held_out_error, 4)
@@ -388,7 +390,8 @@ def model_from_profile(obj: Mapping[str, Any]) -> dict[str, Any]:
         try:  # the learner's own schema: a fit stored by another version of it is dropped, not fatal
             fit = Fit.model_validate(held.get("fit"))
             fam = FamilyFit.model_validate(held["family"]) if held.get("family") else None
-            out.update(fit=fit, family=fam, fitted_n=observed)
+            anchor = FamilyFit.model_validate(held["anchor"]) if held.get("anchor") else None
+            out.update(fit=fit, family=fam, anchor=anchor, fitted_n=observed)
         except ValidationError as e:
             log.info("ResourceProfile %s: stored fit not usable by this learner (%s); learned again", name, e.errors()[0].get("msg"))
     for k in ("a", "b"):
@@ -656,6 +659,7 @@ class Learning:
             fit = data.get("fit")
             if fit is not None and (m.fit is None or fit.confidence > m.confidence):
                 m.fit, m.family, m.a, m.b = fit, data.get("family"), float(data.get("a", fit.a)), float(data.get("b", fit.b))
+                m.anchor = data.get("anchor") or m.anchor
                 m.observed += stored
                 m.fitted_n = m.observed
                 m.stale = False
@@ -736,6 +740,8 @@ class Learning:
                     continue
                 self.restored.discard(key)
                 m.fit, m.family, m.a, m.b, m.fitted_n = copy.fit, copy.family, copy.a, copy.b, copy.observed
+                if m.drifts == copy.drifts:  # the learner's refit sets it too (issue 52: drift judged by the last trusted
+                    m.anchor = copy.anchor  # fit); a drift seen while the copy was fitted dropped it, and it stays dropped
                 m.stale = False
                 self.dirty.add(key)
                 self.changed.add(key)
