@@ -156,3 +156,13 @@ def test_the_exact_model_keeps_the_units_on_a_node_within_its_memory():
             per_node[n] = per_node.get(n, 0) + 1
     assert max(per_node.values()) == 1, res.candidates
     assert all(len(c) == 1 for c in res.candidates.values()), res.candidates  # ties: the fewest candidates
+
+
+def test_an_exact_model_that_proves_nothing_leaves_the_heuristics_and_says_so(monkeypatch):
+    """Not proven in its share (stood in for here): the heuristics answer, `feasible`, and the detail says the exact
+    model ran first (its share of the deadline is gone)."""
+    monkeypatch.setattr(exact, "solve", lambda prob, time_limit: None)
+    s, mq = instance([900.0, 1600.0], [50.0], [4000.0] * 4, [1, 1])
+    res = macrow.solve(s, mq, deadline_s=1)
+    assert res.violated is None and res.report.status != "optimal"
+    assert res.report.detail.startswith("exact model not proven in its share; "), res.report.detail

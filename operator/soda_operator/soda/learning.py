@@ -200,19 +200,24 @@ def effective_kind(pe: Mapping[str, Any], inputs: int) -> PEKind:
     return PEKind.source if inputs == 0 else (PEKind.transform if kind is PEKind.source else kind)
 
 
+def template_pes(spec: Mapping[str, Any]) -> tuple[dict[str, Mapping[str, Any]], dict[str, list[str]]]:
+    """A StreamTemplate spec's PEs by name, and for each PE the PEs whose streams feed it (in stream order)."""
+    pes = {str(p.get("name")): p for p in spec.get("pes") or [] if isinstance(p, Mapping) and p.get("name")}
+    into: dict[str, list[str]] = {}
+    for x in spec.get("streams") or []:
+        if isinstance(x, Mapping) and str(x.get("from")) in pes and str(x.get("to")) in pes:
+            into.setdefault(str(x.get("to")), []).append(str(x.get("from")))
+    return pes, into
+
+
 def template_signatures(template: Mapping[str, Any], digests: Mapping[str, str] | None = None) -> dict[str, Signature]:
     """The full signature (down to the flowspec) of each PE of a StreamTemplate object, by PE name,
     scoped to the template's namespace (issue 45; ``default`` when it names none); ``digests`` maps
     a PE name to the ``imageID`` its pods report (their executable then)."""
     ns = str((template.get("metadata") or {}).get("namespace") or "default")
     sp = template.get("spec") or {}
-    pes = {str(p.get("name")): p for p in sp.get("pes") or [] if isinstance(p, Mapping) and p.get("name")}
-    streams = [(str(s.get("from")), str(s.get("to"))) for s in sp.get("streams") or [] if isinstance(s, Mapping)]
+    pes, into = template_pes(sp)
     primal = {str(x.get("pe")) for x in sp.get("primalInputs") or [] if isinstance(x, Mapping)}
-    into: dict[str, list[str]] = {}
-    for src, dst in streams:
-        if src in pes and dst in pes:
-            into.setdefault(dst, []).append(src)
 
     def base(name: str, digest: str | None) -> Signature:
         p = pes[name]
@@ -910,15 +915,10 @@ class Learning:
         budget is spent: each PE its declared function, else the policy's default for its kind (no
         learner lookup: a few microseconds a PE); learned by a later cycle's choice."""
         out: dict[str, Choice] = {}
-        sp = obj.get("spec") or {}
-        pes = {str(p.get("name")): p for p in sp.get("pes") or [] if isinstance(p, Mapping) and p.get("name")}
-        inputs: dict[str, int] = {}
-        for x in sp.get("streams") or []:
-            if isinstance(x, Mapping) and str(x.get("from")) in pes and str(x.get("to")) in pes:
-                inputs[str(x.get("to"))] = inputs.get(str(x.get("to")), 0) + 1
+        pes, into = template_pes(obj.get("spec") or {})
         for name, p in pes.items():
             try:
-                out[pe_id(tname, name)] = choose(effective_kind(p, inputs.get(name, 0)), declared_function(p), None, None, self.settings,
+                out[pe_id(tname, name)] = choose(effective_kind(p, len(into.get(name, []))), declared_function(p), None, None, self.settings,
                                                  combine=(p.get("resourceFunction") or {}).get("combine"))
             except (ValidationError, ValueError, TypeError) as e:  # the PE keeps what the translation gave it
                 ERRORS.labels("choose").inc()

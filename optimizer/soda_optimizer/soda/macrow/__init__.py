@@ -118,19 +118,20 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
         cands = _as_candidates(prob, best)
         return MacroWResult(cands, best.objective(), report("feasible" if time.monotonic() < deadline else "deadline", best.objective(),
                                                              f"{stage}, miniW {moves} moves"))
+    tried = ""  # what the exact model of a small problem did, when it ran and gave no answer
     if method == "milp" and exact.applies(prob):
         sol = exact.solve(prob, EXACT_SHARE * budget)
-        if sol is not None and not violations(prob, _as_candidates(prob, sol)):
-            nv = sum(len(prob.match[i]) for i in range(len(prob.units)))
+        if sol is not None:
             how = "no packing"
-            if packing:  # the stream affinity among the optimal answers (the packing keeps the objective)
+            if packing:  # the stream affinity among the optimal answers (the packing keeps the objective and every constraint)
                 sol, how = pack_nodes(prob, sol, min(deadline, time.monotonic() + PACK_SHARE * budget))
             cands = _as_candidates(prob, sol)
             if not violations(prob, cands):
                 obj = sol.objective()
+                nv = sum(len(prob.match[i]) for i in range(len(prob.units)))
                 return MacroWResult(cands, obj, report("optimal", obj, f"exact (CP-SAT, {len(prob.units)} units, {nv} unit-node "
                                                                       f"variables: proven optimal to the model's rounding), {how}"))
-        stage = "exact model not proven in its share"
+        tried = "exact model not proven in its share; "
     # the two greedy rack assignments (by stream traffic, unit by unit; by whole stream components)
     # are always built; the better start of them and the MILP's (after BottomLevel) is kept
     greedies = {"greedy racks": _greedy_racks(prob), "whole components": _component_racks(prob)}
@@ -205,7 +206,7 @@ def solve(scenario: Scenario, macroq: MacroQResult, deadline_s: float | None = N
     if errs:
         return MacroWResult(cands, best.objective(), report("infeasible", best.objective(), "; ".join(errs[:3])), violated=errs[0])
     status = "deadline" if time.monotonic() >= deadline else "feasible"
-    return MacroWResult(cands, best.objective(), report(status, best.objective(), f"{stage}, miniW {moves} moves"))
+    return MacroWResult(cands, best.objective(), report(status, best.objective(), f"{tried}{stage}, miniW {moves} moves"))
 
 
 __all__ = ["Problem", "Solution", "Unit", "check", "solve"]
