@@ -5,6 +5,8 @@
 #
 #   KUBESODA_REAL_NODES=1 hack/real-node.sh up      # start nodes 0..N-1 and wait until Ready
 #   hack/real-node.sh down                          # stop every realnode-* of the state dir
+#   hack/real-node.sh clear-foreign                 # remove a killed run's links on this port base
+#                                                   # (what `up` does first; see below)
 #
 # Environment: KUBESODA_STATE, KUBESODA_PORT_BASE (as cluster-up.sh), KUBESODA_REAL_NODES (default
 # 0: nothing to do), KUBESODA_REAL_NODE_ZONE / _RACK / _MIPS (labels; default zone-0, rack-0-0,
@@ -135,11 +137,74 @@ down() {
   local d
   for d in "$state"/realnode-*; do [ -d "$d" ] && down_one "$d"; done
   dns_down
+  rm -f "$registry/$tag"
   # directories containerd, the runc shim and CNI create on first use, removed when empty (that
   # is, when no other containerd on the host uses them)
   rmdir /run/containerd/s /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd /run/netns \
     /var/lib/cni/results /var/lib/cni 2>/dev/null || true
   return 0
+}
+
+# ----------------------------------------------------------------------- another run's leftovers
+# The links of a run of another state dir (another tag) on this port base's addresses: a run killed
+# before its `down` (a CI job cut short, a session's end) leaves its interfaces behind, and their
+# routes to 10.<c>.<i>.0/24 take this run's pod traffic: pods start but never reach each other or
+# CoreDNS (stop 57's CI: "timed out waiting for tuples"). Each `up` records its state dir under
+# $registry; a leftover's owner is found there (or from the mounts it left), a live owner is an
+# error that names it, a dead one's leftovers are removed.
+registry=/run/kubesoda/real-nodes
+owner_of() {  # tag -> the state dir it is the tag of, when known
+  local t=$1 s
+  if [ -f "$registry/$t" ]; then cat "$registry/$t"; return 0; fi
+  while read -r s; do
+    [ "$(printf '%s' "$s" | sha256sum | cut -c1-8)" = "$t" ] && { echo "$s"; return 0; }
+  done < <(awk '{print $2}' /proc/mounts | sed -n 's#^\(/.*\)/realnode-[0-9][0-9]*/.*#\1#p' | sort -u)
+  return 0
+}
+runs_under() {  # state dir: 0 when one of its kubelets, containerds or CoreDNS still runs
+  local f pid
+  for f in "$1"/pids/coredns "$1"/realnode-*/pids/kubelet "$1"/realnode-*/pids/containerd; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    # the pid file may outlive its process and the pid be reused: the process must name the dir
+    tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$1/" && return 0
+  done
+  return 1
+}
+foreign_links() {  # our port base's addresses held by links of another tag: "link tag" lines
+  ip -o -4 addr show | awk -v pre="10.$c." '{split($4, a, "/"); if (index(a[1], pre) == 1) print $2}' | sort -u |
+    while read -r l; do
+      case "$l" in
+        ks[bdn]*) local t=${l:3:8}; if [[ "$t" =~ ^[0-9a-f]{8}$ && "$t" != "$tag" ]]; then echo "$l $t"; fi ;;
+      esac
+    done
+}
+clear_foreign() {
+  local found t s l ns
+  found=$(foreign_links)
+  [ -n "$found" ] || return 0
+  for t in $(awk '{print $2}' <<<"$found" | sort -u); do
+    s=$(owner_of "$t")
+    if [ -n "$s" ] && runs_under "$s"; then
+      log "10.$c.0.0/16 (port base $base) is in use by the real nodes of $s, which still run:"
+      log "  stop them (KUBESODA_STATE=$s hack/cluster-down.sh) or give this cluster another KUBESODA_PORT_BASE"
+      exit 1
+    fi
+    log "removing the leftovers of a run that was not stopped (tag $t${s:+, $s}): $(awk -v t="$t" '$2 == t {printf "%s ", $1}' <<<"$found")"
+    # its pods' network namespaces (their veths hang on its bridges), then its own teardown when its
+    # state dir is still there (mounts, cgroups, CNI cache), else its links one by one
+    for l in $(awk -v t="$t" '$2 == t {print $1}' <<<"$found"); do
+      for ns in $(ip -o link show master "$l" 2>/dev/null | sed -n 's/.* link-netns \([^ ]*\).*/\1/p'); do
+        ip netns del "$ns" 2>/dev/null || true
+      done
+    done
+    if [ -n "$s" ] && [ -d "$s" ]; then
+      KUBESODA_STATE="$s" KUBESODA_PORT_BASE="$base" KUBESODA_PYTHON="$py" "$0" down || true
+    fi
+    for l in $(awk -v t="$t" '$2 == t {print $1}' <<<"$found"); do ip link del "$l" 2>/dev/null || true; done
+    rm -f "$registry/$t" /var/lib/cni/results/kubesoda-"$t"-* 2>/dev/null || true
+  done
+  [ -z "$(foreign_links)" ] || { log "links of another run still hold 10.$c.0.0/16: $(foreign_links | tr '\n' ' ')"; exit 1; }
 }
 
 # -------------------------------------------------------------------------------------------- up
@@ -341,6 +406,8 @@ up() {
   [ "$(id -u)" = 0 ] || { log "real nodes need root"; exit 1; }
   [ -f "$state/pki/ca.key" ] || { log "no cluster CA in $state/pki: run hack/cluster-up.sh"; exit 1; }
   "$here/install-node-deps.sh"
+  clear_foreign
+  mkdir -p "$registry" && printf '%s' "$state" >"$registry/$tag"
   local bin pause i
   bin="$("$here/build-binaries.sh")"
   [ -x "$bin/kubelet" ] || { log "no kubelet in $bin"; exit 1; }
@@ -372,5 +439,6 @@ up() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+  clear-foreign) clear_foreign ;;  # what `up` does first (tests/test_real_node_leftovers.py)
+  *) echo "usage: $0 up|down|clear-foreign" >&2; exit 2 ;;
 esac
