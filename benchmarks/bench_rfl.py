@@ -55,7 +55,7 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,11 +73,14 @@ from soda_optimizer.learn.signature import PRIMAL_PRODUCER, Level  # noqa: E402
 from soda_optimizer.model import PEKind, Policy, PreviousState, ResourceFunction, Scenario, Template, pe_id  # noqa: E402
 from soda_optimizer.observed import PEObservation  # noqa: E402
 from soda_optimizer.plan import Plan  # noqa: E402
-from soda_optimizer.soda import exact  # noqa: E402
+from soda_optimizer.soda import exact, macroq, microq  # noqa: E402
 from soda_optimizer.soda.macrow import milp, pack  # noqa: E402
 
 PAPER = {"default": 0.27, "learned": 0.07}
-ARMS = ("declared", "learned", "explore", "oracle")
+# "noknee": the learned arm with macroQ and microQ leaving goals where their stage put them (issue 52
+# item 3: the knee must not cost learned jobs their headroom; compared side by side, same seeds)
+ARMS = ("declared", "learned", "explore", "oracle", "noknee")
+LEARNING = ("learned", "explore", "noknee")
 UNDECLARED = ("bench/dac-1", "bench/dac-4")  # templates whose PEs declare no function
 RF_NOISE, CPU_NOISE, GUESS = 0.05, 0.03, float(np.log(2.5))
 EPOCH_S = 10.0  # the policy's micro epoch: the learner's clock
@@ -105,6 +108,22 @@ def one_cp_sat_worker() -> Iterator[None]:
         yield
     finally:
         pack.WORKERS, milp.CP_WORKERS, exact.WORKERS = saved
+
+
+@contextmanager
+def without_the_knee() -> Iterator[None]:
+    """Inside the block, :func:`soda_optimizer.soda.knee.at_the_knee` is the identity where macroQ and
+    microQ call it (restored after): the `noknee` arm, the comparison issue 52 item 3 asks for."""
+    saved = macroq.at_the_knee, microq.at_the_knee
+
+    def identity(ev: Any, goals: dict[str, float], pe_floor: float = 0.0) -> dict[str, float]:
+        return goals
+
+    macroq.at_the_knee = microq.at_the_knee = identity
+    try:
+        yield
+    finally:
+        macroq.at_the_knee, microq.at_the_knee = saved
 
 
 @dataclass
@@ -299,7 +318,7 @@ def run(seed: int, epochs: int, macro_every: int, n_nodes: int, arms: tuple[str,
     s = setup(seed, n_nodes)
     cfg = config or LearnConfig()
     ex = explore or ExplorationSettings(enabled=True)
-    state = {a: Arm(a, learner=Learner(cfg) if a in ("learned", "explore") else None, explore=ex if a == "explore" else None) for a in arms}
+    state = {a: Arm(a, learner=Learner(cfg) if a in LEARNING else None, explore=ex if a == "explore" else None) for a in arms}
     noise_rng = np.random.default_rng(seed)
     rngs = {a: np.random.default_rng([seed, k]) for k, a in enumerate(arms)}
     rows: dict[str, list[dict[str, Any]]] = {a: [] for a in arms}
@@ -307,7 +326,7 @@ def run(seed: int, epochs: int, macro_every: int, n_nodes: int, arms: tuple[str,
         # one noise draw per PE per epoch, shared by the arms: they differ only in their plans
         noise = {pid: max(1.0 + RF_NOISE * float(noise_rng.normal()), 1e-9) for pid in sorted(s.true)}
         for a in arms:
-            with one_cp_sat_worker():
+            with one_cp_sat_worker(), (without_the_knee() if a == "noknee" else nullcontext()):
                 rows[a].append(step(state[a], s, e, e % macro_every == 0, rngs[a], noise))
         if "oracle" in rows:
             for a in arms:
@@ -376,7 +395,7 @@ def report(out: Path, doc: dict[str, Any]) -> None:
               "| arm | error (streams and mips) | streams | mips | by function source | end to end (median) | importance / true functions' "
               "| importance over all epochs | probes (macro epochs x PEs) |",
               "|---|---|---|---|---|---|---|---|---|"]
-    for arm in ("declared", "learned", "explore", "oracle"):
+    for arm in [x for x in ("declared", "learned", "noknee", "explore", "oracle") if x in fin]:
         f = fin[arm]
         by = ", ".join(f"{k} {pct(v)}" for k, v in f["error_by_source"].items() if v is not None)
         lines.append(f"| {arm} | {pct(f['error'])} | {pct(f['error_streams'])} | {pct(f['error_mips'])} | {by} | {pct(f['error_e2e_median'])} | "
@@ -415,6 +434,13 @@ def report(out: Path, doc: dict[str, Any]) -> None:
             lines.insert(-1, f"- cost in importance: with probes running, the worst epoch of the `explore` arm is {100 * worst[0]:+.1f} points "
                              f"against the `learned` arm (seed {worst[1]}, epoch {worst[2]}); its largest fall from one epoch to the next is "
                              f"{100 * drop[0]:.1f} points (seed {drop[1]}, epoch {drop[2]}: a macro epoch where probes start or end);")
+    if "noknee" in fin:
+        per_seed = {sd: [statistics.mean(row["importance_ratio"] for row in r[x][t0:t1 + 1]) for x in ("learned", "noknee")]
+                    for sd, r in doc["runs"].items()}
+        lines += ["", "The knee (issue 52 item 3), the `learned` arm with it vs the `noknee` arm (the same learner, goals left where "
+                  "macroQ and microQ put them), importance over the last epochs / the true functions': "
+                  + "; ".join(f"seed {sd} {pct(k)} vs {pct(n)}" for sd, (k, n) in per_seed.items())
+                  + f"; mean {pct(fin['learned']['importance_ratio'])} vs {pct(fin['noknee']['importance_ratio'])}."]
     lines += ["", f"Paper (Fig. 21): {PAPER['default']:.0%} error with default functions, {PAPER['learned']:.0%} learned."]
     (out / "rfl.md").write_text("\n".join(lines) + "\n")
     try:
