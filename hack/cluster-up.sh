@@ -29,6 +29,19 @@ if [ -f "$state/env" ] && "$here/cluster-status.sh" >/dev/null 2>&1; then
   log "already running ($state)"; exit 0
 fi
 "$here/cluster-down.sh" >/dev/null 2>&1 || true
+# Every port of this base must be free (base+0..9, and base+10..19 for real nodes): a process of
+# another run on it (a killed CI job's etcd, another checkout's cluster) would make a component
+# exit on a bind error or, worse, answer in its place. Name the holder instead.
+if command -v ss >/dev/null 2>&1; then
+  busy=$(ss -Hltnp 2>/dev/null | awk -v lo="$base" -v hi=$((base + 19)) \
+    '{n = split($4, a, ":"); p = a[n] + 0; if (p >= lo && p <= hi) { u = $6; sub(/^users:\(\(/, "", u); sub(/\)\)$/, "", u); print "  port " p ": " u }}' | sort -u)
+  if [ -n "$busy" ]; then
+    log "ports of KUBESODA_PORT_BASE=$base ($base-$((base + 19))) are in use:"
+    echo "$busy" >&2
+    log "stop what holds them (another cluster: KUBESODA_STATE=<its dir> hack/cluster-down.sh) or choose another KUBESODA_PORT_BASE"
+    exit 1
+  fi
+fi
 t0=$(date +%s)
 bin="$("$here/build-binaries.sh")"
 mkdir -p "$state"/{pki,logs,pids,etcd}
