@@ -42,7 +42,7 @@ from ortools.linear_solver import pywraplp
 from ..importance import Evaluator
 from ..model import Scenario, floor_mips
 from ..plan import StageReport
-from .knee import at_the_knee
+from .knee import at_the_knee, with_headroom
 from .stages import ComponentCurve, MacroQResult, MicroQResult
 
 PENALTY = 1e3  # per mips of slack in (38), above any importance slope per mips we expect
@@ -144,16 +144,32 @@ def solve(
         short = sum(float(macroq.goals.get(p, 0.0)) - mq.get(p, 0.0) for p in ev.pes)
         detail += (f"; macroQ's goals as the candidates host them ({short:.0f} mips short) kept: they yield {mq_imp:.6g} > the LP's "
                    f"{true_imp:.6g}")
+        mq, mq_imp, note = _headroom(ev, mq, mq_imp, macroq, candidates, nodes)
+        detail += note
         return MicroQResult(mq, mq_imp, StageReport(stage="microq", seconds=time.monotonic() - t0, status=status,  # type: ignore
                                                     objective=mq_imp, detail=detail + f"; the LP's concave fit: {best[0]:.6g}"),
                             fitted=best[0])
+    goals, true_imp, note = _headroom(ev, best[1], true_imp, macroq, candidates, nodes)
+    detail += note
     return MicroQResult(
-        best[1],
+        goals,
         true_imp,
         StageReport(stage="microq", seconds=time.monotonic() - t0, status=status, objective=true_imp,  # type: ignore
                     detail=detail + f"; the LP's concave fit: {best[0]:.6g}"),
         fitted=best[0],
     )
+
+
+def _headroom(ev: Evaluator, goals: dict[str, float], imp: float, macroq: MacroQResult, candidates: dict[str, tuple[str, ...]],
+              nodes: dict[str, float]) -> tuple[dict[str, float], float, str]:
+    """The goals with :func:`.knee.with_headroom` (unidentified saturations back toward macroQ's
+    goals in the capacity left over), their importance (never lower) and a note for the detail."""
+    raised = with_headroom(ev, goals, macroq.goals, candidates, nodes)
+    if raised is goals:
+        return goals, imp, ""
+    back = sum(raised.values()) - sum(goals.values())
+    imp = max(imp, float(ev.importance(np.array([[raised.get(p, 0.0) for p in ev.pes]]))[0]))
+    return raised, imp, f"; {back:.0f} mips of headroom back to PEs whose saturation is not identified"
 
 
 def hosted(goals: dict[str, float], candidates: dict[str, tuple[str, ...]], nodes: dict[str, float], scale: float = 1000.0) -> dict[str, float]:
