@@ -62,18 +62,19 @@ def _learn(seed: int, c: float, s: float, r0: float, n: int, varying: bool, cost
     return lr, sig
 
 
-def _planned_need_error(lr: Learner, sig: Signature, k_now: float, s: float, r0: float, varying: bool) -> float:
-    """The largest relative error of the planned function's mips used with CPU to spare and its output
-    with half of that, at the inputs seen (``r0``; x0.5, 1 and 2 of it when ``varying``), against the
-    PE costing ``k_now`` per tuple."""
+def _planned_error(lr: Learner, sig: Signature, k_now: float, s: float, r0: float, varying: bool, rng: np.random.Generator) -> float:
+    """bench_rfl_shapes' error of what the planner is handed, against the PE costing ``k_now`` per
+    tuple: on 40 fresh points (input ``r0``, x0.5-2 of it when ``varying``; 20-150% of its need
+    there), the mean of the output's and the mips used's relative errors."""
     rf = choose(PEKind.transform, ResourceFunction(a=1.0, b=1.0), sig, lr, PLAN).rf
     assert rf is not None
     errs = []
-    for r in r0 * (np.array([0.5, 1.0, 2.0]) if varying else np.array([1.0])):
-        need = k_now * r
-        errs.append(abs(float(rf.mips_used(r, 10.0 * need)) / need - 1.0))
-        errs.append(abs(float(rf.rate_out(r, 0.5 * need)) / (s * 0.5 * r) - 1.0))
-    return max(errs)
+    for _ in range(40):
+        r = r0 * (float(np.exp(rng.uniform(math.log(0.5), math.log(2.0)))) if varying else 1.0)
+        m = float(rng.uniform(0.2, 1.5)) * k_now * r
+        p, used = _run(functools.partial(operator.mul, k_now), r, m)
+        errs.append(0.5 * (abs(float(rf.rate_out(r, m)) / (s * p) - 1.0) + abs(float(rf.mips_used(r, m)) / used - 1.0)))
+    return float(np.mean(errs))
 
 
 @settings(max_examples=12, deadline=None)
@@ -81,10 +82,10 @@ def _planned_need_error(lr: Learner, sig: Signature, k_now: float, s: float, r0:
        varying=st.booleans())
 def test_a_cost_per_tuple_rising_with_the_tuple_size_is_planned_at_its_cost_now(seed: int, c: float, s: float, r0: float,
                                                                                   varying: bool) -> None:
-    """30 windows into the cycle the PE costs x1.42 its cost at the first; the planner is handed
-    that cost within 6% (on main's code the window's mean: 13-17% below it)."""
+    """30 windows into the cycle the PE costs x1.42 its cost at the first; what the planner is handed
+    is within 5% of it (on main's code the fit of the window's mean cost, x1.2: 5.5-10% off)."""
     lr, sig = _learn(seed, c, s, r0, 30, varying, _cycle)
-    assert _planned_need_error(lr, sig, c * _cycle(30), s, r0, varying) <= 0.06
+    assert _planned_error(lr, sig, c * _cycle(30), s, r0, varying, np.random.default_rng(seed + 1)) <= 0.05
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)
