@@ -38,7 +38,7 @@ from .family import _predict as _judged
 from .fit import _kish, age_weights, fit
 from .model import Fit, LearnConfig, LearnedModel, Sample
 from .signature import Level, Signature, normalize_image
-from .trend import need_now
+from .trend import need_now, rescaled
 from .trust import below_saturation, grows_with_mips, mips_misfit, one_point, silent_misfit, spare_seen
 
 STATE_VERSION = 1
@@ -129,11 +129,16 @@ class Learner:
     def _update(self, model: LearnedModel, batch: list[Sample], now: float) -> None:
         cfg = self.config
         kept = sorted([*model.samples, *batch], key=lambda s: s.t if s.t is not None else now)
+        judge = self._judge_by(model)
         if self._drifted(model, batch):
             kept = kept[-model.surprises:]  # the window before the change-point is dropped
             model.drifts += 1
             model.surprises = 0
-            model.anchor = None
+            # issue 52 item 2: the fit the run was judged by, its need moved to the windows that showed
+            # the change (:func:`.trend.rescaled`): the planner's guess until a fit of them is trusted
+            # (:func:`.functions.choose`); no run is judged by it (the drift test needs a trusted fit
+            # or a run under way), and the next trusted fit replaces it
+            model.anchor = None if judge is None else rescaled(judge, kept, cfg.idle_margin)
             if model.fit is not None:
                 model.fit = model.fit.model_copy(update={"trusted": False})
         w = age_weights(kept, now, cfg.half_life_s)
@@ -148,12 +153,7 @@ class Learner:
         the fit of the window as it is (:attr:`LearnedModel.anchor`, set with each trusted fit), not
         moved to where a trend puts the need now (:mod:`.trend`, issue 52)."""
         cfg = self.config
-        trusted = model.fit is not None and model.fit.trusted is True
-        ff = (model.anchor or model.family) if trusted else None
-        if ff is None and model.surprises > 0:
-            # issue 52: a run under way is judged by the fit it began against (:attr:`LearnedModel.anchor`):
-            # the refit that took in its first surprises may have lost its trust for them
-            ff = model.anchor
+        ff = self._judge_by(model)
         if ff is None or model.fit is None or not batch:
             return False
         dev = _deviation(ff, batch)
@@ -171,6 +171,14 @@ class Learner:
             return False
         return True
 
+    @staticmethod
+    def _judge_by(model: LearnedModel) -> FamilyFit | None:
+        """The fit the drift test judges new samples by: a trusted fit's window as fitted (the anchor),
+        or, while a run is under way, the fit it began against (:attr:`LearnedModel.anchor`: the refit
+        that took in its first surprises may have lost its trust for them, issue 52); None: no test."""
+        if model.fit is not None and model.fit.trusted is True:
+            return model.anchor or model.family
+        return model.anchor if model.surprises > 0 else None
 
     def _stationary(self, ff: FamilyFit, old: list[Sample]) -> bool:
         """True when ``old``, the window before the run of surprises, has at least ``_MISFIT_SHARE``

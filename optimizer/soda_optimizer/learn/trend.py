@@ -22,8 +22,12 @@ rate. Only where the processed rate is measured (the offered rate in the observa
 the need, a third of them at 20-150% allocations, and a line through their readings passed 3
 standard errors by chance on stationary PEs (bench_rfl_shapes ``--pes 6``, the fluid data plane: 2
 of 118 refits of the 20%-noise PEs; a knee PE at constant input scaled by -13%, the shape's mean
-1.1% -> 2.0% after 30 samples; 20% noise, varying input, 17.1% -> 18.5%). Departure: the paper's model is stationary between forgetting and drift.
-Pure: no I/O.
+1.1% -> 2.0% after 30 samples; 20% noise, varying input, 17.1% -> 18.5%). Departure: the paper's
+model is stationary between forgetting and drift.
+
+:func:`rescaled` moves a fit's need the same way to a few windows, those that showed a drift
+(:meth:`.learner.Learner._update`): the planner's guess until a fit of the window after the change
+is trusted (:func:`.functions.choose`). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -99,3 +103,37 @@ def _level(ff: FamilyFit, samples: Sequence[Sample], w: np.ndarray, now: float, 
         return None
     return em - slope * xm  # the line at x = 0: now
 
+
+def rescaled(ff: FamilyFit, samples: Sequence[Sample], idle_margin: float = 0.05) -> FamilyFit | None:
+    """Issue 52 item 2: ``ff`` (the fit a run of surprises was judged by) with its need scaled by the
+    median ratio of what ``samples`` (the run: the windows after the change) needed to what it says
+    they needed; None when no window tells (a censored window under the paper's need bounds it only).
+    A window with its processed rate known (measured, or with CPU to spare) needed its CPU reading at
+    that rate (all its mips where saturated); a censored one (saturated, no offered rate) all its
+    mips at the rate its output says it processed, through ``ff``'s selectivity. A PE whose cost per
+    tuple changed (a new tuple size, a slower release) keeps its form: until a fit of the new window
+    is trusted, this is the planner's best guess from three windows (:func:`.functions.choose`
+    compares it with the declared function on the PE's own windows)."""
+    if not samples:
+        return None
+    arr = np.array([(s.r_i, s.m, s.r_o, np.nan if s.m_used is None else s.m_used, np.nan if s.r_p is None else s.r_p,
+                     1.0 if s.censored else 0.0) for s in samples], dtype=float)
+    r_i, m, r_o, mu, rp, cens = arr.T
+    ok = (r_i > 0) & (m > 0) & (r_o > 0) & np.isfinite(mu) & (mu > 0)
+    measured = np.isfinite(rp) & (rp > 0)
+    sat = (mu >= (1.0 - idle_margin) * m) | dips(r_i, m, mu, rp, idle_margin) | (measured & (rp < (1.0 - idle_margin) * r_i))
+    known = measured | ~sat
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        from_out = ff.p0 * (r_o / (ff.s * ff.p0)) ** (1.0 / (1.0 - ff.beta))
+    p = np.where(measured, rp, np.where(known, r_i, np.minimum(from_out, r_i)))
+    y = np.where(sat, m, mu)
+    if ff.need == "paper":  # K: a saturated window processed the share m / K of what it was offered
+        tells = ok & (known | (cens <= 0))
+        y, pred = np.where(sat, m * r_i / np.maximum(p, 1e-12), mu), np.full(p.shape, max(float(ff.c[0]), 1e-12))
+    else:
+        tells = ok & np.isfinite(p) & (p > 0)
+        pred = np.maximum(ff.need_at(np.where(np.isfinite(p), p, 0.0)), 1e-12)
+    if not tells.any():
+        return None
+    k = float(np.exp(np.median(np.log(y[tells] / pred[tells]))))
+    return ff.model_copy(update={"c": (ff.c[0] * k, ff.c[1] * k, ff.c[2] * k)})
