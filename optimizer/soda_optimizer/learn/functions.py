@@ -135,7 +135,7 @@ def choose(kind: PEKind, declared: ResourceFunction | None, signature: Signature
                 return Choice(rf=rf, source=learned(hit.level), key=hit.key)
         own = learner.get(sig.key)
         fallback = declared if declared is not None else settings.defaults.get(kind, ResourceFunction()).model_copy(update={"combine": comb})
-        mine = [f for f in (_own_function(own, learner, comb), _moved_function(own, comb)) if f is not None] if not declared_first else []
+        mine = [f for f in (_own_function(own, learner, comb), _moved_function(own, learner, comb)) if f is not None] if not declared_first else []
         errs = [_own_error(f, kind, own.samples) for f in mine] if own is not None else []
         if own is not None and own.fit is not None and errs and min(errs) < _own_error(fallback, kind, own.samples):
             # issue 52: a fit seen at one allocation only (not Confident: its saturation is a bound),
@@ -194,7 +194,7 @@ def _own_function(model: LearnedModel | None, learner: Learner, comb: str) -> Re
         return None
 
 
-def _moved_function(model: LearnedModel | None, comb: str) -> ResourceFunction | None:
+def _moved_function(model: LearnedModel | None, learner: Learner, comb: str) -> ResourceFunction | None:
     """Issue 52 item 2: after a drift, while the model's fit is not trusted, its anchor
     (:attr:`.model.LearnedModel.anchor`): the fit before the drift with its need moved to the windows
     that showed it (:func:`.trend.rescaled`), until a fit of the new window is trusted (then the
@@ -204,6 +204,12 @@ def _moved_function(model: LearnedModel | None, comb: str) -> ResourceFunction |
     and the planner kept the declared function (25-128% off) for 8-13 windows."""
     if (model is None or model.pinned or model.drifts == 0 or model.anchor is None or model.fit is None
             or model.fit.trusted is True):
+        return None
+    if len(model.samples) >= learner.config.n_full / 2 and (model.fit.local or _recovering(model, learner) or _seen_below(model, learner)):
+        # the moved fit is a guess from the three windows that showed the drift: a refit of half
+        # ``n_full`` windows or more that may be handed over is preferred (compared on the PE's own
+        # noisy windows, a 20%-noise PE's moved fit, 9.2% off the truth, beat its refit of 24 windows,
+        # 4.3%, after a drift the noise made: bench_rfl_shapes backpressure, 30 samples)
         return None
     try:
         return model.anchor.function(model.kind, comb)
