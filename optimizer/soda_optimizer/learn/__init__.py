@@ -10,7 +10,8 @@ resource functions fitted online from observations ``<r_i, m, r_o>``. Pure: no K
 - :mod:`.functions` -- which function each PE is planned with (precedence) and the Scenario step;
 - :mod:`.explore` -- bounded probes of PEs seen in one regime only (issue 14 item 5);
 - :mod:`.spare` -- which windows show CPU to spare, and which low CPU readings are dips (issue 52);
-- :mod:`.trust` -- when a fit may be trusted without a measured processed rate (issue 52).
+- :mod:`.trust` -- when a fit may be trusted without a measured processed rate (issue 52);
+- :mod:`.trend` -- the CPU need where it is now, for a cost per tuple that moves (issue 52).
 
 docs/learn.md describes the model, the fitting, the forgetting, the confidence and the lookup rule.
 """

@@ -38,6 +38,7 @@ from .family import _predict as _judged
 from .fit import _kish, age_weights, fit
 from .model import Fit, LearnConfig, LearnedModel, Sample
 from .signature import Level, Signature, normalize_image
+from .trend import need_now, rescaled
 from .trust import below_saturation, grows_with_mips, mips_misfit, one_point, silent_misfit, spare_seen
 
 STATE_VERSION = 1
@@ -128,11 +129,16 @@ class Learner:
     def _update(self, model: LearnedModel, batch: list[Sample], now: float) -> None:
         cfg = self.config
         kept = sorted([*model.samples, *batch], key=lambda s: s.t if s.t is not None else now)
+        judge = self._judge_by(model)
         if self._drifted(model, batch):
             kept = kept[-model.surprises:]  # the window before the change-point is dropped
             model.drifts += 1
             model.surprises = 0
-            model.anchor = None
+            # issue 52 item 2: the fit the run was judged by, its need moved to the windows that showed
+            # the change (:func:`.trend.rescaled`): the planner's guess until a fit of them is trusted
+            # (:func:`.functions.choose`); no run is judged by it (the drift test needs a trusted fit
+            # or a run under way), and the next trusted fit replaces it
+            model.anchor = None if judge is None else rescaled(judge, kept, cfg.idle_margin)
             if model.fit is not None:
                 model.fit = model.fit.model_copy(update={"trusted": False})
         w = age_weights(kept, now, cfg.half_life_s)
@@ -143,13 +149,11 @@ class Learner:
 
     def _drifted(self, model: LearnedModel, batch: list[Sample]) -> bool:
         """Counts the new samples far from a trusted family fit in a row (:attr:`LearnedModel.surprises`);
-        True when ``drift_run`` of them are: the PE changed (a residual run test, issue 38)."""
+        True when ``drift_run`` of them are: the PE changed (a residual run test, issue 38). Judged by
+        the fit of the window as it is (:attr:`LearnedModel.anchor`, set with each trusted fit), not
+        moved to where a trend puts the need now (:mod:`.trend`, issue 52)."""
         cfg = self.config
-        ff = model.family if model.fit is not None and model.fit.trusted is True else None
-        if ff is None and model.surprises > 0:
-            # issue 52: a run under way is judged by the fit it began against (:attr:`LearnedModel.anchor`):
-            # the refit that took in its first surprises may have lost its trust for them
-            ff = model.anchor
+        ff = self._judge_by(model)
         if ff is None or model.fit is None or not batch:
             return False
         dev = _deviation(ff, batch)
@@ -167,6 +171,14 @@ class Learner:
             return False
         return True
 
+    @staticmethod
+    def _judge_by(model: LearnedModel) -> FamilyFit | None:
+        """The fit the drift test judges new samples by: a trusted fit's window as fitted (the anchor),
+        or, while a run is under way, the fit it began against (:attr:`LearnedModel.anchor`: the refit
+        that took in its first surprises may have lost its trust for them, issue 52); None: no test."""
+        if model.fit is not None and model.fit.trusted is True:
+            return model.anchor or model.family
+        return model.anchor if model.surprises > 0 else None
 
     def _stationary(self, ff: FamilyFit, old: list[Sample]) -> bool:
         """True when ``old``, the window before the run of surprises, has at least ``_MISFIT_SHARE``
@@ -186,13 +198,16 @@ class Learner:
         cfg = self.config
         key = (model.kind, now, len(model.samples), tuple(map(id, model.samples))) if memo is not None else None
         if key is not None and key in memo:  # type: ignore[operator]
-            f, ff = memo[key]  # type: ignore[index]
+            f, ff, raw = memo[key]  # type: ignore[index]
         else:
-            ff = None
+            ff = raw = None
             if cfg.family:
                 w = age_weights(model.samples, now, cfg.half_life_s)
                 ff = fit_family(model.kind, model.samples, w, idle_margin=cfg.idle_margin,
                                 outlier_threshold=cfg.outlier_threshold, f_scale=cfg.f_scale)
+                raw = ff
+                if ff is not None:  # issue 52: a cost per tuple that moves over the window: the need now (:mod:`.trend`)
+                    ff = need_now(ff, model.samples, w, now, cfg.idle_margin)
             if ff is not None:
                 f = self._judge(model, ff, now)
             else:
@@ -221,10 +236,13 @@ class Learner:
                                              "saturation_identified": False, "local": local,
                                              "b_identified": f.b_identified and not (local and model.kind is not PEKind.source)})
             if key is not None:
-                memo[key] = (f, ff)  # type: ignore[index]
+                memo[key] = (f, ff, raw)  # type: ignore[index]
         model.fit, model.family = f, ff
-        if f is not None and f.trusted is True and ff is not None:
-            model.anchor = ff  # what the drift test judges a run of surprises by (issue 52)
+        if f is not None and f.trusted is True and raw is not None:
+            # what the drift test judges new samples by (issue 52): the fit of the window as it is,
+            # not moved to where its trend puts the need now (:mod:`.trend`): a trend that takes the
+            # PE far from its window is drift, and the window before it is dropped
+            model.anchor = raw
         if f is not None:
             model.a, model.b = f.a, f.b
         model.stale = False
