@@ -139,3 +139,21 @@ def test_the_learners_memory_per_sample_is_bounded() -> None:
     print(f"{per_sample:.1f} bytes, {tracked:.3f} tracked objects per sample held")
     assert per_sample < BYTES_PER_SAMPLE, f"{per_sample:.0f} bytes per sample held"
     assert tracked < TRACKED_PER_SAMPLE, f"{tracked:.2f} tracked objects per sample held"
+
+
+def test_an_older_status_window_is_restored_into_a_window() -> None:
+    """A ResourceProfile written before issue 38 carries its window as a list of samples
+    (operator/soda_operator/soda/learning.py, model_from_profile): restored exactly, and refitted."""
+    from soda_operator.soda.learning import model_from_profile
+
+    samples = _pe_samples(PEKind.transform, 7, 30, 0.5, True)
+    old = [{"ri": s.r_i, "m": s.m, "ro": s.r_o, **({"mUsed": s.m_used} if s.m_used is not None else {}),
+            **({"t": s.t} if s.t is not None else {}), **({"rp": s.r_p} if s.r_p is not None else {}),
+            **({"censored": True} if s.censored else {})} for s in samples]
+    obj = {"metadata": {"name": "transform"}, "spec": {"pinned": False},
+           "status": {"key": "transform", "path": ["transform"], "kind": "transform", "level": "kind", "samples": 30, "window": old}}
+    lrn = Learner()
+    m = lrn.add_model(model_from_profile(obj))
+    assert isinstance(m.samples, SampleWindow) and list(m.samples) == samples and m.stale
+    assert lrn.get("transform") is m and m.fit is not None  # refitted on read, from the window
+    assert lrn.export_model("transform")["samples"] == [s.model_dump(mode="json") for s in samples]
