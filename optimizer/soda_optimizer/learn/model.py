@@ -15,7 +15,8 @@ departure from the paper (which fits the min on ``<r_i, m, r_o>`` alone); :mod:`
 min on samples without ``m_used`` or with the CPU saturated.
 
 A :class:`LearnedModel` keeps its recent samples (a bounded window, weighted by age) so it can be
-refitted, exported and reloaded: the learner's state is plain data.
+refitted, exported and reloaded: the learner's state is plain data. The window is stored as one
+array (:class:`.window.SampleWindow`, issue 52 item 4; :class:`Sample` is defined there too).
 """
 
 from __future__ import annotations

@@ -181,6 +181,11 @@ def _materialised(window: SampleWindow) -> tuple[Sample, ...]:
     return tuple(_sample(r) for r in window.array.tolist())
 
 
+def table(samples: Sequence[Sample]) -> np.ndarray:
+    """The ``(n, 7)`` array of a window (its own, read-only), or of a plain sequence of samples (:data:`COLUMNS`)."""
+    return samples.array if isinstance(samples, SampleWindow) else _rows(samples)
+
+
 def columns(samples: Sequence[Sample]) -> Columns:
     """The columns of a window, or of a plain sequence of samples."""
     return (samples if isinstance(samples, SampleWindow) else SampleWindow.of(samples)).columns()
