@@ -235,7 +235,7 @@ def write_md(out: dict[str, Any], path: Path) -> None:
     ]
     names = [a for a in ("before", "after") if a in arms]
     lines = [f"# The learner's memory: {out['pes']:,} PEs x {out['window']} samples (issue 52 item 4)", "",
-             f"`.venv/bin/python benchmarks/bench_learning_memory.py {' '.join(out['argv'])}`: before = {out['base']}, "
+             f"`{' '.join(['.venv/bin/python benchmarks/bench_learning_memory.py', *out['argv']])}`: before = {out['base']}, "
              f"after = {out['head']}; {out['host']['cpus']} CPUs, load (1 min) {out['host']['load_start'][0]:.1f} at the start, "
              f"{out['host']['load_end'][0]:.1f} at the end (a shared machine: wall seconds are loaded figures).", "",
              "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
@@ -249,6 +249,13 @@ def write_md(out: dict[str, Any], path: Path) -> None:
                 v = f"{v} / {get(a, 'plain', 'build_s')}"
             vals.append(f"{v:,}" if isinstance(v, int) else str(v))
         lines.append(f"| {label} | " + " | ".join(vals) + " |")
+    lines += ["", "The learner's memory and the objects it adds to the collector are counted in a process that traces "
+              "(tracemalloc, the build only: the modules imported before); RSS, the collections, the observations and the "
+              "refits in another that does not. \"Per sample held\" divides everything the learner holds (its nodes, none "
+              "fitted yet, and the kind roots' windows) by the samples of the PEs' own windows. A full collection walks "
+              "every tracked object of the process (the interpreter's and the libraries' too: 0.05 CPU s with this "
+              "branch at --pes 350 --window 64). The observe and refit rows run with the collector off (its passes are "
+              "the rows above)."]
     path.write_text("\n".join(lines) + "\n")
 
 
