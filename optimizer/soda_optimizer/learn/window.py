@@ -1,19 +1,19 @@
 """A learner's observation (:class:`Sample`, re-exported by :mod:`.model`) and a node's sample window
 stored compactly (issue 52 item 4): one float64 row per sample, not one pydantic object per sample.
 
-At 7,000 PEs the learner held ~1.8 M :class:`~.model.Sample` objects (256 per node, the levels of
-one PE's path sharing them): ~1.1 kB each, ~1.5 GB in all (over the chart's 1 GiB limit), and every
-full pass of Python's cyclic garbage collector walked all of them (0.1-2.6 CPU s landing in the
-learning cycle, docs/benchmarks/learning-memory.md). A :class:`SampleWindow` keeps them as one
-read-only ``(n, 7)`` array, :data:`COLUMNS` (56 bytes a sample; ``None`` is NaN, which a
-:class:`Sample` never holds; ``censored`` 0 or 1): one object the collector tracks per node,
-not 256 (a numpy array of floats is not tracked).
+At 7,000 PEs the learner held ~1.8 M :class:`Sample` objects (256 per PE, the levels of one PE's
+path sharing them): ~1.2 kB each with their dicts, 2.1 GB in all (over the chart's 1 GiB limit),
+and two objects per sample for every full pass of Python's cyclic garbage collector to walk
+(1.5 CPU s a pass, landing in the learning cycle; docs/benchmarks/learning-memory.md). A
+:class:`SampleWindow` keeps them as one read-only ``(n, 7)`` array, :data:`COLUMNS` (56 bytes a
+sample; ``None`` is NaN, which a :class:`Sample` never holds; ``censored`` 0 or 1): one object
+the collector tracks per node, not 512 (a numpy array of floats is not tracked).
 
-It is a ``Sequence[Sample]``: indexing and iteration materialise :class:`~.model.Sample` objects
+It is a ``Sequence[Sample]``: indexing and iteration materialise :class:`Sample` objects
 (the same values; a sample's ``model_fields_set`` is not kept), slicing gives a window. The
 materialised samples of the last few windows are cached (:func:`_materialised`, keyed by content),
 so a refit that reads its window several times builds them once; the code that can take columns
-does (:func:`columns`, :func:`times`). A window is immutable: the learner replaces a node's window
+does (:func:`table`, :func:`columns`, :func:`times`). A window is immutable: the learner replaces a node's window
 (:meth:`merged`, :meth:`kept`), so nodes holding the same samples share one window
 (:meth:`soda_optimizer.learn.Learner.observe`) and copies of a model may share it too.
 
