@@ -30,9 +30,8 @@ from .family import FamilyFit
 from .signature import Level
 from .window import Sample, SampleWindow
 
-__all__ = ["Fit", "LearnConfig", "LearnedModel", "Loss", "Sample", "SampleWindow"]
-
 Loss = Literal["soft_l1", "huber", "cauchy", "linear"]
+__all__ = ["Fit", "LearnConfig", "LearnedModel", "Loss", "Sample", "SampleWindow"]  # Sample: from .window (issue 52 item 4)
 
 
 class LearnConfig(BaseModel):
