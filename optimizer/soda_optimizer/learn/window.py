@@ -4,7 +4,7 @@ stored compactly (issue 52 item 4): one float64 row per sample, not one pydantic
 At 7,000 PEs the learner held ~1.8 M :class:`Sample` objects (256 per PE, the levels of one PE's
 path sharing them): ~1.2 kB each with their dicts, 2.1 GB in all (over the chart's 1 GiB limit),
 and two objects per sample for every full pass of Python's cyclic garbage collector to walk
-(1.5 CPU s a pass, landing in the learning cycle; docs/benchmarks/learning-memory.md). A
+(1.56 CPU s a pass, landing in the learning cycle; docs/benchmarks/learning-memory.md). A
 :class:`SampleWindow` keeps them as one read-only ``(n, 7)`` array, :data:`COLUMNS` (56 bytes a
 sample; ``None`` is NaN, which a :class:`Sample` never holds; ``censored`` 0 or 1): one object
 the collector tracks per node, not 512 (a numpy array of floats is not tracked).
