@@ -74,7 +74,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -90,6 +90,7 @@ from soda_optimizer.learn.family import FamilyFit
 from soda_optimizer.learn.functions import Choice, ExplorationSettings, LearningSettings, choose
 from soda_optimizer.learn.model import Fit, Sample
 from soda_optimizer.learn.signature import PRIMAL_PRODUCER, Level
+from soda_optimizer.learn.window import columns
 from soda_optimizer.model import PEKind, ResourceFunction, Scenario, pe_id
 from soda_optimizer.observed import PEObservation
 from soda_optimizer.plan import Plan
@@ -286,19 +287,20 @@ def _sig(x: float) -> float:
 CONFIDENT = 0.5  # the Fitted condition's threshold (the policy's default minConfidence)
 
 
-def window_summary(samples: list[Sample]) -> dict[str, Any]:
+def window_summary(samples: Sequence[Sample]) -> dict[str, Any]:
     """What a status says of a node's sample window (the window itself stays in memory): how many,
-    when, the ranges of input rate, mips allocated and output rate, how many censored."""
+    when, the ranges of input rate, mips allocated and output rate, how many censored (from the
+    window's columns, issue 52 item 4)."""
     out: dict[str, Any] = {"n": len(samples)}
     if not samples:
         return out
-    ts = [s.t for s in samples if s.t is not None]
-    if ts:
-        out.update({"from": min(ts), "to": max(ts)})
-    for k, f in (("ri", "r_i"), ("m", "m"), ("ro", "r_o")):
-        v = [getattr(s, f) for s in samples]
-        out[k] = [_sig(min(v)), _sig(max(v))]
-    cen = sum(1 for s in samples if s.censored)
+    c = columns(samples)
+    ts = c.t[~np.isnan(c.t)]
+    if ts.size:
+        out.update({"from": float(ts.min()), "to": float(ts.max())})
+    for k, v in (("ri", c.r_i), ("m", c.m), ("ro", c.r_o)):
+        out[k] = [_sig(float(v.min())), _sig(float(v.max()))]
+    cen = int(c.censored.sum())
     if cen:
         out["censored"] = cen
     return out
@@ -733,7 +735,7 @@ class Learning:
                 m = self.learner.models.get(key)
                 if m is None or m.pinned:
                     continue
-                copy = m.model_copy(update={"samples": list(m.samples), "stale": True})
+                copy = m.model_copy(update={"stale": True})  # its window is immutable (issue 52 item 4): shared
             fits: dict[tuple[Any, ...], Any] = memo.setdefault(wid, {})
             self.learner._refit(copy, fits)  # the learner's refit, on the copy: nothing shared is touched
             with self.lock:
@@ -1189,7 +1191,7 @@ def _template_name(obj: Mapping[str, Any]) -> str:
     return f"{md.get('namespace') or 'default'}/{md.get('name')}"
 
 
-def _need_score(kind: PEKind, fit: Fit | None, family: FamilyFit | None, new: list[Sample], n: int, fresh: int, fitted: int) -> float:
+def _need_score(kind: PEKind, fit: Fit | None, family: FamilyFit | None, new: Sequence[Sample], n: int, fresh: int, fitted: int) -> float:
     """How much a node with ``fresh`` samples since its fit (of ``n`` in its window) needs a refit: 0
     not at all (its fit predicts them); higher first. Never fitted > surprised by the new samples >
     an untrusted fit grown by a quarter > a window replaced as a whole."""
@@ -1207,9 +1209,10 @@ def _need_score(kind: PEKind, fit: Fit | None, family: FamilyFit | None, new: li
 
 
 def _window_id(m: Any) -> tuple[Any, ...]:
-    """What identifies a node's window cheaply: the nodes of one PE's path share the sample objects
-    (:meth:`Learner.observe` adds one batch to each) until another PE's samples reach one of them."""
-    return (m.kind.value, m.updated_at, len(m.samples), id(m.samples[0]), id(m.samples[-1]))
+    """What identifies a node's window cheaply: the nodes of one PE's path share one window object
+    (:meth:`Learner.observe` keeps one for levels holding the same samples, issue 52 item 4) until
+    another PE's samples reach one of them."""
+    return (m.kind.value, m.updated_at, len(m.samples), id(m.samples))
 
 
 _LEVEL_ORDER = {Level.flowspec: 0, Level.arguments: 1, Level.executable: 2, Level.kind: 3}
@@ -1232,19 +1235,18 @@ def _write_rank(model: Any, written: bool, exists: bool) -> tuple[int, int, str]
     return (tier, _LEVEL_ORDER.get(model.level, 4), model.key)
 
 
-def _error(kind: PEKind, fit: Fit, family: FamilyFit | None, samples: list[Sample]) -> float:
+def _error(kind: PEKind, fit: Fit, family: FamilyFit | None, samples: Sequence[Sample]) -> float:
     """The median |predicted / observed - 1| of output rate and (measured) mips used of a fit on ``samples``."""
-    ok = [s for s in samples if s.r_o > 0 and s.m > 0 and s.r_i > 0]
-    if not ok:
+    c = columns(samples)  # issue 52 item 4: the window's columns, no sample objects
+    ok = (c.r_o > 0) & (c.m > 0) & (c.r_i > 0)
+    if not ok.any():
         return 0.0
-    r_i = np.array([np.inf if s.censored else s.r_i for s in ok])
-    m = np.array([s.m for s in ok])
-    r_o = np.array([s.r_o for s in ok])
-    mu = np.array([np.nan if s.m_used is None else s.m_used for s in ok])
+    r_i = np.where(c.censored[ok], np.inf, c.r_i[ok])
+    m, r_o, mu = c.m[ok], c.r_o[ok], c.m_used[ok]
     if family is not None:
         pr, pu = family.predict(r_i, m)
     else:
-        ri = np.array([s.r_i for s in ok])
+        ri = c.r_i[ok]
         if kind is PEKind.source:
             pr, pu = np.minimum(fit.a * m, ri), np.minimum(m, ri / fit.a)
         else:

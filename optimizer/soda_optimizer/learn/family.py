@@ -81,6 +81,7 @@ from scipy.optimize import nnls
 
 from ..model import PEKind, ResourceFunction
 from .spare import dips
+from .window import table
 
 if TYPE_CHECKING:
     from .model import Sample
@@ -336,8 +337,7 @@ def fit_family(kind: PEKind, samples: Sequence[Sample], w_age: np.ndarray, *, id
     regime only: the learner fits the paper's form and its bounds, :mod:`.fit`)."""
     if len(samples) < 3:
         return None
-    arr = np.array([(s.r_i, s.m, s.r_o, np.nan if s.m_used is None else s.m_used, np.nan if s.r_p is None else s.r_p,
-                     1.0 if s.censored else 0.0) for s in samples], dtype=float)
+    arr = table(samples)[:, [0, 1, 2, 3, 5, 6]]  # r_i, m, r_o, m_used, r_p, censored (issue 52 item 4: a window's array as is)
     r_i, m, r_o, mu, rp, cens = arr.T
     w = np.asarray(w_age, dtype=float)
     ok = (r_i > 0) & (m > 0) & (r_o > 0) & np.isfinite(mu) & (mu > 0) & (w > 0)

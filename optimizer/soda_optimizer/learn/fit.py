@@ -33,13 +33,14 @@ from scipy.optimize import least_squares
 from ..model import PEKind
 from .model import Fit, LearnConfig, Loss, Sample
 from .spare import dips
+from .window import times
 
 _LOG_BIG = 50.0  # caps |log A|, |log B| in the solver
 
 
 def age_weights(samples: Sequence[Sample], now: float, half_life_s: float) -> np.ndarray:
     """0.5 ** (age / half_life) per sample (a sample without ``t`` counts as taken ``now``)."""
-    t = np.array([now if s.t is None else s.t for s in samples], dtype=float)
+    t = times(samples, now)  # a window's column (issue 52 item 4, :mod:`.window`)
     return np.asarray(0.5 ** (np.maximum(now - t, 0.0) / half_life_s), dtype=float)
 
 

@@ -53,7 +53,7 @@ planned with its own (declared) functions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -217,7 +217,7 @@ def _moved_function(model: LearnedModel | None, learner: Learner, comb: str) -> 
         return None
 
 
-def _own_error(rf: ResourceFunction, kind: PEKind, samples: list[Sample]) -> float:
+def _own_error(rf: ResourceFunction, kind: PEKind, samples: Sequence[Sample]) -> float:
     """The median over the newest 32 of ``samples`` of the mean relative error of ``rf``'s output
     rate and mips used (each at the sample's input rate and allocation; inf without samples)."""
     src = kind is PEKind.source

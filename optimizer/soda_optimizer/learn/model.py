@@ -15,7 +15,8 @@ departure from the paper (which fits the min on ``<r_i, m, r_o>`` alone); :mod:`
 min on samples without ``m_used`` or with the CPU saturated.
 
 A :class:`LearnedModel` keeps its recent samples (a bounded window, weighted by age) so it can be
-refitted, exported and reloaded: the learner's state is plain data.
+refitted, exported and reloaded: the learner's state is plain data. The window is stored as one
+array (:class:`.window.SampleWindow`, issue 52 item 4; :class:`Sample` is defined there too).
 """
 
 from __future__ import annotations
@@ -27,24 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..model import PEKind, ResourceFunction
 from .family import FamilyFit
 from .signature import Level
+from .window import Sample, SampleWindow
 
 Loss = Literal["soft_l1", "huber", "cauchy", "linear"]
-
-
-class Sample(BaseModel):
-    """One observation of a PE over an observation window (tuples/s and mips)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    r_i: float = Field(ge=0, allow_inf_nan=False)  # combined input rate; a source's offered primal rate
-    m: float = Field(ge=0, allow_inf_nan=False)  # mips allocated
-    r_o: float = Field(ge=0, allow_inf_nan=False)  # output rate (before per-stream selectivity)
-    m_used: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # mips used, when measured
-    t: float | None = Field(default=None, allow_inf_nan=False)  # seconds; None: the time of the observe call
-    # issue 38, backpressure (docs/learn.md, "Which rate is the input rate"): the rate the PE took in
-    # when the offered rate r_i was measured apart from it, and whether r_i is only a lower bound
-    # (a saturated PE with no offered series: what it received is what it processed)
-    r_p: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    censored: bool = False
+__all__ = ["Fit", "LearnConfig", "LearnedModel", "Loss", "Sample", "SampleWindow"]  # Sample: from .window (issue 52 item 4)
 
 
 class LearnConfig(BaseModel):
@@ -131,7 +118,9 @@ class LearnedModel(BaseModel):
     b: float = Field(default=1.0, gt=0)
     fit: Fit | None = None
     pinned: bool = False
-    samples: list[Sample] = Field(default_factory=list)
+    # issue 52 item 4: stored as one array (:mod:`.window`), read as a sequence of Sample; a list
+    # assigned or validated becomes a window, and serialises as the list it was
+    samples: SampleWindow = Field(default_factory=SampleWindow)
     observed: int = Field(default=0, ge=0)  # samples ever received (the window holds the recent ones)
     updated_at: float | None = None  # the time of the latest observation (the fit's "now")
     stale: bool = False  # observations arrived since the latest fit (the learner refits on read)
@@ -144,6 +133,11 @@ class LearnedModel(BaseModel):
     anchor: FamilyFit | None = None
     drifts: int = Field(default=0, ge=0)  # windows dropped on drift
     fitted_n: int = Field(default=0, ge=0)  # observed when the latest fit was made
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "samples" and not isinstance(value, SampleWindow):
+            value = SampleWindow.of(value)  # type: ignore[arg-type]
+        super().__setattr__(name, value)
 
     @property
     def confidence(self) -> float:

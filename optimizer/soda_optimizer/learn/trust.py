@@ -10,7 +10,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def below_saturation(ff: FamilyFit, cfg: LearnConfig) -> bool:
     return ff.n_evidence >= cfg.min_branch_n_eff and ff.evidence_error <= cfg.max_confident_error
 
 
-def one_point(samples: list[Sample]) -> bool:
+def one_point(samples: Sequence[Sample]) -> bool:
     """Issue 52: every sample at about one allocation (within a factor :data:`NARROW`), most of them
     saturated: the planner's allocation, unchanged from one macro epoch to the next or moved a
     little (bench_rfl: 900 and 1,080 mips). A fit there holds over the allocations seen, fluid data
@@ -69,7 +69,7 @@ def one_point(samples: list[Sample]) -> bool:
     return bool(m.size >= 3 and float(np.ptp(np.log(m))) < float(np.log(NARROW)) and 2 * sum(s.censored for s in samples) > len(samples))
 
 
-def spare_seen(samples: list[Sample], n: float, margin: float = 0.05) -> bool:
+def spare_seen(samples: Sequence[Sample], n: float, margin: float = 0.05) -> bool:
     """At least ``n`` samples with CPU clearly to spare or a measured processed rate (issue 52, the
     :mod:`.fit` fallback; one is not enough: a saturated PE's CPU reading with 3-5% noise dips
     below ``SPARE`` one window in a few hundred)."""
@@ -78,7 +78,7 @@ def spare_seen(samples: list[Sample], n: float, margin: float = 0.05) -> bool:
                for s, d in zip(samples, dip)) >= n
 
 
-def silent_misfit(samples: list[Sample], out: Callable[[np.ndarray, np.ndarray], np.ndarray],
+def silent_misfit(samples: Sequence[Sample], out: Callable[[np.ndarray, np.ndarray], np.ndarray],
                    spare: Callable[[np.ndarray], np.ndarray]) -> bool:
     """Issue 52: the windows that received tuples and emitted none (below a background CPU term a PE
     processes nothing) are left out of every fit (their output has no log), yet they refute a fit
@@ -96,7 +96,7 @@ def silent_misfit(samples: list[Sample], out: Callable[[np.ndarray, np.ndarray],
     return bool(np.sum(ratio > SILENT) >= max(2.0, 0.1 * len(samples)))
 
 
-def mips_misfit(kind: PEKind, samples: list[Sample], f: Fit, cfg: LearnConfig) -> bool:
+def mips_misfit(kind: PEKind, samples: Sequence[Sample], f: Fit, cfg: LearnConfig) -> bool:
     """Issue 52, the :mod:`.fit` fallback: it fits the output alone, so its saturation ``B / A`` (a
     source's ``r_i / A``) is checked against the CPU readings: True when more than
     ``max_outlier_fraction`` of the samples used mips more than ``outlier_threshold`` (log units) from
@@ -112,7 +112,7 @@ def mips_misfit(kind: PEKind, samples: list[Sample], f: Fit, cfg: LearnConfig) -
     return bool(np.mean(off) > cfg.max_outlier_fraction)
 
 
-def grows_with_mips(kind: PEKind, samples: list[Sample], a_identified: bool) -> bool:
+def grows_with_mips(kind: PEKind, samples: Sequence[Sample], a_identified: bool) -> bool:
     """Issue 52, the :mod:`.fit` fallback: where most samples are censored (saturated, no offered
     rate), the output per input tuple (a source's output) grows with the mips over them: a slope in
     log-log of at least 1/2 and 3 standard errors (1 on the paper's CPU-bound branch, 0 under
