@@ -59,6 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..model import PEKind, ResourceFunction, Scenario, pe_id
 from .learner import Learner
 from .model import LearnedModel, Sample
+from .plateau import plateau_function
 from .signature import LEVELS, Level, Signature
 
 DECLARED = "declared"
@@ -164,7 +165,11 @@ def _own_function(model: LearnedModel | None, learner: Learner, comb: str) -> Re
     """The own model's function when it is local or recovering (issue 52), else None; None too
     when its parameters are out of a ResourceFunction's range (a fallback fit of a PE that emitted
     next to nothing: b = 4e21 seen in bench_rfl)."""
-    if model is None or model.pinned or model.fit is None or not (model.fit.local or _recovering(model, learner)):
+    if model is None or model.pinned or model.fit is None:
+        return None
+    if model.fit.plateau is not None:  # issue 52 item 2: busy past a plateau (:mod:`.plateau`)
+        return plateau_function(model.fit.plateau, comb)
+    if not (model.fit.local or _recovering(model, learner)):
         return None
     try:
         return model.function(comb)
