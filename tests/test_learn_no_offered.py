@@ -128,3 +128,51 @@ def test_a_pe_busy_past_a_plateau_is_planned_with_its_plateau_and_never_confiden
         choice = choose(PEKind.transform, declared, sig, lr, LearningSettings(enabled=True))
         err = _planned_error(choice.rf, need, s, r0, cap)
         assert choice.source.startswith("learned") and err <= 0.15, (seed, choice.source, err)
+
+
+# bench_rfl_shapes --pes 6, backpressure, constant input, PE 18 (background-0: need = 7,055 + 9.29 p
+# mips, 423 tuples/s offered, s = 0.226): the 18 windows its own node held after 30 samples
+_BACKGROUND_18 = [
+    (20, 122.5405, 8193.15, 29.7105, 8193.15), (50, 414.6315, 10906.11, 90.2356, 10906.11),
+    (70, 397.3062, 10745.20, 95.0433, 10568.91), (80, 166.1258, 8597.97, 41.9158, 8176.95),
+    (90, 423.0522, 15777.40, 97.4331, 10962.51), (100, 310.1004, 9935.22, 65.4768, 9748.35),
+    (110, 334.2518, 10159.54, 82.3842, 10159.54), (120, 423.0522, 16470.17, 93.7830, 10136.66),
+    (130, 151.8247, 8465.14, 34.3486, 8293.95), (140, 423.0522, 15237.47, 105.1704, 10721.90),
+    (150, 423.0522, 13255.12, 99.8498, 10544.69), (170, 353.7397, 10340.55, 82.3057, 9761.65),
+    (190, 423.0522, 13227.07, 88.1469, 10778.54), (200, 423.0522, 11014.82, 92.3039, 11014.82),
+    (210, 280.8705, 9663.73, 60.5765, 9663.73), (220, 226.2457, 9156.37, 49.3036, 9156.37),
+    (240, 423.0522, 15992.59, 100.0088, 10864.73), (250, 423.0522, 11288.76, 98.4251, 11159.06),
+]
+
+
+def test_under_backpressure_the_papers_need_is_not_chosen_as_the_simpler_of_equals() -> None:
+    """bench_rfl_shapes ``--pes 6`` (backpressure, constant input): what the planner was handed for
+    the background shape after 30 samples was 27.8% off on mean, all of it this PE (157%). Its 6
+    windows with CPU to spare, all at the one input rate, fit the paper's need (K = 10,722 mips) and
+    the affine one alike; the paper's won as the simpler of the two, and was not trusted (two
+    windows at 0.76 of its K took in what they processed: backpressure, where the paper's need is
+    judged only by what its saturated windows bound), so the declared function stayed. The
+    saturated windows, each on the need curve (``need(received) = m``), say affine. Main: the
+    paper's need, the declared function handed over (70% off here)."""
+    c0, c, s, r0 = 7054.98, 9.2881, 0.22647, 423.052
+    need = lambda p: c0 + c * p  # noqa: E731
+    sig = Signature.build("transform", "bench/background-0:1", inputs=[("up", "up->pe")])
+    lr = Learner()
+    for t, r, m, o, mu in _BACKGROUND_18:
+        smp = sample_from_observation(PEObservation(received={"up->pe": r}, emitted={"pe->down": o}, mips=mu), PEKind.transform, m, t)
+        assert smp is not None
+        lr.observe(sig, [smp], t)
+    model = lr.get(sig.key)
+    assert model is not None and (not _confident(model) or _truth_error(model, need, s, r0) <= 0.15)
+    k = need(r0)
+    declared = ResourceFunction(a=2.0 * s / k, b=0.5 * s)  # the paper's form at r0, off x2
+    choice = choose(PEKind.transform, declared, sig, lr, LearningSettings(enabled=True))
+    errs = []
+    for m in np.linspace(0.2, 1.5, 40) * k:
+        p = min(r0, max(0.0, (m - c0) / c))
+        if p <= 0:
+            continue
+        used = min(m, k)
+        errs.append(0.5 * (abs(float(choice.rf.rate_out(r0, m)) - s * p) / max(s * p, 0.1 * s * r0)
+                           + abs(float(choice.rf.mips_used(r0, m)) - used) / used))
+    assert float(np.mean(errs)) <= 0.15, (choice.source, model.family.need if model.family else None, float(np.mean(errs)))
