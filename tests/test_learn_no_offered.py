@@ -176,3 +176,46 @@ def test_under_backpressure_the_papers_need_is_not_chosen_as_the_simpler_of_equa
         errs.append(0.5 * (abs(float(choice.rf.rate_out(r0, m)) - s * p) / max(s * p, 0.1 * s * r0)
                            + abs(float(choice.rf.mips_used(r0, m)) - used) / used))
     assert float(np.mean(errs)) <= 0.15, (choice.source, model.family.need if model.family else None, float(np.mean(errs)))
+
+
+# bench_rfl_shapes --pes 6, backpressure, varying input, PE 26 (noise20-2: need = 8.27 p mips, s =
+# 1.441, input 198 tuples/s x0.5-2, 20% noise on the output and the CPU reading): its 30 windows
+_NOISE20_26 = [
+    (0, 168.419, 1393.4, 242.674, 1393.4), (10, 287.501, 3414.5, 308.060, 2168.5), (20, 39.760, 329.0, 58.442, 266.4),
+    (30, 223.908, 1852.5, 343.663, 1501.7), (40, 111.692, 924.1, 123.362, 663.6), (50, 128.816, 1353.7, 146.452, 1208.8),
+    (60, 131.703, 1354.3, 174.404, 943.2), (70, 151.382, 1252.5, 248.417, 942.6), (80, 145.017, 1199.8, 225.690, 1199.8),
+    (90, 368.869, 3528.4, 580.925, 3002.2), (100, 302.854, 3538.7, 506.602, 3207.2), (110, 89.086, 737.1, 103.116, 737.1),
+    (120, 239.730, 1983.4, 361.773, 1949.1), (130, 173.074, 1431.9, 206.858, 1431.9), (140, 393.582, 4438.7, 619.448, 3757.9),
+    (150, 257.468, 2316.0, 355.177, 1992.9), (160, 344.132, 3348.3, 365.501, 2208.9), (170, 168.399, 1520.8, 285.905, 1520.8),
+    (180, 111.213, 920.1, 179.931, 920.1), (190, 138.460, 1259.0, 155.668, 939.7), (200, 208.303, 1723.4, 221.639, 1489.2),
+    (210, 129.303, 1069.8, 158.036, 1069.8), (220, 119.837, 1179.4, 195.246, 1046.9), (230, 99.447, 1178.3, 112.851, 1004.9),
+    (240, 393.512, 3475.4, 714.421, 3201.7), (250, 35.078, 290.2, 38.854, 290.2), (260, 239.328, 2892.3, 366.332, 2654.6),
+    (270, 133.487, 1104.4, 200.902, 1104.4), (280, 380.626, 4665.3, 586.195, 3171.0), (290, 139.337, 1152.8, 180.403, 1006.8),
+]
+
+
+def test_a_fit_untrusted_for_its_noise_alone_is_planned_where_it_beats_the_declared_function() -> None:
+    """bench_rfl_shapes ``--pes 6`` (backpressure, varying input, after 30 samples): the noise20
+    shape's planned function was 16.6% off on mean. This PE's linear fit is 1.7% off the truth,
+    but its windows with CPU to spare are judged one by one, and with 20% noise on each reading
+    their error (0.15) is the noise's: not below saturation, not trusted, and the planner kept the
+    declared function (b off x0.46: 36% off). Handed over where it beats the declared function on
+    the PE's own windows, never Confident. Main: the declared function (38% off here)."""
+    c, s, r0 = 8.27356, 1.44133, 197.678
+    sig = Signature.build("transform", "bench/noise20-2:1", inputs=[("up", "up->pe")])
+    lr = Learner()
+    for t, r, m, o, mu in _NOISE20_26:
+        smp = sample_from_observation(PEObservation(received={"up->pe": r}, emitted={"pe->down": o}, mips=mu), PEKind.transform, m, t)
+        assert smp is not None
+        lr.observe(sig, [smp], t)
+    model = lr.get(sig.key)
+    assert model is not None and (not _confident(model) or _truth_error(model, lambda p: c * p, s, r0) <= 0.15)
+    declared = ResourceFunction(a=s / (c * r0), b=0.4607 * s)
+    choice = choose(PEKind.transform, declared, sig, lr, LearningSettings(enabled=True))
+    errs = []
+    for r in r0 * np.exp(np.linspace(np.log(0.5), np.log(2.0), 7)):
+        for m in np.linspace(0.2, 1.5, 14) * c * r:
+            p = min(r, m / c)
+            used = min(m, c * r)
+            errs.append(0.5 * (abs(float(choice.rf.rate_out(r, m)) - s * p) / (s * p) + abs(float(choice.rf.mips_used(r, m)) - used) / used))
+    assert float(np.mean(errs)) <= 0.15, (choice.source, float(np.mean(errs)))
