@@ -10,10 +10,13 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from soda_optimizer.learn import Learner, Signature, sample_from_observation
 from soda_optimizer.learn.functions import LearningSettings, choose
 from soda_optimizer.learn.model import LearnedModel
+from soda_optimizer.learn.plateau import plateau
 from soda_optimizer.model import PEKind, ResourceFunction
 from soda_optimizer.observed import PEObservation
 
@@ -219,3 +222,28 @@ def test_a_fit_untrusted_for_its_noise_alone_is_planned_where_it_beats_the_decla
             used = min(m, c * r)
             errs.append(0.5 * (abs(float(choice.rf.rate_out(r, m)) - s * p) / (s * p) + abs(float(choice.rf.mips_used(r, m)) - used) / used))
     assert float(np.mean(errs)) <= 0.15, (choice.source, float(np.mean(errs)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(c=st.floats(1.0, 10.0), s=st.floats(0.2, 2.0), r0=st.floats(50.0, 500.0), noise=st.floats(0.0, 0.05),
+       fluid=st.booleans(), seed=st.integers(0, 2**16))
+def test_a_pe_with_cpu_to_spare_past_its_need_has_no_plateau(c: float, s: float, r0: float, noise: float, fluid: bool,
+                                                             seed: int) -> None:
+    """The converse, a property: a PE with a fixed cost per tuple, which uses only what its input
+    needs past its saturation (CPU to spare there), never gets the busy plateau
+    (:mod:`soda_optimizer.learn.plateau`), on the fluid data plane or under backpressure."""
+    rng = np.random.default_rng(seed)
+    sig = Signature.build("transform", "acme/knee:1", inputs=[("up", "up->pe")])
+    lr = Learner()
+    for i in range(30):
+        m = float(rng.uniform(0.2, 1.5)) * c * r0
+        p = min(r0, m / c)
+        got = {"up->pe": r0 if fluid else p}
+        ob = PEObservation(received=got, emitted={"pe->down": s * p * float(np.exp(rng.normal(0, noise)))},
+                           mips=min(m, c * p * float(np.exp(rng.normal(0, noise)))))
+        smp = sample_from_observation(ob, PEKind.transform, m, 10.0 * i)
+        assert smp is not None
+        lr.observe(sig, [smp], 10.0 * i)
+    model = lr.get(sig.key)
+    assert model is not None and model.fit is not None and model.fit.plateau is None
+    assert plateau(model.samples, 290.0, lr.config) is None  # whether the fit is trusted or not

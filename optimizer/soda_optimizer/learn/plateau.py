@@ -13,10 +13,11 @@ function (20-50% off; bench_rfl_shapes ``--pes 6`` after 30 samples, mean over P
 
 What the windows do carry, in both modes: the output against the allocation is the paper's hinge
 ``r_o = min(alpha m, beta)`` (the input rate does not move it at a constant input); the windows
-past its kink ``K = beta / alpha`` read saturated (busy); and the output per tuple received is the
-selectivity ``s`` (under backpressure the PE receives what it processes; on the fluid data plane it
-receives what it is offered, and the share it processes is not in the observation: ``s`` is then
-the output per offered tuple, right at the input seen). The function handed over
+past its kink ``K = beta / alpha`` read saturated (busy); and the output per tuple received on the
+plateau is the selectivity ``s`` (under backpressure the PE receives what it processes; on the fluid
+data plane it receives what it is offered, and the share it processes is not in the observation:
+the cap and the selectivity are one product there, and ``s`` is the output per offered tuple,
+right at the input seen). The function handed over
 (:func:`plateau_function`): a need of ``K / p_cap`` mips per tuple up to ``p_cap = beta / s``
 tuples/s, then steep (:data:`STEEP`: the PE burns what it is given and processes no more), the
 output ``s p``. Under backpressure it is the truth (bench_rfl_shapes: need ``c p`` to the cap, busy
