@@ -28,7 +28,9 @@ predicts the PE's own samples better than the declared (or default) function: it
 allocation and pessimistic past it (bench_rfl: 7 of 51 PEs stayed on a default function 300-400%
 off without it, and tests/test_bench_rfl.py failed). It is never Confident. So is (issue 52 item 2)
 a model rebuilding its confidence after its window was dropped on drift, while its held-out error
-is within ``max_confident_error``.
+is within ``max_confident_error``; and (issue 52 item 2, h52g), without a measured processed rate,
+a PE busy on all its mips past a plateau (``Fit.plateau``, :mod:`.plateau`) and a family fit
+untrusted for its windows' noise alone (:func:`_noisy`).
 
 Issue 52 item 3: a learned function whose model located its saturation only as a bound (a PE
 seen at one allocation, ``Fit.saturation_identified`` False) is handed over with
