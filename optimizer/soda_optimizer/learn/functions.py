@@ -172,11 +172,14 @@ def _noisy(model: LearnedModel, learner: Learner) -> bool:
     judged only by what its saturated windows bound (``n_level``). With 20% noise on the output and
     the CPU readings a window's error is about 0.15 whatever the fit (bench_rfl_shapes ``--pes 6``,
     noise20, varying input: fits 1-6% off the truth, evidence error 0.15-0.2, and the planner kept
-    the declared function, 17-36% off). Handed over where it beats the declared function on the
-    PE's own windows; never Confident."""
+    the declared function, 17-36% off). Only with the ``n_full`` effective windows a Confident fit
+    has (a younger one waits for ``min_confidence``, as tests/test_learning.py's precedence test
+    says). Handed over where it beats the declared function on the PE's own windows; never
+    Confident."""
     cfg = learner.config
     ff, f = model.family, model.fit
-    return bool(ff is not None and f is not None and ff.support is None and ff.n_evidence is not None
+    return bool(ff is not None and f is not None and f.trusted is False and f.n_eff >= cfg.n_full
+                and ff.support is None and ff.n_evidence is not None
                 and ff.n_evidence >= cfg.min_branch_n_eff and ff.evidence_error is not None
                 and ff.evidence_error <= cfg.max_rel_residual and ff.cv_error <= cfg.max_rel_residual
                 and ff.outlier_fraction < 0.5 and not (ff.need == "paper" and (ff.n_level or 0) > 0))
@@ -188,8 +191,8 @@ def _own_function(model: LearnedModel | None, learner: Learner, comb: str) -> Re
     next to nothing: b = 4e21 seen in bench_rfl)."""
     if model is None or model.pinned or model.fit is None:
         return None
-    if model.fit.plateau is not None:  # issue 52 item 2: busy past a plateau (:mod:`.plateau`)
-        return plateau_function(model.fit.plateau, comb)
+    if model.fit.plateau is not None and model.fit.n_eff >= learner.config.n_full:
+        return plateau_function(model.fit.plateau, comb)  # issue 52 item 2: busy past a plateau (:mod:`.plateau`)
     if not (model.fit.local or _recovering(model, learner) or _noisy(model, learner)):
         return None
     try:

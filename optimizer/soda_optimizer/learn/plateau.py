@@ -22,7 +22,8 @@ right at the input seen). The function handed over
 tuples/s, then steep (:data:`STEEP`: the PE burns what it is given and processes no more), the
 output ``s p``. Under backpressure it is the truth (bench_rfl_shapes: need ``c p`` to the cap, busy
 past it); on the fluid data plane it is right at the input rate seen, and says the PE processes no
-more at a larger input (pessimistic). Never Confident (:meth:`.learner.Learner._refit`): the cap's
+more at a larger input (pessimistic). Handed over (:func:`.functions.choose`) with ``n_full``
+effective windows, where it beats the declared function on the PE's own windows. Never Confident (:meth:`.learner.Learner._refit`): the cap's
 relation to the input is not observed on the fluid data plane, and exploration cannot move it.
 Its saturation is handed as not identified, so the knee (:mod:`..soda.knee`) does not trim to
 the steep part. Departure: the paper has no such function. Pure: no I/O.
