@@ -186,17 +186,17 @@ def _noisy(model: LearnedModel, learner: Learner) -> bool:
 
 
 def _own_function(model: LearnedModel | None, learner: Learner, comb: str) -> ResourceFunction | None:
-    """The own model's function when it is local or recovering (issue 52), else None; None too
+    """The own model's function when it is local, recovering, busy past a plateau or untrusted
+    for its noise alone (issue 52), else None; None too
     when its parameters are out of a ResourceFunction's range (a fallback fit of a PE that emitted
     next to nothing: b = 4e21 seen in bench_rfl)."""
     if model is None or model.pinned or model.fit is None:
         return None
-    if model.fit.plateau is not None and model.fit.n_eff >= learner.config.n_full:
-        return plateau_function(model.fit.plateau, comb)  # issue 52 item 2: busy past a plateau (:mod:`.plateau`)
-    if not (model.fit.local or _recovering(model, learner) or _noisy(model, learner)):
+    busy = model.fit.plateau is not None and model.fit.n_eff >= learner.config.n_full  # issue 52 item 2 (:mod:`.plateau`)
+    if not (busy or model.fit.local or _recovering(model, learner) or _noisy(model, learner)):
         return None
     try:
-        return model.function(comb)
+        return plateau_function(model.fit.plateau, comb) if busy and model.fit.plateau is not None else model.function(comb)
     except ValueError:
         return None
 
