@@ -38,12 +38,17 @@ import numpy as np
 from ..model import PEKind, ResourceFunction
 from .fit import fit
 from .model import LearnConfig, Sample
-from .trust import spare_seen
+from .trust import NARROW, spare_seen
 
 # past the plateau the need rises this many times faster per tuple (the PE burns its mips)
 STEEP = 1000.0
 # a window at least this factor past the kink (in mips) is on the plateau
 PAST = 1.3
+# the steep part begins this factor below the rate the plateau was seen at (the selectivity that
+# much above it: the same output): a PE seen busy at an input rate is busy there. At the rate itself
+# the need is K, and a constant input read on the fluid data plane (every window at one rate) put
+# half the memory-bound PEs' plateaus above their input, using K mips there instead of all
+EDGE = 1.05
 
 
 def plateau(samples: Sequence[Sample], now: float, cfg: LearnConfig) -> tuple[float, float, float] | None:
@@ -54,7 +59,7 @@ def plateau(samples: Sequence[Sample], now: float, cfg: LearnConfig) -> tuple[fl
     it); the hinge of the
     output in the mips (:func:`.fit.fit` on ``r_o``, the input rate set to 1) identified on both
     branches within ``max_confident_error`` and ``max_outlier_fraction``; at least
-    ``min_branch_n_eff`` windows past ``PAST`` x its kink, each read saturated."""
+    ``min_branch_n_eff`` windows past ``PAST`` x its kink, at one received rate (within ``NARROW``)."""
     ok = [s for s in samples if s.r_o > 0 and s.r_i > 0 and s.m > 0 and s.m_used is not None]
     if len(ok) < 2 * cfg.min_branch_n_eff or any(s.r_p is not None for s in ok):
         return None
@@ -66,9 +71,15 @@ def plateau(samples: Sequence[Sample], now: float, cfg: LearnConfig) -> tuple[fl
         return None
     k = hinge.b / hinge.a
     top = [s.r_o / s.r_i for s in ok if s.m >= PAST * k]
-    if len(top) < cfg.min_branch_n_eff:
+    seen = np.log([s.r_i for s in ok if s.m >= PAST * k])
+    if len(top) < cfg.min_branch_n_eff or float(np.ptp(seen)) >= float(np.log(NARROW)):
+        # the plateau at one received rate (within NARROW): its cap under backpressure, the
+        # constant input on the fluid data plane. A fluid PE whose input varies has its output
+        # per tuple received vary over the plateau, and no one rate to put the cap at
+        # (bench_rfl_shapes --pes 6, fluid, varying input: a memory-bound PE planned 29% off
+        # with it, 27% with its declared function)
         return None
-    sel = float(np.median(top))  # the output per tuple received on the plateau
+    sel = float(np.median(top)) * EDGE  # the output per tuple received on the plateau, EDGE x
     return sel, hinge.b / sel, k
 
 
