@@ -28,9 +28,12 @@ predicts the PE's own samples better than the declared (or default) function: it
 allocation and pessimistic past it (bench_rfl: 7 of 51 PEs stayed on a default function 300-400%
 off without it, and tests/test_bench_rfl.py failed). It is never Confident. So is (issue 52 item 2)
 a model rebuilding its confidence after its window was dropped on drift, while its held-out error
-is within ``max_confident_error``; and, where the offered rate is measured, a fit that has seen its
+is within ``max_confident_error``; where the offered rate is measured, a fit that has seen its
 CPU-bound branch (the support rule) but whose held-out error or outlier share is the noise's (20%
-noise on the readings: fits 3.5-6.4% off the truth were planned with declared functions 22-29% off).
+noise on the readings: fits 3.5-6.4% off the truth were planned with declared functions 22-29% off);
+and (issue 52 item 2, h52g), without a measured processed rate, a PE busy on all its mips past a
+plateau (``Fit.plateau``, :mod:`.plateau`) and a family fit untrusted for its windows' noise alone
+(:func:`_noisy`).
 
 Issue 52 item 3: a learned function whose model located its saturation only as a bound (a PE
 seen at one allocation, ``Fit.saturation_identified`` False) is handed over with
@@ -61,6 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..model import PEKind, ResourceFunction, Scenario, pe_id
 from .learner import Learner
 from .model import LearnedModel, Sample
+from .plateau import plateau_function
 from .signature import LEVELS, Level, Signature
 from .trust import silent_misfit
 
@@ -181,15 +185,40 @@ def _seen_below(model: LearnedModel, learner: Learner) -> bool:
     return not silent_misfit(model.samples, lambda r, m: ff.predict(r, m)[0], lambda r: ff.sel_at(r) * r)
 
 
+def _noisy(model: LearnedModel, learner: Learner) -> bool:
+    """Issue 52 item 2 (h52g): a family fit without a measured processed rate that saw the PE below
+    its saturation (at least ``min_branch_n_eff`` windows with CPU to spare or behind their input,
+    :attr:`.family.FamilyFit.n_evidence`) but is not trusted for their error alone: within
+    ``max_rel_residual``, most of its windows not outliers (on the fluid data plane 20% noise on
+    both made 0.43-0.49 of them outliers at ``outlier_threshold``), and not the paper's need
+    judged only by what its saturated windows bound (``n_level``). With 20% noise on the output and
+    the CPU readings a window's error is about 0.15 whatever the fit (bench_rfl_shapes ``--pes 6``,
+    noise20, varying input: fits 1-6% off the truth, evidence error 0.15-0.2, and the planner kept
+    the declared function, 17-36% off). Only with the ``n_full`` effective windows a Confident fit
+    has (a younger one waits for ``min_confidence``, as tests/test_learning.py's precedence test
+    says). Handed over where it beats the declared function on the PE's own windows; never
+    Confident."""
+    cfg = learner.config
+    ff, f = model.family, model.fit
+    return bool(ff is not None and f is not None and f.trusted is False and f.n_eff >= cfg.n_full
+                and ff.support is None and ff.n_evidence is not None
+                and ff.n_evidence >= cfg.min_branch_n_eff and ff.evidence_error is not None
+                and ff.evidence_error <= cfg.max_rel_residual and ff.cv_error <= cfg.max_rel_residual
+                and ff.outlier_fraction < 0.5 and not (ff.need == "paper" and (ff.n_level or 0) > 0))
+
+
 def _own_function(model: LearnedModel | None, learner: Learner, comb: str) -> ResourceFunction | None:
-    """The own model's function when it is local or recovering (issue 52), else None; None too
+    """The own model's function when it is local, recovering, busy past a plateau or untrusted
+    for its noise alone (issue 52), else None; None too
     when its parameters are out of a ResourceFunction's range (a fallback fit of a PE that emitted
     next to nothing: b = 4e21 seen in bench_rfl)."""
-    if model is None or model.pinned or model.fit is None or not (model.fit.local or _recovering(model, learner)
-                                                                     or _seen_below(model, learner)):
+    if model is None or model.pinned or model.fit is None:
+        return None
+    busy = model.fit.plateau is not None and model.fit.n_eff >= learner.config.n_full  # issue 52 item 2 (:mod:`.plateau`)
+    if not (busy or model.fit.local or _recovering(model, learner) or _seen_below(model, learner) or _noisy(model, learner)):
         return None
     try:
-        return model.function(comb)
+        return plateau_function(model.fit.plateau, comb) if busy and model.fit.plateau is not None else model.function(comb)
     except ValueError:
         return None
 

@@ -37,6 +37,7 @@ from .family import FamilyFit, fit_family
 from .family import _predict as _judged
 from .fit import _kish, age_weights, fit
 from .model import Fit, LearnConfig, LearnedModel, Sample
+from .plateau import plateau
 from .signature import Level, Signature, normalize_image
 from .trend import need_now, rescaled
 from .trust import below_saturation, grows_with_mips, mips_misfit, one_point, silent_misfit, spare_seen
@@ -240,6 +241,8 @@ class Learner:
                     f = f.model_copy(update={"trusted": False, "confidence": min(f.confidence, 0.49), "below_saturation": False,
                                              "saturation_identified": False, "local": local,
                                              "b_identified": f.b_identified and not (local and model.kind is not PEKind.source)})
+            if f is not None and cfg.family and f.trusted is False and model.kind is not PEKind.source:
+                f = _with_plateau(f, model.samples, now, cfg)
             if key is not None:
                 memo[key] = (f, ff, raw)  # type: ignore[index]
         model.fit, model.family = f, ff
@@ -369,6 +372,13 @@ class Learner:
         model = LearnedModel.model_validate(dict(data))
         self.state.models[model.key] = model
         return model
+
+
+def _with_plateau(f: Fit, samples: Sequence[Sample], now: float, cfg: LearnConfig) -> Fit:
+    """An untrusted fit with :attr:`.model.Fit.plateau` set where its window shows a PE busy past a
+    plateau (issue 52 item 2, :mod:`.plateau`); never Confident."""
+    pl = plateau(samples, now, cfg)
+    return f if pl is None else f.model_copy(update={"plateau": pl, "confidence": min(f.confidence, 0.49)})
 
 
 def _error_on(model: LearnedModel, samples: Sequence[Sample]) -> float:

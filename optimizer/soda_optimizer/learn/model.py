@@ -102,6 +102,11 @@ class Fit(BaseModel):
     # past it. Never Confident; :func:`.functions.choose` hands it to the planner (its saturation not
     # identified) where it predicts the PE's own samples better than the declared function
     local: bool = False
+    # issue 52 item 2 (h52g): not trusted, but its windows show a PE busy on all its mips past a
+    # plateau, (s, p_cap, K) of :func:`.plateau.plateau`: :func:`.functions.choose` hands
+    # :func:`.plateau.plateau_function` to the planner where it predicts the PE's own samples better
+    # than the declared function. Never Confident
+    plateau: tuple[float, float, float] | None = None
 
 
 class LearnedModel(BaseModel):
