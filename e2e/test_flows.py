@@ -387,8 +387,12 @@ def test_a_step_down_now_and_back_later_holds_the_doomed_jobs_out_of_the_shared_
             doomed = [k for k in ks if k % 3 == 1]
             return bool(doomed) and any(k % 3 == 2 for k in ks) and max(ks) >= min(doomed) + 2
 
-        # a job of down in each phase of Z's cycle (Z down now and next: doomed; down now, back next: held)
-        wait_for(sample, timeout=7 * EPOCH, interval=0.5, what="jobs of down in epochs with Z down")
+        # a job of down in each phase of Z's cycle (Z down now and next: doomed; down now, back next: held), and 3
+        # arrivals of healthy (its first epoch may start one after down's: stop 58's CI saw 2 when down had 3)
+        def sampled() -> bool:
+            return sample() and ((flow_status(kube, ns, "healthy").get("totals") or {}).get("arrivals", 0) >= 3)
+
+        wait_for(sampled, timeout=8 * EPOCH, interval=0.5, what="jobs of down in epochs with Z down, 3 arrivals of healthy")
         for name in ("healthy", "down"):
             kube.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "jobflows", name, {"spec": {"arrivals": {"mode": "external"}}})
 
