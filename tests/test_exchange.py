@@ -31,7 +31,8 @@ TOL = 1e-7
 @st.composite
 def admitted(draw):
     """A few pipelines of 1-3 PEs (value the product of their PEs' shares, as the 7.1 jobs), every
-    job admitted, and goals between each PE's floor and its saturation that fit the capacity."""
+    job admitted, and goals between each PE's floor and its saturation (some 30% past it) that fit
+    the capacity."""
     n_jobs = draw(st.integers(1, 4))
     templates, jobs = [], []
     for j in range(n_jobs):
@@ -45,7 +46,7 @@ def admitted(draw):
     ev = Evaluator(glued)
     lo = np.array([glued.spec(p).min_mips for p in ev.pes])
     sat = ev.saturation()
-    share = np.array(draw(st.lists(st.floats(0.0, 1.0), min_size=len(ev.pes), max_size=len(ev.pes))))
+    share = np.array(draw(st.lists(st.one_of(st.floats(0.0, 1.0), st.just(1.3)), min_size=len(ev.pes), max_size=len(ev.pes))))
     x = lo + share * (sat - lo)
     H = float(x.sum()) + draw(st.sampled_from([0.0, 0.0, 50.0, 700.0]))
     return ev, {p: float(v) for p, v in zip(ev.pes, x)}, {p: float(m) for p, m in zip(ev.pes, lo)}, H
@@ -53,10 +54,16 @@ def admitted(draw):
 
 def _transfers(ev: Evaluator, x: np.ndarray, lo: np.ndarray, cap: np.ndarray, free: float, delta: float):
     """Every single transfer of ``delta`` (as the module bounds it: the taker up to its cap, the
-    giver down to its floor) from one PE to another, as allocations."""
+    giver down to its floor, none from a PE past its cap) from one PE to another, or from what is
+    free to one PE, as allocations."""
     for p in range(len(x)):
+        take = min(delta, cap[p] - x[p])
+        if 1e-9 < take <= free:  # from what is free alone
+            y = x.copy()
+            y[p] += take
+            yield y
         for q in range(len(x)):
-            take, give = min(delta, cap[p] - x[p]), min(delta, x[q] - lo[q])
+            take, give = min(delta, cap[p] - x[p]), (0.0 if x[q] > cap[q] + 1e-9 else min(delta, x[q] - lo[q]))
             if p == q or take <= 1e-9 or give <= 1e-9 or take > free + give:
                 continue
             y = x.copy()
@@ -71,17 +78,19 @@ def test_no_single_transfer_of_its_last_step_gains(case):
     """The brute force: after :func:`exchange.exchange`, no transfer of its finest step between
     any two PEs gains importance (these instances have at most 3 PEs a component and 12 in all, so
     its pairing is complete); and it never lowers importance, never passes a floor, a PE's room or
-    the capacity."""
+    the capacity, and leaves a PE past its cap as it is."""
     ev, goals, floors, H = case
     x0 = np.array([goals[p] for p in ev.pes])
     before = float(ev.importance(x0[None, :])[0])
     out, imp = exchange.exchange(ev, goals, floors, H, lambda: False)
     x = np.array([out[p] for p in ev.pes])
     lo = np.array([floors[p] for p in ev.pes])
-    cap = np.maximum(np.minimum([ev.glued.spec(p).max_mips for p in ev.pes], ev.saturation()), x0)
+    cap = np.minimum(np.array([ev.glued.spec(p).max_mips for p in ev.pes]), ev.saturation())
     assert imp >= before - TOL * (1 + abs(before))
     assert imp == pytest.approx(float(ev.importance(x[None, :])[0]), rel=1e-12, abs=1e-9)
-    assert (x >= lo - 1e-6).all() and (x <= cap + 1e-6).all()
+    assert (x >= lo - 1e-6).all() and (x <= np.maximum(cap, x0) + 1e-6).all()
+    past = x0 > cap + 1e-9
+    assert (x[past] == x0[past]).all()  # past its cap: the knee's, untouched
     assert x.sum() <= max(H, x0.sum()) + 1e-6
     free = H - float(x.sum())
     for y in _transfers(ev, x, lo, cap, free, exchange.STEPS[-1]):

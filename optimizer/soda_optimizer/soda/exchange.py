@@ -12,11 +12,13 @@ one turns into more.
 
 Departure from the paper: once an answer is chosen (its admitted jobs and templates fixed), a
 local search over *transfers*: ``delta`` mips taken from one PE (never below its floor: its
-minimum and the policy's ``pe_floor_mips``) and given to another (never past its maximum or its
-saturation, what :func:`.refine.polish` grows to), in steps from :data:`STEPS` coarse to fine,
+minimum and the policy's ``pe_floor_mips``; never from a PE past its maximum or saturation, whose
+excess is the knee's to free) and given to another (never past its maximum or its saturation,
+what :func:`.refine.polish` grows to), in steps from :data:`STEPS` coarse to fine,
 the best transfer first, while one gains importance. Admission, rank legality and the used
-capacity never change (a transfer's surplus, when the taker has less room than ``delta``, stays
-free). A PE's gain depends on its weak component only, so a transfer between two components is
+capacity never grow (a transfer's surplus, when the taker has less room than ``delta``, stays
+free; a PE may also take from what is free alone, as :func:`.refine.polish` does, in ``delta``
+steps). A PE's gain depends on its weak component only, so a transfer between two components is
 scored by the two PEs' own moves (each component's importance read apart,
 :meth:`.Evaluator.importance_parts`); one within a component is scored jointly (the best few
 takers and givers of every component, all their pairs). A move re-scores the one or two
@@ -48,11 +50,10 @@ def exchange(ev: Evaluator, goals: dict[str, float], floors: dict[str, float], H
         return goals, float(ev.importance(np.array([[goals[p] for p in ev.pes]]))[0]) if ev.pes else 0.0
     x = np.array([goals[p] for p in ev.pes], dtype=float)
     lo = np.minimum(np.array([floors.get(p, 0.0) for p in ev.pes], dtype=float), x)
-    cap = np.minimum(np.array([ev.glued.spec(p).max_mips for p in ev.pes], dtype=float), ev.saturation())
-    cap = np.maximum(cap, x)  # a PE past its cap may give, never take
+    cap0 = np.minimum(np.array([ev.glued.spec(p).max_mips for p in ev.pes], dtype=float), ev.saturation())
     free = max(0.0, H - float(x.sum()))
     comps = [sorted(ev.index[p] for p in c) for c in nx.weakly_connected_components(ev.graph)]
-    s = _State(ev, x, lo, cap, free, comps)
+    s = _State(ev, x, lo, cap0, free, comps)
     limit = max_moves if max_moves is not None else 4 * len(ev.pes) + 64  # per step
     for delta in steps:
         if expired():
@@ -72,8 +73,10 @@ def exchange(ev: Evaluator, goals: dict[str, float], floors: dict[str, float], H
 class _State:
     """The allocation and, per PE, the gain of taking / the loss of giving one transfer's mips."""
 
-    def __init__(self, ev: Evaluator, x: np.ndarray, lo: np.ndarray, cap: np.ndarray, free: float, comps: list[list[int]]):
-        self.ev, self.x, self.lo, self.cap, self.free, self.comps = ev, x, lo, cap, free, comps
+    def __init__(self, ev: Evaluator, x: np.ndarray, lo: np.ndarray, cap0: np.ndarray, free: float, comps: list[list[int]]):
+        self.ev, self.x, self.lo, self.free, self.comps = ev, x, lo, free, comps
+        self.cap0 = cap0  # maximum and saturation
+        self.cap = np.maximum(cap0, x)  # a PE past its cap neither takes nor gives
         n = len(x)
         self.part = np.zeros(n, dtype=np.int64)
         self.pos = np.zeros(n, dtype=np.int64)
@@ -91,7 +94,9 @@ class _State:
 
     def _amounts(self, idx: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
         take = np.minimum(delta, self.cap[idx] - self.x[idx])
-        give = np.minimum(delta, self.x[idx] - self.lo[idx])
+        # a PE past its cap gives nothing: what it holds there is the knee's to free (:mod:`.knee`,
+        # then :func:`.refine.admit_freed` may admit a job with it)
+        give = np.where(self.x[idx] > self.cap0[idx] + 1e-9, 0.0, np.minimum(delta, self.x[idx] - self.lo[idx]))
         return np.where(take > 1e-9, take, 0.0), np.where(give > 1e-9, give, 0.0)
 
     def score_all(self, delta: float) -> None:
@@ -145,7 +150,8 @@ class _State:
                     self.intra[ci] = (g, p, q)
 
     def best_move(self) -> tuple[int, int] | None:
-        """The transfer (taker, giver) that gains most, or None when none gains."""
+        """The transfer (taker, giver; giver -1: from what is free) that gains most, or None when
+        none gains."""
         best_g, best = self.tol, None
         n = len(self.x)
         k = min(CROSS, n)
@@ -163,17 +169,26 @@ class _State:
                 if self.part[p] != self.part[q] and self.take[p] <= self.free + self.give[q]:
                     best_g, best = g, (int(p), int(q))
                     break
+        for p in takers:  # a taker alone, from what is free (the knee's, a surplus left by a transfer)
+            if self.up[p] <= best_g:
+                break
+            if self.take[p] <= self.free:
+                best_g, best = float(self.up[p]), (int(p), -1)
+                break
         for g, p, q in self.intra:
             if g > best_g and self.take[p] <= self.free + self.give[q]:  # ``free`` may have moved since it was scored
                 best_g, best = g, (p, q)
         return best
 
     def apply(self, p: int, q: int, delta: float) -> None:
-        """Move ``take[p]`` mips to p and ``give[q]`` from q, then re-score their components."""
+        """Move ``take[p]`` mips to p and ``give[q]`` from q (none: from what is free), then
+        re-score their components."""
         self.x[p] += self.take[p]
-        self.x[q] -= self.give[q]
-        self.free += self.give[q] - self.take[p]
-        for ci in sorted({int(self.part[p]), int(self.part[q])}):
+        self.free -= self.take[p]
+        if q >= 0:
+            self.x[q] -= self.give[q]
+            self.free += self.give[q]
+        for ci in sorted({int(self.part[p])} | ({int(self.part[q])} if q >= 0 else set())):
             self._rescore(ci, delta)
 
     def _rescore(self, ci: int, delta: float) -> None:

@@ -70,7 +70,7 @@ from __future__ import annotations
 import gc
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -96,7 +96,9 @@ FIRST_CURVES_SHARE = 0.6
 # curves past EXACT_LIMIT vectors (:data:`.curves.BIG_EXACT_LIMIT`) only in this share of the
 # deadline (issue 49: on 7.1 at 65 nodes they took every pass's time, -0.7% at 5 s)
 BIG_CURVES_SHARE = 0.25
-EXCHANGE_SHARE = 0.05  # the transfers between PEs (:mod:`.exchange`) get at least this share of the deadline
+EXCHANGE_SHARE = 0.05  # the transfers between PEs (:mod:`.exchange`) get at least this share of the deadline,
+EXCHANGE_PAST = 0.1  # this share of the time spent when the answer came past the deadline,
+EXCHANGE_MIN_S = 0.02  # and these seconds (7.1's 21 PEs take 0.002 s of CPU; 10x LSD's 7,370 PEs 0.1-0.5 s)
 FINISH_SHARE = 0.1  # a later pass gives up this share of the deadline before it ends (goals, streams, report)
 # the first grid's knapsack work (jobs x units^2) when jobs are few (issue 49: 7.1 at 85 nodes,
 # 17 jobs on 152 units of 6,151 mips, was 3% below the fine optimum; at 5e8, 5,129 units of 182 mips)
@@ -363,6 +365,8 @@ def _solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, until, ev=_evaluator(scenario, ans.choice, evs))
                 if imp_p is not None and imp_p > ans.importance:
                     ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
+                # the first answer's transfers run past the deadline a little (:func:`_exchange_clock`), a later pass's stop at the reserve
+                _exchanged(scenario, ans, H, admission.timer(deadline - reserve) if answered else _exchange_clock(t0, deadline, deadline), evs)
             if not answered:
                 reserve = max(reserve, 2.0 * (time.monotonic() - tf + give_back_s[0]))
             grids.append(f"{'plain' if not per_job else 'per-job' if not coarse else 'coarse per-job'} {unit:.1f}: {ans.importance:,.6g}")
@@ -466,10 +470,22 @@ def _solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             goals = {**goals, **{p: m for o in more for p, m in o.split(0).items()}}
             ev = _evaluator(scenario, best.choice, evs)
             glued = ev.glued
+    if not fixed_unit and not done and len(ev.pes) > 1:
+        # mips moved between admitted PEs while that gains (issue 49: 7.1's answers were up to 0.04%
+        # below fixed 100-mips units; a first answer alone gains up to 1.2%), again after the knee;
+        # every move gains, so it stops at the deadline (:func:`_exchange_clock`); what it leaves
+        # free goes to the give-back below
+        floors = {p: floor_mips(glued.spec(p), pol.pe_floor_mips) for p in ev.pes}
+        goals_x, imp_x = exchange.exchange(ev, goals, floors, H, _exchange_clock(t0, deadline, deadline))
+        if imp_x > best.importance + 1e-9 * (1.0 + abs(best.importance)):
+            goals, best.importance = goals_x, imp_x
+            if bound is not None and proven:
+                bound = max(bound, best.importance)
+            gap = gap_of(bound, best.importance, proven)
     if not fixed_unit and H - sum(goals.values()) > 1e-6:
-        # what the knee freed and no job took, and what a pass's polish left (the plain grid's
-        # answer, a polish cut by time), goes to admitted PEs below their saturation (issue 49: no
-        # capacity idle that an admitted PE could use; 7.1 at 85 nodes left 1,100 mips), every
+        # what the knee freed and no job took, what a pass's polish left (the plain grid's
+        # answer, a polish cut by time) and what the transfers left, goes to admitted PEs below
+        # their saturation (issue 49: no capacity idle that an admitted PE could use; 7.1 at 85 nodes left 1,100 mips), every
         # answer and as many moves as it takes (a lazy greedy: 1,000 PEs at most and 64 moves left
         # 99,716 mips that admitted PEs could use idle on 10x LSD at 300 nodes, 0.3% of importance)
         goals, imp_p = refine.polish(scenario, best.choice, goals, H, lambda: False, ev=ev, rounds=len(ev.pes), max_pes=len(ev.pes))
@@ -477,18 +493,6 @@ def _solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
         if bound is not None and proven:  # an estimate is never raised to the answer (issue 49)
             bound = max(bound, best.importance)
         gap = gap_of(bound, best.importance, proven)
-    if not fixed_unit and not done and len(ev.pes) > 1:
-        # mips moved between admitted PEs while that gains (issue 49: 7.1's answers were up to 0.04%
-        # below fixed 100-mips units); every move gains, so it stops at the deadline, or after
-        # EXCHANGE_SHARE of it when the answer came later
-        floors = {p: floor_mips(glued.spec(p), pol.pe_floor_mips) for p in ev.pes}
-        until = admission.timer(max(deadline, time.monotonic() + EXCHANGE_SHARE * (deadline - t0)))
-        goals_x, imp_x = exchange.exchange(ev, goals, floors, H, until)
-        if imp_x > best.importance + 1e-9 * (1.0 + abs(best.importance)):
-            goals, best.importance = goals_x, imp_x
-            if bound is not None and proven:
-                bound = max(bound, best.importance)
-            gap = gap_of(bound, best.importance, proven)
     vec = np.array([[goals[p] for p in ev.pes]])
     traffic = ev.traffic(vec[0])
     imp_by_job = _importance_by_job(ev, vec[0])
@@ -693,7 +697,28 @@ def _exact_step(scenario: Scenario, items: admission.Items, ctx: tuple, best: _A
     goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, expired, ev=_evaluator(scenario, ans.choice, evs))
     if imp_p is not None and imp_p > ans.importance:
         ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
+    _exchanged(scenario, ans, H, admission.timer(until), evs)
     return ans
+
+
+def _exchange_clock(t0: float, deadline: float, stop: float) -> Callable[[], bool]:
+    """The transfers' clock (:mod:`.exchange`): until ``stop``, or, when that has passed, for the
+    largest of EXCHANGE_SHARE of the deadline, EXCHANGE_PAST of the time spent and EXCHANGE_MIN_S."""
+    now = time.monotonic()
+    return admission.timer(max(stop, now + max(EXCHANGE_SHARE * (deadline - t0), EXCHANGE_PAST * (now - t0), EXCHANGE_MIN_S)))
+
+
+def _exchanged(scenario: Scenario, ans: _Answer, H: float, until: Callable[[], bool], evs: dict[tuple, Evaluator]) -> None:
+    """``ans`` with mips moved between its PEs while that gains (:mod:`.exchange`), in place. On
+    each pass's answer, not only the last: the local optimum depends on where it starts (step 80
+    jobs: from the first answer 223,227, from a later pass's 223,053)."""
+    ev = _evaluator(scenario, ans.choice, evs)
+    if len(ev.pes) < 2 or until():
+        return
+    floors = {p: floor_mips(ev.glued.spec(p), scenario.policy.pe_floor_mips) for p in ev.pes}
+    goals_x, imp_x = exchange.exchange(ev, ans.goals, floors, H, until)
+    if imp_x > ans.importance + 1e-9 * (1.0 + abs(ans.importance)):
+        ans.goals, ans.importance, ans.key = goals_x, imp_x, (ans.key[0], imp_x)
 
 
 def _blocked(scenario: Scenario, refused: set[str]) -> set[str]:
