@@ -45,6 +45,11 @@ Departures from the paper, on purpose:
   only when it would end by the deadline (points x units x the measured speed), the better kept;
   a level without its knapsack leaves it to the next pass (no fixed unit: with one, the knapsack
   always runs, alone);
+- once a pass has an answer (its jobs and templates chosen), mips are moved from one admitted PE
+  to another while that gains importance (:mod:`.exchange`), on every pass's answer and again
+  after the knee: the answer lies on no one grid, and a grid it did not search may hold a better
+  split (issue 49: 7.1's answers were up to 0.04% below fixed 100-mips units, a first answer alone
+  up to 1.2% below what the transfers make of it);
 - an answer that reaches the saturation bound (:mod:`.saturation`) is proven optimal and the
   passes stop there (issue 49: a what-if of one job that fits is proven by its first pass; so are
   hundreds of jobs with alternatives that all fit saturated, e.g. 10x LSD on 2,000 nodes);
@@ -59,10 +64,11 @@ Departures from the paper, on purpose:
   answer): the admission rule of :mod:`.required` refuses only those that do not fit, and promised
   required jobs do not force every job of better rank in (they rank as 1, as the paper assumes).
 
-About 630 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
+About 750 lines: :func:`solve` is the paper's Fig. 10 loop over resolutions with its anytime
 bookkeeping (the passes' order, the reserve, the best answer, the bound, the report) in one place,
 and its decisions' messages beside it; the pieces it calls live in
-:mod:`.admission`, :mod:`.refine`, :mod:`.exact`, :mod:`.required`, :mod:`.rap` and :mod:`.knee`.
+:mod:`.admission`, :mod:`.refine`, :mod:`.exact`, :mod:`.exchange`, :mod:`.required`, :mod:`.rap` and
+:mod:`.knee`.
 """
 
 from __future__ import annotations
