@@ -103,8 +103,8 @@ FIRST_CURVES_SHARE = 0.6
 # deadline (issue 49: on 7.1 at 65 nodes they took every pass's time, -0.7% at 5 s)
 BIG_CURVES_SHARE = 0.25
 EXCHANGE_SHARE = 0.05  # the transfers between PEs (:mod:`.exchange`) get at least this share of the deadline,
-EXCHANGE_PAST = 0.1  # this share of the time spent when the answer came past the deadline,
-EXCHANGE_MIN_S = 0.02  # and these seconds (7.1's 21 PEs take 0.002 s of CPU; 10x LSD's 7,370 PEs 0.1-0.5 s)
+EXCHANGE_PAST = 0.05  # this share of the time spent when the answer came past the deadline,
+EXCHANGE_MIN_S = 0.02  # and these seconds (7.1's 21 PEs take 0.002 s of CPU to the end; 10x LSD's 7,370 PEs 0.2-0.3 s)
 FINISH_SHARE = 0.1  # a later pass gives up this share of the deadline before it ends (goals, streams, report)
 # the first grid's knapsack work (jobs x units^2) when jobs are few (issue 49: 7.1 at 85 nodes,
 # 17 jobs on 152 units of 6,151 mips, was 3% below the fine optimum; at 5e8, 5,129 units of 182 mips)
@@ -371,8 +371,8 @@ def _solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, until, ev=_evaluator(scenario, ans.choice, evs))
                 if imp_p is not None and imp_p > ans.importance:
                     ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
-                # the first answer's transfers run past the deadline a little (:func:`_exchange_clock`), a later pass's stop at the reserve
-                _exchanged(scenario, ans, H, admission.timer(deadline - reserve) if answered else _exchange_clock(t0, deadline, deadline), evs)
+                # within the deadline less the reserve (past it, the final answer's transfers below)
+                _exchanged(scenario, ans, H, admission.timer(deadline - reserve), evs)
             if not answered:
                 reserve = max(reserve, 2.0 * (time.monotonic() - tf + give_back_s[0]))
             grids.append(f"{'plain' if not per_job else 'per-job' if not coarse else 'coarse per-job'} {unit:.1f}: {ans.importance:,.6g}")
