@@ -1,0 +1,80 @@
+"""macroQ's first answer with less CPU (issue 49, h49e): each shortcut gives the same numbers as the
+plain computation it replaces, checked against slow oracles written out here (no timing: the
+seconds are in ``benchmarks/bench_first_answer.py``)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from soda_optimizer.soda import admission
+
+NEG = -math.inf
+
+
+def slow_convolve(a: list[float], b: list[float]) -> tuple[list[float], list[int]]:
+    """Plain Python: the best of exactly k units (k - i on ``a``, i on ``b``), the first i of equals."""
+    n = len(a) + len(b) - 1
+    vals, args = [NEG] * n, [0] * n
+    for k in range(n):
+        for i in range(len(b)):
+            if 0 <= k - i < len(a) and a[k - i] + b[i] > vals[k]:
+                vals[k], args[k] = a[k - i] + b[i], i
+    return vals, args
+
+
+@st.composite
+def step_curve(draw, monotone: bool = True) -> np.ndarray:
+    """A curve of integer values (exact ties), rising at a few points (a coarse curve's shape), or any
+    values when not ``monotone``."""
+    n = draw(st.integers(1, 30))
+    rises = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    keep = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    if monotone:
+        return np.cumsum([r if k else 0 for r, k in zip(rises, keep)]).astype(float)
+    return np.array([float(r) for r in rises])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(step_curve(), min_size=2, max_size=4))
+def test_convolving_breakpoints_gives_the_dense_values_and_arguments(curves):
+    """:func:`admission._convolve_breakpoints` (pairs of the points where the curves rise) returns
+    what the dense convolution does, value and first argument of equals, for every k."""
+    acc = curves[0]
+    for c in curves[1:]:
+        got = admission._convolve_breakpoints(acc, c, 10**12)
+        assert got is not None  # nondecreasing: it applies
+        want_v, want_a = slow_convolve(list(acc), list(c))
+        assert got[0].tolist() == want_v
+        assert got[1].tolist() == want_a
+        acc = got[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(step_curve(), step_curve(monotone=False)), min_size=2, max_size=3))
+def test_convolve_equals_the_slow_convolution(curves):
+    """:func:`admission.convolve`, whichever path each step takes (breakpoints, dense blocks),
+    against plain Python, also on curves that fall (the breakpoints do not apply to them)."""
+    got_v, got_steps = admission.convolve([SimpleNamespace(values=c) for c in curves])
+    acc = list(curves[0])
+    for c, arg in zip(curves[1:], got_steps):
+        acc, want_a = slow_convolve(acc, list(c))
+        assert arg.tolist() == want_a
+    assert got_v.tolist() == acc
+
+
+def test_the_dense_convolution_in_blocks_equals_one_block(monkeypatch):
+    """Blocks of rows smaller than the convolution give the same arrays (curves that fall, so the
+    breakpoints do not apply)."""
+    rng = np.random.default_rng(5)
+    curves = [SimpleNamespace(values=rng.integers(0, 9, size=k).astype(float)) for k in (40, 23, 17)]
+    whole = admission.convolve(curves)
+    monkeypatch.setattr(admission, "KNAPSACK_BLOCK", 23 * 3)  # three rows a block
+    blocks = admission.convolve(curves)
+    assert whole[0].tolist() == blocks[0].tolist()
+    assert all(a.tolist() == b.tolist() for a, b in zip(whole[1], blocks[1]))
+
