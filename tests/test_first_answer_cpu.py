@@ -78,3 +78,26 @@ def test_the_dense_convolution_in_blocks_equals_one_block(monkeypatch):
     assert whole[0].tolist() == blocks[0].tolist()
     assert all(a.tolist() == b.tolist() for a, b in zip(whole[1], blocks[1]))
 
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 6), st.integers(-3, 9)), min_size=1, max_size=40),
+       st.floats(0.0, 5.0))
+def test_the_bound_drops_only_dominated_points(pts, lam):
+    """:func:`refine._undominated` keeps, per component, a point no earlier one dominates, and the
+    Lagrangian's term ``max (V - lam X)`` of every component is the same, to the bit, for any
+    ``lam >= 0`` (a slow scan over all points is the oracle)."""
+    from soda_optimizer.soda import refine
+
+    ID = np.array([p[0] for p in pts], dtype=np.int64)
+    X = np.array([float(p[1]) for p in pts])
+    V = np.array([float(p[2]) for p in pts])
+    order = np.lexsort((X, ID))
+    X, V, ID = X[order], V[order], ID[order]
+    x2, v2, id2 = refine._undominated(X, V, ID)
+    for c in set(ID.tolist()):
+        full = [(x, v) for x, v, i in zip(X, V, ID) if i == c]
+        kept = [(x, v) for x, v, i in zip(x2, v2, id2) if i == c]
+        assert max(v - lam * x for x, v in full) == max(v - lam * x for x, v in kept)
+        # nothing kept is dominated by an earlier point, and everything dropped is
+        assert all(not any(xe <= x and ve >= v for xe, ve in kept[:k]) for k, (x, v) in enumerate(kept))
+        assert all(any(xk <= x and vk >= v for xk, vk in kept) for x, v in full)
