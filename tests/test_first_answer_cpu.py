@@ -101,3 +101,37 @@ def test_the_bound_drops_only_dominated_points(pts, lam):
         # nothing kept is dominated by an earlier point, and everything dropped is
         assert all(not any(xe <= x and ve >= v for xe, ve in kept[:k]) for k, (x, v) in enumerate(kept))
         assert all(any(xk <= x and vk >= v for xk, vk in kept) for x, v in full)
+
+
+def test_each_component_curve_of_the_first_pass_is_built_once_and_used(monkeypatch):
+    """An option whose components have different own units was built twice on main (each curve on
+    its own unit, then again on the finest): on LSD, 37 of the first pass's 187 curves were thrown
+    away. Now every curve built is one an option uses, and the options are the same as the two-step
+    way's (each component on the finest own unit of its option, :func:`admission.own_unit`)."""
+    from soda_optimizer import workloads
+    from soda_optimizer.importance import Evaluator
+    from soda_optimizer.model import Policy
+
+    s = workloads.scenario(workloads.lsd(), workloads.nodes(30), Policy())
+    built: list[object] = []
+    real = admission.component_curve
+
+    def counted(*a, **k):
+        c = real(*a, **k)
+        built.append(c)
+        return c
+
+    monkeypatch.setattr(admission, "component_curve", counted)
+    g = s.capacity_mips / 128
+    items = admission.Items(s, g, per_job=True, deadline=math.inf, jobs=[j.name for j in s.jobs], coarse=True)
+    multi = 0
+    for gi in range(len(items.groups)):
+        for o in items.build(gi):
+            glued = s.glued(o.choice)
+            comps = glued.components()
+            want = min(admission.own_unit(Evaluator(glued, sorted(c)), g) for c in comps)
+            assert all(c.unit == want for c in o.curves)
+            multi += len(comps) > 1
+    used = {id(c) for c in items.used_curves()}
+    assert multi > 0
+    assert all(id(c) in used for c in built)

@@ -261,11 +261,6 @@ class Items:
         self._built: set[int] = set()
         self._protos: dict[tuple, Option] = {}  # one-job options per (template, weight overrides)
 
-    def _curve(self, choice: dict[str, str], comp: frozenset[str], glued: GluedGraph) -> Curve:
-        ev = Evaluator(glued, sorted(comp))
-        u = own_unit(ev, self.g) if self.per_job else self.g
-        return self._cached(choice, comp, u, glued, ev)
-
     def _cached(self, choice: dict[str, str], comp: frozenset[str], u: float, glued: GluedGraph,
                 ev: Evaluator | None = None) -> Curve:
         """``glued``: the glued graph of ``choice``, looked up once per option (issue 49: three
@@ -329,11 +324,13 @@ class Items:
 
     def _build_option(self, choice: dict[str, str]) -> Option | None:
         glued = self.s.glued(choice)
-        curves = [self._curve(choice, c, glued) for c in glued.components()]
-        if self.per_job and len({c.unit for c in curves}) > 1:
-            # one grid per option: the finest of its components' units
-            u = min(c.unit for c in curves)
-            curves = [c if c.unit == u else self._cached(choice, comp, u, glued) for c, comp in zip(curves, glued.components())]
+        comps = glued.components()
+        evs = [Evaluator(glued, sorted(c)) for c in comps]
+        # one grid per option: the finest of its components' own units (issue 49: each component's
+        # curve was built on its own unit first, then again on the finest: a fifth of the curves
+        # of 10x LSD's first answer were built twice)
+        u = min(own_unit(ev, self.g) for ev in evs) if self.per_job else self.g
+        curves = [self._cached(choice, comp, u, glued, ev) for comp, ev in zip(comps, evs)]
         values, steps = convolve(curves)
         unit = curves[0].unit
         opt = Option(frozenset(choice), dict(choice), curves, unit, sum(c.base_mips for c in curves), values, steps,

@@ -136,7 +136,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     limit = LATE_EXACT_LIMIT if deadline is not None and time.monotonic() > deadline else HYBRID_LIMIT
     per = int(limit ** (1.0 / max(1, len(span))))
     if per >= 2:
-        coarse = [sorted({int(round(x)) for x in np.linspace(0, int(sp), min(per, int(sp) + 1))}) for sp in span]
+        coarse = [np.unique(np.round(np.linspace(0, int(sp), min(per, int(sp) + 1)))).astype(int) for sp in span]
         cv, ca = _enumerate(ev, lo, off, unit, coarse, total)
     else:  # too many PEs for two levels each: every PE grows together, the same share of its span
         ts = np.linspace(0.0, 1.0, limit)
@@ -151,7 +151,7 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, complete, offset=off, exact=False, ceiling=ceiling)
 
 
-def _enumerate(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, levels: list[list[int]],
+def _enumerate(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, levels: list[list[int]] | list[np.ndarray],
                total: int) -> tuple[np.ndarray, np.ndarray]:
     """(values, allocs) for 0..``total`` units above the minima: the best of every allocation vector
     whose PEs take the given ``levels`` (the first of equals in product order), made nondecreasing
