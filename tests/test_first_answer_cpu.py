@@ -135,3 +135,14 @@ def test_each_component_curve_of_the_first_pass_is_built_once_and_used(monkeypat
     used = {id(c) for c in items.used_curves()}
     assert multi > 0
     assert all(id(c) in used for c in built)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 100_000), st.integers(2, 64))
+def test_the_spread_levels_are_numpy_linspace_rounded(span, per):
+    """The hybrid curve's coarse levels (:func:`curves._spread`, plain Python) are the rounded
+    integers of ``np.linspace`` as before, each once, sorted."""
+    from soda_optimizer.soda import curves
+
+    want = sorted({int(round(x)) for x in np.linspace(0, span, min(per, span + 1))})
+    assert curves._spread(span, per) == want
