@@ -146,3 +146,72 @@ def test_the_spread_levels_are_numpy_linspace_rounded(span, per):
 
     want = sorted({int(round(x)) for x in np.linspace(0, span, min(per, span + 1))})
     assert curves._spread(span, per) == want
+
+
+@st.composite
+def big_graphs(draw):
+    """A glued graph of at least :data:`importance.BATCH_PES` PEs: random DAG templates (fan-in up to
+    3, every combine), some PEs on curves, every kind of value function, weights 0 or more."""
+    from soda_optimizer import workloads
+    from soda_optimizer.graph import glue
+    from soda_optimizer.model import PE, Job, PrimalInput, ResourceFunction, Sink, Stream, Template, ValueFunction
+
+    vfs = st.sampled_from([ValueFunction(kind="zero"), ValueFunction(kind="linear", slope=1.5),
+                           ValueFunction(kind="capped", slope=2.0, cap=40.0),
+                           ValueFunction(kind="piecewise", points=((0.0, 0.0), (10.0, 30.0), (50.0, 45.0)))])
+    templates, jobs = [], []
+    n_pes = 0
+    while n_pes < 40:
+        k = draw(st.integers(2, 9))
+        pes, streams, sinks = [], [], []
+        for i in range(k):
+            curved = draw(st.booleans()) and draw(st.booleans())
+            rf = (ResourceFunction(need=((0.0, 0.0), (10.0, 100.0), (30.0, 400.0))) if curved else
+                  ResourceFunction(a=draw(st.floats(0.001, 0.1)), b=draw(st.sampled_from([0.5, 1.0])),
+                                   combine=draw(st.sampled_from(["sum", "min", "max"]))))
+            pes.append(PE(name=f"p{i}", kind="source" if i == 0 else "transform", rf=rf))
+            if i:
+                srcs = sorted(set(draw(st.lists(st.integers(0, i - 1), min_size=1, max_size=3))))
+                streams += [Stream(src=f"p{s}", dst=f"p{i}", weight=draw(st.sampled_from([0.0, 1.0])), value=draw(vfs),
+                                   selectivity=draw(st.sampled_from([0.5, 1.0]))) for s in srcs]
+            if draw(st.booleans()) or i == k - 1:
+                sinks.append(Sink(pe=f"p{i}", weight=draw(st.sampled_from([0.0, 1.0, 5.0])), value=draw(vfs)))
+        name = f"t{len(templates)}"
+        templates.append(Template(name=name, pes=tuple(pes), streams=tuple(streams), sinks=tuple(sinks),
+                                  primal_inputs=(PrimalInput(pe="p0", rate=draw(st.sampled_from([50.0, 100.0]))),)))
+        jobs.append(Job(name=f"j{len(jobs)}", templates=(name,)))
+        n_pes += k
+    s = workloads.scenario((templates, jobs), workloads.nodes(4))
+    return glue(s, {j.name: j.templates[0] for j in jobs})
+
+
+@settings(max_examples=40, deadline=None)
+@given(big_graphs(), st.integers(1, 9), st.integers(0, 10_000))
+def test_a_large_graph_a_generation_at_a_time_gives_the_same_floats(glued, k, seed):
+    """:meth:`Evaluator.outputs`, :meth:`~Evaluator.importance` and
+    :meth:`~Evaluator.importance_parts` of a graph of at least ``BATCH_PES`` PEs (a topological
+    generation at a time, issue 49) equal, to the bit, the same Evaluator a PE at a time."""
+    import networkx as nx
+
+    from soda_optimizer import importance
+    from soda_optimizer.importance import Evaluator
+
+    ev = Evaluator(glued)
+    assert len(ev.pes) >= importance.BATCH_PES and not ev.cyclic
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 600, size=(k, len(ev.pes)))
+    X[0, rng.random(len(ev.pes)) < 0.3] = 0.0
+    comps = list(nx.weakly_connected_components(ev.graph))
+    part = np.zeros(len(ev.pes), dtype=np.int64)
+    for ci, c in enumerate(comps):
+        part[[ev.index[p] for p in c]] = ci
+    batched = (ev.outputs(X), ev.importance(X), ev.importance_parts(X, part, len(comps)))
+    assert ev._gens is not None
+    saved = importance.BATCH_PES
+    importance.BATCH_PES = 1 << 30
+    try:
+        one_by_one = (ev.outputs(X), ev.importance(X), ev.importance_parts(X, part, len(comps)))
+    finally:
+        importance.BATCH_PES = saved
+    for a, b in zip(batched, one_by_one):
+        assert a.tobytes() == b.tobytes()
