@@ -74,8 +74,12 @@ class Evaluator:
         self.graph: nx.DiGraph = g
         self.pes: list[str] = sorted(g.nodes) if pes is None else list(pes)
         self.index = {p: i for i, p in enumerate(self.pes)}
-        try:  # one traversal: the topological order, or a cycle
-            topo = list(nx.topological_sort(g))
+        # one traversal: the topological generations (``nx.topological_sort`` is their
+        # concatenation, the order kept), or a cycle
+        self._generations: list[list[str]] = []
+        try:
+            self._generations = [list(gen) for gen in nx.topological_generations(g)]
+            topo = [p for gen in self._generations for p in gen]
             self.cyclic = False
         except nx.NetworkXUnfeasible:
             topo, self.cyclic = self.pes, True
@@ -245,7 +249,7 @@ class Evaluator:
         PE). Each PE's rate is the same expression as in :meth:`outputs`, on the same numbers, so
         the same floats; curved PEs and PEs of three inputs or more go one at a time as there."""
         if self._gens is None:
-            self._gens = [_Generation.of(self, [self.index[p] for p in gen]) for gen in nx.topological_generations(self.graph)]
+            self._gens = [_Generation.of(self, [self.index[p] for p in gen]) for gen in self._generations]
         out = np.zeros_like(alloc)
         for gen in self._gens:
             if len(gen.src):
