@@ -505,8 +505,10 @@ def _points(opts: list[Option], optional: bool) -> tuple[np.ndarray, np.ndarray]
 def _merge(X: np.ndarray, V: np.ndarray, ID: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """At most MAX_BOUND_POINTS points: per item, buckets of consecutive points sorted by mips
     become one point (the bucket's least mips, its greatest importance): an upper relaxation."""
-    order = np.lexsort((X, ID))
-    X, V, ID = X[order], V[order], ID[order]
+    same = ID[1:] == ID[:-1]
+    if not np.all((ID[1:] > ID[:-1]) | (same & (X[1:] >= X[:-1]))):  # sorted already (the usual case): as is
+        order = np.lexsort((X, ID))
+        X, V, ID = X[order], V[order], ID[order]
     if len(X) <= MAX_BOUND_POINTS:
         return X, V, ID
     b = math.ceil(len(X) / MAX_BOUND_POINTS)
@@ -525,6 +527,10 @@ def _undominated(X: np.ndarray, V: np.ndarray, ID: np.ndarray) -> tuple[np.ndarr
     were dominated, and the Lagrangian is evaluated some 40 times per level."""
     if len(X) < 2:
         return X, V, ID
+    first = np.r_[True, ID[1:] != ID[:-1]]
+    if np.all(first[1:] | (V[1:] >= V[:-1])):  # nondecreasing within each ID (the usual case): where it rises
+        keep = first | np.r_[False, V[1:] > V[:-1]]
+        return X[keep], V[keep], ID[keep]
     _, rank = np.unique(V, return_inverse=True)  # equal importance, equal rank
     rank = rank.astype(np.int64).ravel()
     width = int(rank.max()) + 2
