@@ -215,3 +215,32 @@ def test_a_large_graph_a_generation_at_a_time_gives_the_same_floats(glued, k, se
         importance.BATCH_PES = saved
     for a, b in zip(batched, one_by_one):
         assert a.tobytes() == b.tobytes()
+
+
+@settings(max_examples=30, deadline=None)
+@given(big_graphs(), st.integers(0, 10_000))
+def test_a_components_evaluator_takes_its_generations_from_the_whole_graph(glued, seed):
+    """The Evaluator of one weak component (its generations read off the whole glued graph's, issue
+    49) gives each component's rates and importance as the whole graph's Evaluator does (to the
+    last bits: a PE of three inputs or more sums them in another order there, on main too)."""
+    import networkx as nx
+    import pytest
+
+    from soda_optimizer.importance import Evaluator
+
+    whole = Evaluator(glued)
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 600, size=(3, len(whole.pes)))
+    comps = sorted((sorted(c) for c in nx.weakly_connected_components(glued.graph)), key=len)
+    part = np.zeros(len(whole.pes), dtype=np.int64)
+    for ci, c in enumerate(comps):
+        part[[whole.index[p] for p in c]] = ci
+    parts = whole.importance_parts(X, part, len(comps))
+    out = whole.outputs(X)
+    for ci, c in enumerate(comps):
+        ev = Evaluator(glued, c)
+        idx = [whole.index[p] for p in c]
+        assert ev.order and sorted(ev.order) == list(range(len(c)))
+        # (a PE of three inputs or more sums them in the subgraph view's edge order, as before)
+        assert ev.outputs(X[:, idx]) == pytest.approx(out[:, idx], rel=1e-12, abs=1e-12)
+        assert ev.importance(X[:, idx]) == pytest.approx(parts[:, ci], rel=1e-12, abs=1e-12)

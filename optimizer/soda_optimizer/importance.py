@@ -35,6 +35,7 @@ Sub-results are cached (paper 5.1.3: "a cache of previous results is also employ
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -77,12 +78,20 @@ class Evaluator:
         # one traversal: the topological generations (``nx.topological_sort`` is their
         # concatenation, the order kept), or a cycle
         self._generations: list[list[str]] = []
-        try:
-            self._generations = [list(gen) for gen in nx.topological_generations(g)]
-            topo = [p for gen in self._generations for p in gen]
-            self.cyclic = False
-        except nx.NetworkXUnfeasible:
-            topo, self.cyclic = self.pes, True
+        depth = None if whole else _depths(glued.graph)
+        if depth is not None:  # a weak component's generations are the whole graph's, filtered
+            gens: dict[int, list[str]] = {}
+            for p in self.pes:
+                gens.setdefault(depth[p], []).append(p)
+            self._generations = [gens[d] for d in sorted(gens)]
+            topo, self.cyclic = [p for gen in self._generations for p in gen], False
+        else:
+            try:
+                self._generations = [list(gen) for gen in nx.topological_generations(g)]
+                topo = [p for gen in self._generations for p in gen]
+                self.cyclic = False
+            except nx.NetworkXUnfeasible:
+                topo, self.cyclic = self.pes, True
         self.order = [self.index[p] for p in topo]
         self.max_iter, self.tol = max_iter, tol
         self._in: list[list[tuple[int, float]]] = [[] for _ in self.pes]  # (src index, selectivity)
@@ -92,7 +101,7 @@ class Evaluator:
             self._in[self.index[v]].append((self.index[u], d["selectivity"]))
             self._edges.append((self.index[u], d["selectivity"], d["weight"], d["value"], d["bytes_per_tuple"]))
             self.edge_keys.append((u, v))
-        nd = [g.nodes[p] for p in self.pes]
+        nd = [glued.graph.nodes[p] for p in self.pes]  # the same attributes, not through a view
         self._a = np.array([d["spec"].rf.a for d in nd])
         self._b = np.array([d["spec"].rf.b for d in nd])
         self._combine = [d["spec"].rf.combine for d in nd]
@@ -302,6 +311,22 @@ class Evaluator:
         for j in tp.other:
             v[:, j] = value(tp.vf[j], rate[:, j])
         return tp.w * v
+
+
+_DEPTHS: weakref.WeakKeyDictionary[nx.DiGraph, dict[str, int] | None] = weakref.WeakKeyDictionary()
+
+
+def _depths(g: nx.DiGraph) -> dict[str, int] | None:
+    """Each node's topological generation in ``g`` (None: ``g`` has a cycle), once per graph
+    (issue 49: the first answer's Evaluators of a job's weak components each sorted their own
+    subgraph view, a filtered look-up per node and edge; a component's nodes keep their
+    generations, since no path leaves it)."""
+    if g not in _DEPTHS:
+        try:
+            _DEPTHS[g] = {p: d for d, gen in enumerate(nx.topological_generations(g)) for p in gen}
+        except nx.NetworkXUnfeasible:
+            _DEPTHS[g] = None
+    return _DEPTHS[g]
 
 
 BATCH_PES = 32  # from this many PEs (and no cycle), :meth:`Evaluator.outputs` goes a generation at a time
