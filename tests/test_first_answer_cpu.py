@@ -8,6 +8,7 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -224,7 +225,6 @@ def test_a_components_evaluator_takes_its_generations_from_the_whole_graph(glued
     49) gives each component's rates and importance as the whole graph's Evaluator does (to the
     last bits: a PE of three inputs or more sums them in another order there, on main too)."""
     import networkx as nx
-    import pytest
 
     from soda_optimizer.importance import Evaluator
 
@@ -244,3 +244,25 @@ def test_a_components_evaluator_takes_its_generations_from_the_whole_graph(glued
         # (a PE of three inputs or more sums them in the subgraph view's edge order, as before)
         assert ev.outputs(X[:, idx]) == pytest.approx(out[:, idx], rel=1e-12, abs=1e-12)
         assert ev.importance(X[:, idx]) == pytest.approx(parts[:, ci], rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_first_answer_is_the_same_with_the_shortcuts_off(monkeypatch, seed):
+    """Seeded LSD instances (104 jobs, imports, alternatives): the first answer (deadline already
+    passed) and its bound are the same, to the bit, with the shortcuts of issue 49 (h49e) on and
+    off: the convolution over breakpoints, the bound over undominated points only and the
+    Evaluator a generation at a time, each replaced by the plain computation."""
+    from soda_optimizer import importance, workloads
+    from soda_optimizer.model import Policy
+    from soda_optimizer.soda import macroq, refine
+
+    def solve():
+        s = workloads.scenario(workloads.lsd(seed=seed), workloads.nodes(20 + 10 * seed), Policy())
+        q = macroq.solve(s, deadline_s=0.0)
+        return q.importance, q.bound, q.choice, q.goals
+
+    fast = solve()
+    monkeypatch.setattr(admission, "PAIR_COST", math.inf)  # dense convolutions only
+    monkeypatch.setattr(refine, "_undominated", lambda X, V, ID: (X, V, ID))
+    monkeypatch.setattr(importance, "BATCH_PES", 1 << 30)  # one PE at a time
+    assert solve() == fast
