@@ -14,6 +14,7 @@ placed (the scheduler never has to refuse it)."""
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,11 +115,14 @@ class Cluster:
 
 
 class Model:
-    """The writes of :func:`steps` on the :class:`Cluster`, with the faults ``draw`` picks: how many epochs an
-    evicted pod stays Terminating (0: gone at once), whether a resize is refused."""
+    """The writes of :func:`steps` on the :class:`Cluster`, with the faults ``rand`` picks: how many epochs an
+    evicted pod stays Terminating (0: gone at once), whether a resize is refused. A seeded ``random.Random``, not
+    hypothesis' draws: which writes an epoch makes depends on the plan, and the plan on the clock (a 0.1 s
+    deadline), so draws made per write made hypothesis' data generation differ between runs of one example
+    (``FlakyStrategyDefinition``, 1 run in 3-5 on main)."""
 
-    def __init__(self, cluster: Cluster, draw: Any, refuse_resizes: bool) -> None:
-        self.c, self.draw, self.refuse_resizes = cluster, draw, refuse_resizes
+    def __init__(self, cluster: Cluster, rand: random.Random, refuse_resizes: bool) -> None:
+        self.c, self.rand, self.refuse_resizes = cluster, rand, refuse_resizes
 
     def __call__(self, s: Step) -> Outcome:
         c = self.c
@@ -130,7 +134,7 @@ class Model:
             if owner in c.protected and pod["spec"].get("nodeName"):
                 event("an eviction refused")
                 return "refused", "Cannot evict pod as it would violate the pod's disruption budget."
-            k = self.draw(st.integers(0, 3), label=f"epochs {s.pod} stays Terminating")
+            k = self.rand.randint(0, 3)  # epochs it stays Terminating
             if k and pod["spec"].get("nodeName"):
                 event("a pod Terminating for epochs")
                 pod["metadata"]["deletionTimestamp"] = "now"
@@ -141,7 +145,7 @@ class Model:
                 cpu, limit = c.templates[owner]
                 c.add(cpu, limit, owner)
         elif s.kind in ("shrink", "grow"):
-            if self.refuse_resizes and self.draw(st.integers(0, 4), label=f"resize of {s.pod} refused") == 0:
+            if self.refuse_resizes and self.rand.randint(0, 4) == 0:  # the resize refused
                 event(f"a {s.kind} refused")
                 return "refused", "resize refused: 500 Internal Server Error"
             resize(pod, s.resize)
@@ -172,7 +176,7 @@ def resize(pod: dict[str, Any], body: dict[str, Any] | None) -> None:
                 k: v for k, v in ctr["resources"].items() if k not in res}
 
 
-def epoch(c: Cluster, spec: Any, draw: Any, refuse_resizes: bool) -> None:
+def epoch(c: Cluster, spec: Any, rand: random.Random, refuse_resizes: bool) -> None:
     """One epoch as the operator runs it: the indexes read, the decision, the writes in order."""
     index: dict[str, list[Any]] = {}
     for p in c.pods.values():
@@ -181,7 +185,7 @@ def epoch(c: Cluster, spec: Any, draw: Any, refuse_resizes: bool) -> None:
     members = {n: p for n, p in c.pods.items() if LABEL in p["metadata"]["labels"]}
     tasks, hosts, facts = inputs(members, c.nodes(), bound_requests(index, {}))
     decision = plan(tasks, hosts, spec, facts)
-    run(steps(decision, members), Model(c, draw, refuse_resizes))
+    run(steps(decision, members), Model(c, rand, refuse_resizes))
     c.schedule()  # the scheduler retries what it could not bind
     c.check("after the epoch")
 
@@ -217,6 +221,7 @@ def test_no_node_over_its_cpu_between_any_two_writes(start, algorithm, budget, r
     spec = group(algorithm=algorithm, migrationBudget=budget, deadlineSeconds=0.1)
     draw = data.draw
     first = draw(st.integers(len(pods) // 2, len(pods)), label="pods at the start")
+    rand = random.Random(draw(st.integers(0, 2**32 - 1), label="the faults' seed"))  # Model's docstring: why not draws
     for cpu, limit, owner in pods[:first]:
         c.add(cpu, limit, owner)
     later = pods[first:]
@@ -227,9 +232,9 @@ def test_no_node_over_its_cpu_between_any_two_writes(start, algorithm, budget, r
         if len(c.cpu) > 1 and draw(st.integers(0, 2), label=f"cordon at epoch {e}") == 0:
             c.cordoned ^= {draw(st.sampled_from(sorted(c.cpu)), label="node cordoned or uncordoned")}
         live = sorted(n for n, p in c.pods.items() if LABEL in p["metadata"]["labels"] and not p["metadata"].get("deletionTimestamp"))
-        if live and draw(st.integers(0, 2), label=f"a pod deleted at epoch {e}") == 0:
-            c.gone(draw(st.sampled_from(live), label="pod deleted"))
-        epoch(c, spec, draw, refuse_resizes)
+        if live and rand.randint(0, 2) == 0:  # a pod deleted by its owner (which pods live depends on the plan)
+            c.gone(rand.choice(live))
+        epoch(c, spec, rand, refuse_resizes)
         c.tick()
     assert not c.over, c.over[:5]
     assert not c.refused_binds, c.refused_binds[:5]
