@@ -189,6 +189,20 @@ def _defer(order: list[Task], stay: list[int], prev: list[int], placement: np.nd
     return [k for k in stay if k not in drop]
 
 
+def _below_floor(order: list[Task], y: np.ndarray, placement: Any, names: list[str]) -> dict[int, str]:
+    """The gated pods of ``order`` whose planned CPU (alpha x yield) is below their floor (1m a container:
+    :func:`.apply.resize_body` never gives less), by position, with why. Placed, each would take its floor and
+    the floors of several could pass what their node has left (a node whose CPU terminating pods still hold:
+    7 pods planned 0.3m each, placed at 1m each beside 2m free, and the scheduler refused five). All of them
+    wait (the next epoch plans them again); those left on their nodes only get more."""
+    out: dict[int, str] = {}
+    for k, t in enumerate(order):
+        cores = t.alpha * float(y[k])
+        if t.gated and cores < t.floor - 1e-9:
+            out[k] = f"planned {1000 * cores:.2f}m on {names[int(placement[k])]}, less than its {1000 * t.floor:.0f}m"
+    return out
+
+
 def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSpec,
          nodes: Mapping[str, NodeFacts] | None = None) -> Decision:
     """The group's epoch: ``hosts`` maps a usable node to the (cores, bytes) it offers the group,
@@ -286,18 +300,29 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
             notes.append("left gated until the moving pods they were planned beside are gone: "
                          + "; ".join(f"{p} ({w})" for p, w in sorted(out.waiting.items())))
     final_order = [order[k] for k in stay]
-    if not final_order:  # every pod moves: nothing stays to resize; the yields (and the bound) are the plan's, once they are re-placed
+    final_inst: fair_yield.Instance | None = None
+    final = None
+    while final_order:
+        final_inst = fair_yield.Instance(
+            jobs=tuple(_jobs(final_order, allowed, len(names), c_unit, m_unit)), hosts=len(names),
+            cpu=tuple(max(c, 1e-9) / c_unit for c in cpu_left), mem=inst.mem)
+        final = finish(final_inst.tasks(), np.array([prev[k] if prev[k] >= 0 else placement[k] for k in stay], dtype=np.int64),
+                       out.algorithm, alloc.status, time.monotonic())
+        low = _below_floor(final_order, np.array(final.task_yield), final.placement, names)
+        if not low:
+            break
+        out.waiting.update({final_order[i].name: why for i, why in low.items()})
+        notes.append("left gated, less CPU left where they were planned than a pod's least (1m a container): "
+                     + "; ".join(f"{final_order[i].name} ({why})" for i, why in sorted(low.items())))
+        stay = [k for i, k in enumerate(stay) if i not in low]
+        final_order = [order[k] for k in stay]
+    if not final_order or final is None or final_inst is None:  # every pod moves: nothing stays to resize; the yields (and the bound) are the plan's, once they are re-placed
         out.min_yield, out.avg_yield = _down(alloc.min_yield), _down(alloc.avg_yield)
         out.bound = None if alloc.bound is None else _up(float(alloc.bound))
         out.gap = _gap(out.bound, out.min_yield)
         notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
         out.status, out.message, out.seconds = "partial" if out.unplaceable or out.pending else "moving", "; ".join(notes), time.monotonic() - t0
         return out
-    final_inst = fair_yield.Instance(
-        jobs=tuple(_jobs(final_order, allowed, len(names), c_unit, m_unit)), hosts=len(names),
-        cpu=tuple(max(c, 1e-9) / c_unit for c in cpu_left), mem=inst.mem)
-    final = finish(final_inst.tasks(), np.array([prev[k] if prev[k] >= 0 else placement[k] for k in stay], dtype=np.int64),
-                   out.algorithm, alloc.status, time.monotonic())
     y = np.array(final.task_yield)
     for k, t in enumerate(final_order):
         out.yields[t.name] = _down(float(y[k]))  # rounded down: a share rounded up could overcommit its node

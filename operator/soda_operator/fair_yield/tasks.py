@@ -46,6 +46,7 @@ class Task:
     held: float = 0.0  # cores it holds now (each container's CPU limit, else its request)
     pending: str | None = None  # released, not bound: the scheduler's Unschedulable message ("" until it says one)
     constraints: Constraints = field(default_factory=Constraints)  # its own nodeSelector, affinity, tolerations
+    floor: float = 0.001  # the least CPU a resize gives it: 1m a container that declares CPU (:func:`.apply.resize_body`)
 
 
 def unschedulable(status: dict[str, Any]) -> str:
@@ -65,9 +66,12 @@ def task_of(pod: dict[str, Any]) -> Task | None:
     if st.get("phase") in TERMINAL or md.get("deletionTimestamp") or not (gated or ANN_NODE in ann):
         return None
     cpu_limit = 0.0
+    n_cpu = 0
     for c in spec.get("containers") or []:
         res = c.get("resources") or {}
-        cpu_limit += quantities.amount((res.get("limits") or {}).get("cpu") or (res.get("requests") or {}).get("cpu"))
+        cores = quantities.amount((res.get("limits") or {}).get("cpu") or (res.get("requests") or {}).get("cpu"))
+        cpu_limit += cores
+        n_cpu += cores > 0
     alpha = float(ann.get(ANN_ALPHA, cpu_limit))
     _, mem = requests(pod)
     owner = next((o.get("uid", "") for o in md.get("ownerReferences") or [] if o.get("controller")), "")
@@ -75,4 +79,5 @@ def task_of(pod: dict[str, Any]) -> Task | None:
     pinned = None if gated else bound or ann.get(ANN_NODE)
     pending = None if gated or bound else unschedulable(st)
     return Task(md.get("namespace", ""), md.get("name", ""), md.get("uid", ""), owner, alpha, mem, pinned, gated,
-                held=cpu_limit, pending=pending, constraints=constraints(spec, None if gated else ann.get(ANN_NODE)))
+                held=cpu_limit, pending=pending, constraints=constraints(spec, None if gated else ann.get(ANN_NODE)),
+                floor=0.001 * max(1, n_cpu))
