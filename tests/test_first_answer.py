@@ -428,3 +428,42 @@ def test_jobs_on_the_same_template_share_its_curves_and_find_the_same_answer(mon
     assert shared.importance == pytest.approx(alone.importance, rel=1e-9)
     assert shared.goals == pytest.approx(alone.goals, rel=1e-9, abs=1e-6)
     assert n_shared < calls[0] / 3, (n_shared, calls[0])
+
+
+def test_more_time_never_lowers_the_answer_when_the_finish_would_have_raised_an_earlier_pass():
+    """Hypothesis' find (test_the_first_answer_of_many_jobs_is_sound_and_time_never_lowers_it): twelve one-PE
+    jobs on one 1,000-mips node. With the deadline passed the first pass's answer, finished (the knee, the jobs
+    that fit what it frees, the transfers, the give-back), was the optimum 43.0; with more time a finer pass
+    had replaced it for being better *before* that finish (42.6 against 41.1), and finished gave 42.9: more time,
+    a lower answer. Every pass's answer is now finished before the passes are compared. (On main 74351c1
+    hypothesis found another such instance, 43.9 first and 43.45 later.)"""
+    from soda_optimizer.model import (
+        PE,
+        Job,
+        Node,
+        Policy,
+        PrimalInput,
+        ResourceFunction,
+        Scenario,
+        Sink,
+        Template,
+        ValueFunction,
+    )
+
+    def tpl(name: str, a: float, w: float) -> Template:
+        return Template(name=name, pes=(PE(name="src", kind="source", rf=ResourceFunction(a=a, b=1.0)),), streams=(),
+                        sinks=(Sink(pe="src", weight=w, value=ValueFunction(kind="linear")),),
+                        primal_inputs=(PrimalInput(pe="src", rate=5.0),))
+
+    jobs = ([Job(name="j00", rank=1, required=True, templates=("t0", "t1")), Job(name="j01", templates=("t0",)),
+             Job(name="j02", templates=("t0",)), Job(name="j03", rank=2, templates=("t0", "t1"))]
+            + [Job(name=f"j{i:02d}", templates=("t0",)) for i in range(4, 11)] + [Job(name="j11", templates=("t1",))])
+    s = Scenario(nodes=(Node(name="n0", mips=1000.0),), templates=(tpl("t0", 0.02, 2.0), tpl("t1", 0.05, 1.0), tpl("t2", 0.01, 1.0)),
+                 jobs=tuple(jobs), policy=Policy())
+    answers = [macroq.solve(s, deadline_s=dl) for dl in (0.0, 0.3, 30.0)]
+    for res in answers:
+        _legal(s, res)
+    first = answers[0].importance
+    for later in answers[1:]:
+        assert later.importance >= first * (1 - 1e-9) - 1e-9, (first, later.importance, later.report.detail)
+    assert answers[-1].importance >= 43.0 - 1e-6  # the optimum (its proven bound is 43)

@@ -368,11 +368,13 @@ def _solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
             ans = _answer(got, unit, U, status, pr_u, hl_u, free, per_job)
             ans.items_used = items
             if not fixed_unit:
+                # as the final answer gets them (the knee, the jobs that fit what it frees, the transfers
+                # within the deadline less the reserve, the give-back), so the passes compare what they give
+                _knee_and_freed(scenario, ans, H, evs)
+                _exchanged(scenario, ans, H, admission.timer(deadline - reserve), evs)
                 goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, until, ev=_evaluator(scenario, ans.choice, evs))
                 if imp_p is not None and imp_p > ans.importance:
                     ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
-                # within the deadline less the reserve (past it, the final answer's transfers below)
-                _exchanged(scenario, ans, H, admission.timer(deadline - reserve), evs)
             if not answered:
                 reserve = max(reserve, 2.0 * (time.monotonic() - tf + give_back_s[0]))
             grids.append(f"{'plain' if not per_job else 'per-job' if not coarse else 'coarse per-job'} {unit:.1f}: {ans.importance:,.6g}")
@@ -700,11 +702,32 @@ def _exact_step(scenario: Scenario, items: admission.Items, ctx: tuple, best: _A
     got = admission.LevelResult(refine.importance(picks), sum(len(o.jobs) for o, _ in picks), r, picks)
     ans = _answer(got, unit, U, "optimal" if proven else "feasible", pr_u, hl_u, free, True)
     ans.items_used = use
+    _knee_and_freed(scenario, ans, H, evs)
+    _exchanged(scenario, ans, H, admission.timer(until), evs)
     goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, expired, ev=_evaluator(scenario, ans.choice, evs))
     if imp_p is not None and imp_p > ans.importance:
         ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
-    _exchanged(scenario, ans, H, admission.timer(until), evs)
     return ans
+
+
+def _knee_and_freed(scenario: Scenario, ans: _Answer, H: float, evs: dict[tuple, Evaluator]) -> None:
+    """``ans`` at the knee (:func:`.knee.at_the_knee`) and, with what that frees, the jobs whose minimum
+    fits it admitted (:func:`.refine.admit_freed`), in place: what the final answer gets, done on
+    every pass's answer before the passes are compared (the anytime contract, issue 49: a first
+    answer that only gained this at the end, 43.0, beat the answer of a later pass, 42.6 -> 42.9,
+    that had replaced it for being better before it: more time gave a lower answer)."""
+    ev = _evaluator(scenario, ans.choice, evs)
+    ans.goals = at_the_knee(ev, ans.goals, scenario.policy.pe_floor_mips)
+    if not ans.per_job or ans.items_used is None:
+        return
+    more = refine.admit_freed(ans.items_used, ans.picks, ans.free, H, H - sum(ans.goals.values()))
+    if more:
+        ans.choice = {**ans.choice, **{j: t for o in more for j, t in o.choice.items()}}
+        ans.picks = ans.picks + [(o, 0) for o in more]
+        ans.importance += sum(float(o.values[0]) for o in more)
+        ans.curves = ans.curves + [c for o in more for c in o.curves]
+        ans.goals = {**ans.goals, **{p: m for o in more for p, m in o.split(0).items()}}
+        ans.key = (ans.key[0], ans.importance)
 
 
 def _exchange_clock(t0: float, deadline: float, stop: float) -> Callable[[], bool]:
