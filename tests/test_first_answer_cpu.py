@@ -261,8 +261,28 @@ def test_the_first_answer_is_the_same_with_the_shortcuts_off(monkeypatch, seed):
         q = macroq.solve(s, deadline_s=0.0)
         return q.importance, q.bound, q.choice, q.goals
 
+    # the transfers between PEs (soda/exchange.py) run to their end in both: past the deadline
+    # their clock would make the two answers differ by how far each got (as in test_first_answer)
+    monkeypatch.setattr(macroq, "EXCHANGE_MIN_S", 600.0)
     fast = solve()
     monkeypatch.setattr(admission, "PAIR_COST", math.inf)  # dense convolutions only
     monkeypatch.setattr(refine, "_undominated", lambda X, V, ID: (X, V, ID))
     monkeypatch.setattr(importance, "BATCH_PES", 1 << 30)  # one PE at a time
     assert solve() == fast
+
+
+def test_a_copied_scenario_reads_its_own_lookups():
+    """``Scenario._cache`` reads the private dict itself (issue 49, h49f: pydantic's ``__getattr__``
+    was 4 us a look-up): a ``model_copy`` with other jobs still gets its own templates, jobs and
+    glued graphs, not the original's (the owner check)."""
+    from soda_optimizer import workloads
+    from soda_optimizer.model import Policy
+
+    s = workloads.scenario(workloads.lsd(), workloads.nodes(10), Policy())
+    j0 = s.jobs[0]
+    s.glued({j0.name: j0.templates[0]})
+    c = s.model_copy(update={"jobs": s.jobs[1:]})
+    assert c._cache() is not s._cache() and c._cache() is c._cache()
+    with pytest.raises(KeyError):
+        c.job(j0.name)
+    assert s.job(j0.name) is j0 and not c._cache()["glued"]
