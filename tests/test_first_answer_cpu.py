@@ -286,3 +286,71 @@ def test_a_copied_scenario_reads_its_own_lookups():
     with pytest.raises(KeyError):
         c.job(j0.name)
     assert s.job(j0.name) is j0 and not c._cache()["glued"]
+
+
+def slow_importance(glued, pes: list[str], X: np.ndarray) -> list[float]:
+    """Plain Python per allocation row: rates in topological order, the paper's resource functions
+    (curved PEs through their own ``rate_out``), then every valued stream and sink in the graph's
+    edge order, summed from 0."""
+    import networkx as nx
+
+    from soda_optimizer.importance import value
+
+    g = glued.graph.subgraph(pes)
+    at = {p: k for k, p in enumerate(pes)}
+    totals = []
+    for row in X:
+        out: dict[str, float] = {}
+        for p in nx.topological_sort(g):
+            d = glued.graph.nodes[p]
+            rf, m, primal = d["spec"].rf, float(row[at[p]]), d["primal_rate"]
+            ins = [out[u] * e["selectivity"] for u, _, e in g.in_edges(p, data=True)]
+            if not ins:
+                out[p] = float(rf.rate_out(primal, np.array([m]), source=True)[0]) if rf.curved else min(rf.a * m, primal)
+                continue
+            r = sum(ins) if rf.combine == "sum" else min(ins) if rf.combine == "min" else max(ins)
+            r = r + primal
+            out[p] = float(rf.rate_out(np.array([r]), np.array([m]))[0]) if rf.curved else min(rf.a * r * m, rf.b * r)
+        total = 0.0
+        for u, _, e in g.edges(data=True):
+            if e["weight"] > 0 and e["value"].kind != "zero":
+                total += e["weight"] * float(value(e["value"], np.array([out[u] * e["selectivity"]]))[0])
+        for p in pes:
+            for w, vf in glued.graph.nodes[p]["sinks"]:
+                if w > 0:
+                    total += w * float(value(vf, np.array([out[p]]))[0])
+        totals.append(total)
+    return totals
+
+
+@settings(max_examples=30, deadline=None)
+@given(big_graphs(), st.integers(0, 10_000))
+def test_an_evaluator_of_a_small_component_gives_the_plain_python_floats(glued, seed):
+    """An Evaluator of a whole (small) glued graph and of each weak component (Python-float
+    parameters, the successor dicts read directly: issue 49, h49f) gives, to the bit, the importance
+    a plain Python evaluation does (up to 1e-12 where a PE of three inputs sums them), its edges in
+    the graph's order; its saturation is computed once and read-only."""
+    import networkx as nx
+
+    from soda_optimizer import importance
+    from soda_optimizer.importance import Evaluator
+
+    rng = np.random.default_rng(seed)
+    comps = sorted((sorted(c) for c in nx.weakly_connected_components(glued.graph)), key=len)
+    saved = importance.BATCH_PES
+    importance.BATCH_PES = 1 << 30  # small graphs: one PE at a time
+    try:
+        for pes in [sorted(glued.graph.nodes)] + comps:
+            ev = Evaluator(glued, pes if len(pes) < glued.graph.number_of_nodes() else None)
+            X = rng.uniform(0, 600, size=(4, len(ev.pes)))
+            X[0, rng.random(len(ev.pes)) < 0.3] = 0.0
+            if len(pes) == glued.graph.number_of_nodes():
+                assert ev.edge_keys == list(glued.graph.edges)
+            fan3 = any(len(i) >= 3 for i in ev._in)
+            want = slow_importance(glued, ev.pes, X)
+            got = ev.importance(X).tolist()
+            assert got == (pytest.approx(want, rel=1e-12) if fan3 else want)
+            sat = ev.saturation()
+            assert ev.saturation() is sat and not sat.flags.writeable
+    finally:
+        importance.BATCH_PES = saved

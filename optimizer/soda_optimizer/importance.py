@@ -97,18 +97,28 @@ class Evaluator:
         self._in: list[list[tuple[int, float]]] = [[] for _ in self.pes]  # (src index, selectivity)
         self._edges: list[tuple[int, float, float, ValueFunction, float]] = []  # src, sel, w, vf, bytes
         self.edge_keys: list[tuple[str, str]] = []
-        for u, v, d in g.edges(data=True):
-            self._in[self.index[v]].append((self.index[u], d["selectivity"]))
-            self._edges.append((self.index[u], d["selectivity"], d["weight"], d["value"], d["bytes_per_tuple"]))
+        index = self.index
+        # the whole graph's successor dicts, in ``g.edges``'s order (issue 49, h49f: the edge view's
+        # generator was a third of an Evaluator's construction); a subgraph view's own order as before
+        triples = ((u, v, d) for u, nbrs in g._succ.items() for v, d in nbrs.items()) if whole else g.edges(data=True)
+        for u, v, d in triples:
+            iu, sel = index[u], d["selectivity"]
+            self._in[index[v]].append((iu, sel))
+            self._edges.append((iu, sel, d["weight"], d["value"], d["bytes_per_tuple"]))
             self.edge_keys.append((u, v))
-        nd = [glued.graph.nodes[p] for p in self.pes]  # the same attributes, not through a view
-        self._a = np.array([d["spec"].rf.a for d in nd])
-        self._b = np.array([d["spec"].rf.b for d in nd])
-        self._combine = [d["spec"].rf.combine for d in nd]
+        node = glued.graph._node  # the same attributes, not through a view
+        nd = [node[p] for p in self.pes]
         self._rf = [d["spec"].rf for d in nd]
-        self._curved = [rf.curved for rf in self._rf]
+        self._a = np.array([rf.a for rf in self._rf])
+        self._b = np.array([rf.b for rf in self._rf])
+        self._combine = [rf.combine for rf in self._rf]
+        self._curved = [bool(rf.need) for rf in self._rf]  # ``rf.curved``
         self._primal = np.array([d["primal_rate"] for d in nd])
         self._sinks = [(i, w, vf) for i, d in enumerate(nd) for (w, vf) in d["sinks"]]
+        # :meth:`outputs`'s parameters as Python floats (the same float64 products; issue 49, h49f:
+        # indexing the arrays per PE and evaluation made numpy scalars)
+        self._abp = list(zip(self._a.tolist(), self._b.tolist(), self._primal.tolist()))
+        self._sat: np.ndarray | None = None
         self._cache: dict[bytes, float] = {}
         self._max_in: np.ndarray | None = None
         self._gens: list[_Generation] | None = None  # :meth:`_batched`, built on the first large evaluation
@@ -126,11 +136,12 @@ class Evaluator:
             for i in self.order:
                 ins = self._in[i]
                 m = alloc[:, i]
+                a, b, primal = self._abp[i]
                 if not ins:
                     if self._curved[i]:
                         out[:, i] = self._rf[i].rate_out(self._primal[i], m, source=True)
                     else:
-                        out[:, i] = np.minimum(self._a[i] * m, self._primal[i])
+                        out[:, i] = np.minimum(a * m, primal)
                     continue
                 if len(ins) == 1:
                     r_i = out[:, ins[0][0]] * ins[0][1]
@@ -138,11 +149,11 @@ class Evaluator:
                     rates = np.stack([out[:, s] * sel for s, sel in ins], axis=1)
                     c = self._combine[i]
                     r_i = rates.sum(axis=1) if c == "sum" else rates.min(axis=1) if c == "min" else rates.max(axis=1)
-                r_i = r_i + self._primal[i]
+                r_i = r_i + primal
                 if self._curved[i]:
                     out[:, i] = self._rf[i].rate_out(r_i, m)
                 else:
-                    out[:, i] = np.minimum(self._a[i] * r_i * m, self._b[i] * r_i)
+                    out[:, i] = np.minimum(a * r_i * m, b * r_i)
             if not self.cyclic or np.max(np.abs(out - prev), initial=0.0) <= self.tol:
                 break
         return out
@@ -241,7 +252,10 @@ class Evaluator:
     def saturation(self) -> np.ndarray:
         """Mips beyond which a PE's output cannot grow: b/a for transforms, primal/a for sources;
         with curves, its need at the largest input it can receive (:meth:`max_inputs`), at most
-        :data:`SATURATION_CAP` (the stages take whole units of it)."""
+        :data:`SATURATION_CAP` (the stages take whole units of it). Computed once per Evaluator
+        (issue 49, h49f: three times per component curve) and read-only."""
+        if self._sat is not None:
+            return self._sat
         src = np.array([not ins for ins in self._in])
         sat = np.where(src, self._primal / self._a, self._b / self._a)
         if any(self._curved):
@@ -249,6 +263,8 @@ class Evaluator:
             for i, curved in enumerate(self._curved):
                 if curved:
                     sat[i] = min(float(self._rf[i].saturation(r_max[i])), SATURATION_CAP)
+        sat.setflags(write=False)
+        self._sat = sat
         return sat
 
     # ------------------------------------------------------------------ large graphs, a generation at a time

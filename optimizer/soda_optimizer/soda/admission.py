@@ -58,7 +58,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..graph import GluedGraph
 from ..importance import Evaluator
 from ..model import Scenario, pe_id
-from .curves import Curve, component_curve
+from .curves import Curve, _head, component_curve
 
 NEG = -np.inf
 MAX_JOB_UNITS = 2048  # the finest an option's own grid gets: its saturation in at most this many units
@@ -195,8 +195,8 @@ def _convolve_breakpoints(A: np.ndarray, B: np.ndarray, dense: int) -> tuple[np.
     P, Q = len(A), len(B)
     if P == 0 or Q == 0 or not (np.all(A[1:] >= A[:-1]) and np.all(B[1:] >= B[:-1]) and np.isfinite(A[0]) and np.isfinite(B[0])):
         return None
-    ka = np.flatnonzero(np.r_[True, A[1:] > A[:-1]])
-    kb = np.flatnonzero(np.r_[True, B[1:] > B[:-1]])
+    ka = np.flatnonzero(_head(A[1:] > A[:-1]))
+    kb = np.flatnonzero(_head(B[1:] > B[:-1]))
     if PAIR_COST * len(ka) * len(kb) > dense:
         return None
     n = P + Q - 1
@@ -205,7 +205,7 @@ def _convolve_breakpoints(A: np.ndarray, B: np.ndarray, dense: int) -> tuple[np.
     KB = np.broadcast_to(kb[None, :], (len(ka), len(kb))).ravel()
     order = np.lexsort((KB, -val, S))  # per sum: the best value, then the least b
     ss = S[order]
-    first = order[np.r_[True, ss[1:] != ss[:-1]]]
+    first = order[_head(ss[1:] != ss[:-1])]
     at_v = np.full(n, NEG)
     at_v[S[first]] = val[first]
     at_b = np.full(n, Q, dtype=np.int64)
@@ -215,7 +215,7 @@ def _convolve_breakpoints(A: np.ndarray, B: np.ndarray, dense: int) -> tuple[np.
     # the least b over the sums up to k that reach M(k): a running minimum within each run of
     # equal M (M rises at a run's start, so that sum reaches it), as a running maximum of a key
     # that grows with the run
-    run = np.maximum.accumulate(np.where(np.r_[True, M[1:] > M[:-1]], k, 0))
+    run = np.maximum.accumulate(np.where(_head(M[1:] > M[:-1]), k, 0))
     b = np.where(at_v == M, at_b, Q)
     key = np.maximum.accumulate(run * (Q + 1) + (Q - b))
     arg = np.maximum(Q - (key - run * (Q + 1)), k - (P - 1))
