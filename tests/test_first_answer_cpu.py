@@ -352,5 +352,6 @@ def test_an_evaluator_of_a_small_component_gives_the_plain_python_floats(glued, 
             assert got == (pytest.approx(want, rel=1e-12) if fan3 else want)
             sat = ev.saturation()
             assert ev.saturation() is sat and not sat.flags.writeable
+            assert all(a is glued.graph.nodes[p]["spec"] for a, p in zip(ev.specs, ev.pes, strict=True))
     finally:
         importance.BATCH_PES = saved

@@ -108,7 +108,8 @@ class Evaluator:
             self.edge_keys.append((u, v))
         node = glued.graph._node  # the same attributes, not through a view
         nd = [node[p] for p in self.pes]
-        self._rf = [d["spec"].rf for d in nd]
+        self.specs = [d["spec"] for d in nd]  # each PE's :class:`~.model.PE` (``glued.spec``), in ``pes`` order
+        self._rf = [p.rf for p in self.specs]
         self._a = np.array([rf.a for rf in self._rf])
         self._b = np.array([rf.b for rf in self._rf])
         self._combine = [rf.combine for rf in self._rf]

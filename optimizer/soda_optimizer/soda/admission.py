@@ -226,7 +226,7 @@ def own_unit(ev: Evaluator, g: float) -> float:
     """An option's own unit: fine enough that no PE with a useful minimum or a positive marginal
     value rounds to 0 (a quarter of its smallest need), no finer than its saturation over
     ``MAX_JOB_UNITS``, never coarser than the global unit."""
-    specs = [ev.glued.spec(p) for p in ev.pes]
+    specs = ev.specs
     sat = ev.saturation()
     # a PE's need: its minimum when it has one (rounding it costs at most a quarter), else what it
     # saturates at; the policy's floor is not a need (every PE gets at least one unit anyway)

@@ -81,7 +81,7 @@ class Curve:
 
 def bounds(ev: Evaluator, unit: float, floor: float = 0.0, exact_min: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lo, hi, offset): per PE units at least and at most, above ``offset`` mips."""
-    specs = [ev.glued.spec(p) for p in ev.pes]
+    specs = ev.specs
     if exact_min:
         off = np.array([floor_mips(s, floor) for s in specs], dtype=float)
         lo = np.zeros(len(specs), dtype=int)
@@ -268,7 +268,7 @@ def _greedy(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, span: n
 def _ceiling(ev: Evaluator, unit: float, hi: np.ndarray, off: np.ndarray) -> float | None:
     """:attr:`Curve.ceiling`: None when every PE's last grid point reaches its cap (its maximum or
     saturation), else the importance with every PE at its cap (one evaluation)."""
-    specs = [ev.glued.spec(p) for p in ev.pes]
+    specs = ev.specs
     cap = np.maximum(np.minimum(np.array([s.max_mips for s in specs], dtype=float), ev.saturation()), off)
     if np.all(off + hi * unit >= cap - 1e-9 * (1.0 + cap)):
         return None
