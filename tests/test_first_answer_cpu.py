@@ -254,7 +254,7 @@ def test_the_first_answer_is_the_same_with_the_shortcuts_off(monkeypatch, seed):
     Evaluator a generation at a time, each replaced by the plain computation."""
     from soda_optimizer import importance, workloads
     from soda_optimizer.model import Policy
-    from soda_optimizer.soda import macroq, refine
+    from soda_optimizer.soda import curves, macroq, refine
 
     def solve():
         s = workloads.scenario(workloads.lsd(seed=seed), workloads.nodes(20 + 10 * seed), Policy())
@@ -268,6 +268,7 @@ def test_the_first_answer_is_the_same_with_the_shortcuts_off(monkeypatch, seed):
     monkeypatch.setattr(admission, "PAIR_COST", math.inf)  # dense convolutions only
     monkeypatch.setattr(refine, "_undominated", lambda X, V, ID: (X, V, ID))
     monkeypatch.setattr(importance, "BATCH_PES", 1 << 30)  # one PE at a time
+    monkeypatch.setattr(curves, "ONE_CALL", False)  # h49f: a greedy curve's evaluations one call each
     assert solve() == fast
 
 
@@ -355,3 +356,48 @@ def test_an_evaluator_of_a_small_component_gives_the_plain_python_floats(glued, 
             assert all(a is glued.graph.nodes[p]["spec"] for a, p in zip(ev.specs, ev.pes, strict=True))
     finally:
         importance.BATCH_PES = saved
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_late_greedy_curve_in_one_evaluation_is_the_same(monkeypatch, seed):
+    """Past the deadline a greedy component curve's first point, cut path and coarse enumeration
+    are evaluated in one call (issue 49, h49f): every curve of a seeded LSD's jobs (on their own
+    units and coarse steps, as the first answer builds them, and on finer steps) is the same, to
+    the bit, as with one call each; and the one-call path is taken (fails on lead: no ONE_CALL)."""
+    from soda_optimizer import workloads
+    from soda_optimizer.importance import Evaluator
+    from soda_optimizer.model import Policy
+    from soda_optimizer.soda import curves
+
+    s = workloads.scenario(workloads.lsd(seed=seed), workloads.nodes(30), Policy())
+    g = s.capacity_mips / 128
+    calls = [0]
+    real = Evaluator.importance
+
+    def counted(self, X):
+        calls[0] += 1
+        return real(self, X)
+
+    monkeypatch.setattr(Evaluator, "importance", counted)
+    greedy = one_call = 0
+    for j in s.jobs:
+        glued = s.glued({j.name: j.templates[-1]})
+        evs = [Evaluator(glued, sorted(c)) for c in glued.components()]
+        u = min(admission.own_unit(ev, g) for ev in evs)
+        for ev in evs:
+            for step in (max(1, int(g / u)), 1):
+                args = (ev, u, int(s.capacity_mips / u), 0.0, s.policy.pe_floor_mips, step)
+                kw = {"exact_min": True, "capacity": s.capacity_mips}
+                monkeypatch.setattr(curves, "ONE_CALL", True)
+                calls[0] = 0
+                a = curves.component_curve(*args, **kw)
+                n_one = calls[0]
+                monkeypatch.setattr(curves, "ONE_CALL", False)
+                calls[0] = 0
+                b = curves.component_curve(*args, **kw)
+                assert a.values.tobytes() == b.values.tobytes() and a.allocs.tobytes() == b.allocs.tobytes()
+                assert (a.exact, a.complete, a.ceiling) == (b.exact, b.complete, b.ceiling)
+                if not b.exact:
+                    greedy += 1
+                    one_call += n_one < calls[0]
+    assert greedy > 0 and one_call == greedy
