@@ -345,8 +345,9 @@ def test_an_evaluator_of_a_small_component_gives_the_plain_python_floats(glued, 
             ev = Evaluator(glued, pes if len(pes) < glued.graph.number_of_nodes() else None)
             X = rng.uniform(0, 600, size=(4, len(ev.pes)))
             X[0, rng.random(len(ev.pes)) < 0.3] = 0.0
-            if len(pes) == glued.graph.number_of_nodes():
-                assert ev.edge_keys == list(glued.graph.edges)
+            view = glued.graph if len(pes) == glued.graph.number_of_nodes() else glued.graph.subgraph(pes)
+            assert ev.edge_keys == list(view.edges)  # h49f: a component's edges in its view's order
+            assert sorted(ev.graph.edges) == sorted(view.edges)
             fan3 = any(len(i) >= 3 for i in ev._in)
             want = slow_importance(glued, ev.pes, X)
             got = ev.importance(X).tolist()
@@ -401,3 +402,19 @@ def test_a_late_greedy_curve_in_one_evaluation_is_the_same(monkeypatch, seed):
                     greedy += 1
                     one_call += n_one < calls[0]
     assert greedy > 0 and one_call == greedy
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 30), st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29)), max_size=80), st.data())
+def test_a_components_edges_are_read_in_its_views_order(n, edges, data):
+    """:func:`importance._view_edges` (issue 49, h49f) yields a subgraph view's edges, data and
+    order, without the view: node sets smaller and larger than half the graph."""
+    import networkx as nx
+
+    from soda_optimizer import importance
+
+    G = nx.DiGraph()
+    G.add_nodes_from(f"p{i}" for i in data.draw(st.permutations(range(n))))
+    G.add_edges_from((f"p{a % n}", f"p{b % n}", {"k": i}) for i, (a, b) in enumerate(edges) if a % n != b % n)
+    pes = data.draw(st.lists(st.sampled_from(sorted(G.nodes)), unique=True, min_size=1))
+    assert list(importance._view_edges(G._succ, pes)) == list(G.subgraph(pes).edges(data=True))

@@ -36,7 +36,7 @@ Sub-results are cached (paper 5.1.3: "a cache of previous results is also employ
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -70,10 +70,12 @@ class Evaluator:
         # the whole graph when ``pes`` is all of it (a job's one weak component: no subgraph view
         # to filter every look-up through; issue 49, the first answer builds one per component)
         whole = pes is None or len(pes) == glued.graph.number_of_nodes()
-        g = glued.graph if whole else glued.graph.subgraph(pes)
         self.glued = glued
-        self.graph: nx.DiGraph = g
-        self.pes: list[str] = sorted(g.nodes) if pes is None else list(pes)
+        # a weak component's subgraph view only when asked for (:attr:`graph`): its edges are read
+        # in the view's order off the whole graph (issue 49, h49f: the filtered views were a fifth
+        # of the first answer's Evaluators)
+        self._graph: nx.DiGraph | None = glued.graph if whole else None
+        self.pes: list[str] = sorted(glued.graph.nodes) if pes is None else list(pes)
         self.index = {p: i for i, p in enumerate(self.pes)}
         # one traversal: the topological generations (``nx.topological_sort`` is their
         # concatenation, the order kept), or a cycle
@@ -87,7 +89,7 @@ class Evaluator:
             topo, self.cyclic = [p for gen in self._generations for p in gen], False
         else:
             try:
-                self._generations = [list(gen) for gen in nx.topological_generations(g)]
+                self._generations = [list(gen) for gen in nx.topological_generations(self.graph)]
                 topo = [p for gen in self._generations for p in gen]
                 self.cyclic = False
             except nx.NetworkXUnfeasible:
@@ -100,7 +102,8 @@ class Evaluator:
         index = self.index
         # the whole graph's successor dicts, in ``g.edges``'s order (issue 49, h49f: the edge view's
         # generator was a third of an Evaluator's construction); a subgraph view's own order as before
-        triples = ((u, v, d) for u, nbrs in g._succ.items() for v, d in nbrs.items()) if whole else g.edges(data=True)
+        succ = glued.graph._succ
+        triples = ((u, v, d) for u, nbrs in succ.items() for v, d in nbrs.items()) if whole else _view_edges(succ, self.pes)
         for u, v, d in triples:
             iu, sel = index[u], d["selectivity"]
             self._in[index[v]].append((iu, sel))
@@ -124,6 +127,13 @@ class Evaluator:
         self._max_in: np.ndarray | None = None
         self._gens: list[_Generation] | None = None  # :meth:`_batched`, built on the first large evaluation
         self._terms: _Terms | None = None
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The graph evaluated: the glued graph, or a view of its PEs ``pes``."""
+        if self._graph is None:
+            self._graph = self.glued.graph.subgraph(self.pes)
+        return self._graph
 
     # ------------------------------------------------------------------ rates
     def outputs(self, alloc: np.ndarray) -> np.ndarray:
@@ -328,6 +338,19 @@ class Evaluator:
         for j in tp.other:
             v[:, j] = value(tp.vf[j], rate[:, j])
         return tp.w * v
+
+
+def _view_edges(succ: dict, pes: list[str]) -> Iterator[tuple[str, str, dict]]:
+    """``graph.subgraph(pes).edges(data=True)`` of a DiGraph whose successor dicts are ``succ``,
+    in the same order, without the view (networkx's filtered adjacency: the nodes in the order of
+    the set of ``pes`` when it has less than half the graph's nodes, else in the graph's; each
+    node's successors in the graph's order)."""
+    nodes = set(p for p in pes if p in succ)  # as ``show_nodes(G.nbunch_iter(pes))`` builds it
+    outer = (n for n in nodes if n in succ) if 2 * len(nodes) < len(succ) else (n for n in succ if n in nodes)
+    for u in outer:
+        for v, d in succ[u].items():
+            if v in nodes:
+                yield u, v, d
 
 
 _DEPTHS: weakref.WeakKeyDictionary[nx.DiGraph, dict[str, int] | None] = weakref.WeakKeyDictionary()
