@@ -254,7 +254,7 @@ def test_the_first_answer_is_the_same_with_the_shortcuts_off(monkeypatch, seed):
     Evaluator a generation at a time, each replaced by the plain computation."""
     from soda_optimizer import importance, workloads
     from soda_optimizer.model import Policy
-    from soda_optimizer.soda import macroq, refine
+    from soda_optimizer.soda import curves, macroq, refine
 
     def solve():
         s = workloads.scenario(workloads.lsd(seed=seed), workloads.nodes(20 + 10 * seed), Policy())
@@ -268,4 +268,153 @@ def test_the_first_answer_is_the_same_with_the_shortcuts_off(monkeypatch, seed):
     monkeypatch.setattr(admission, "PAIR_COST", math.inf)  # dense convolutions only
     monkeypatch.setattr(refine, "_undominated", lambda X, V, ID: (X, V, ID))
     monkeypatch.setattr(importance, "BATCH_PES", 1 << 30)  # one PE at a time
+    monkeypatch.setattr(curves, "ONE_CALL", False)  # h49f: a greedy curve's evaluations one call each
     assert solve() == fast
+
+
+def test_a_copied_scenario_reads_its_own_lookups():
+    """``Scenario._cache`` reads the private dict itself (issue 49, h49f: pydantic's ``__getattr__``
+    was 4 us a look-up): a ``model_copy`` with other jobs still gets its own templates, jobs and
+    glued graphs, not the original's (the owner check)."""
+    from soda_optimizer import workloads
+    from soda_optimizer.model import Policy
+
+    s = workloads.scenario(workloads.lsd(), workloads.nodes(10), Policy())
+    j0 = s.jobs[0]
+    s.glued({j0.name: j0.templates[0]})
+    c = s.model_copy(update={"jobs": s.jobs[1:]})
+    assert c._cache() is not s._cache() and c._cache() is c._cache()
+    with pytest.raises(KeyError):
+        c.job(j0.name)
+    assert s.job(j0.name) is j0 and not c._cache()["glued"]
+
+
+def slow_importance(glued, pes: list[str], X: np.ndarray) -> list[float]:
+    """Plain Python per allocation row: rates in topological order, the paper's resource functions
+    (curved PEs through their own ``rate_out``), then every valued stream and sink in the graph's
+    edge order, summed from 0."""
+    import networkx as nx
+
+    from soda_optimizer.importance import value
+
+    g = glued.graph.subgraph(pes)
+    at = {p: k for k, p in enumerate(pes)}
+    totals = []
+    for row in X:
+        out: dict[str, float] = {}
+        for p in nx.topological_sort(g):
+            d = glued.graph.nodes[p]
+            rf, m, primal = d["spec"].rf, float(row[at[p]]), d["primal_rate"]
+            ins = [out[u] * e["selectivity"] for u, _, e in g.in_edges(p, data=True)]
+            if not ins:
+                out[p] = float(rf.rate_out(primal, np.array([m]), source=True)[0]) if rf.curved else min(rf.a * m, primal)
+                continue
+            r = sum(ins) if rf.combine == "sum" else min(ins) if rf.combine == "min" else max(ins)
+            r = r + primal
+            out[p] = float(rf.rate_out(np.array([r]), np.array([m]))[0]) if rf.curved else min(rf.a * r * m, rf.b * r)
+        total = 0.0
+        for u, _, e in g.edges(data=True):
+            if e["weight"] > 0 and e["value"].kind != "zero":
+                total += e["weight"] * float(value(e["value"], np.array([out[u] * e["selectivity"]]))[0])
+        for p in pes:
+            for w, vf in glued.graph.nodes[p]["sinks"]:
+                if w > 0:
+                    total += w * float(value(vf, np.array([out[p]]))[0])
+        totals.append(total)
+    return totals
+
+
+@settings(max_examples=30, deadline=None)
+@given(big_graphs(), st.integers(0, 10_000))
+def test_an_evaluator_of_a_small_component_gives_the_plain_python_floats(glued, seed):
+    """An Evaluator of a whole (small) glued graph and of each weak component (Python-float
+    parameters, the successor dicts read directly: issue 49, h49f) gives, to the bit, the importance
+    a plain Python evaluation does (up to 1e-12 where a PE of three inputs sums them), its edges in
+    the graph's order; its saturation is computed once and read-only."""
+    import networkx as nx
+
+    from soda_optimizer import importance
+    from soda_optimizer.importance import Evaluator
+
+    rng = np.random.default_rng(seed)
+    comps = sorted((sorted(c) for c in nx.weakly_connected_components(glued.graph)), key=len)
+    saved = importance.BATCH_PES
+    importance.BATCH_PES = 1 << 30  # small graphs: one PE at a time
+    try:
+        for pes in [sorted(glued.graph.nodes)] + comps:
+            ev = Evaluator(glued, pes if len(pes) < glued.graph.number_of_nodes() else None)
+            X = rng.uniform(0, 600, size=(4, len(ev.pes)))
+            X[0, rng.random(len(ev.pes)) < 0.3] = 0.0
+            view = glued.graph if len(pes) == glued.graph.number_of_nodes() else glued.graph.subgraph(pes)
+            assert ev.edge_keys == list(view.edges)  # h49f: a component's edges in its view's order
+            assert sorted(ev.graph.edges) == sorted(view.edges)
+            fan3 = any(len(i) >= 3 for i in ev._in)
+            want = slow_importance(glued, ev.pes, X)
+            got = ev.importance(X).tolist()
+            assert got == (pytest.approx(want, rel=1e-12) if fan3 else want)
+            sat = ev.saturation()
+            assert ev.saturation() is sat and not sat.flags.writeable
+            assert all(a is glued.graph.nodes[p]["spec"] for a, p in zip(ev.specs, ev.pes, strict=True))
+    finally:
+        importance.BATCH_PES = saved
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_late_greedy_curve_in_one_evaluation_is_the_same(monkeypatch, seed):
+    """Past the deadline a greedy component curve's first point, cut path and coarse enumeration
+    are evaluated in one call (issue 49, h49f): every curve of a seeded LSD's jobs (on their own
+    units and coarse steps, as the first answer builds them, and on finer steps) is the same, to
+    the bit, as with one call each; and the one-call path is taken (fails on lead: no ONE_CALL)."""
+    from soda_optimizer import workloads
+    from soda_optimizer.importance import Evaluator
+    from soda_optimizer.model import Policy
+    from soda_optimizer.soda import curves
+
+    s = workloads.scenario(workloads.lsd(seed=seed), workloads.nodes(30), Policy())
+    g = s.capacity_mips / 128
+    calls = [0]
+    real = Evaluator.importance
+
+    def counted(self, X):
+        calls[0] += 1
+        return real(self, X)
+
+    monkeypatch.setattr(Evaluator, "importance", counted)
+    greedy = one_call = 0
+    for j in s.jobs:
+        glued = s.glued({j.name: j.templates[-1]})
+        evs = [Evaluator(glued, sorted(c)) for c in glued.components()]
+        u = min(admission.own_unit(ev, g) for ev in evs)
+        for ev in evs:
+            for step in (max(1, int(g / u)), 1):
+                args = (ev, u, int(s.capacity_mips / u), 0.0, s.policy.pe_floor_mips, step)
+                kw = {"exact_min": True, "capacity": s.capacity_mips}
+                monkeypatch.setattr(curves, "ONE_CALL", True)
+                calls[0] = 0
+                a = curves.component_curve(*args, **kw)
+                n_one = calls[0]
+                monkeypatch.setattr(curves, "ONE_CALL", False)
+                calls[0] = 0
+                b = curves.component_curve(*args, **kw)
+                assert a.values.tobytes() == b.values.tobytes() and a.allocs.tobytes() == b.allocs.tobytes()
+                assert (a.exact, a.complete, a.ceiling) == (b.exact, b.complete, b.ceiling)
+                if not b.exact:
+                    greedy += 1
+                    one_call += n_one < calls[0]
+    assert greedy > 0 and one_call == greedy
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 30), st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29)), max_size=80), st.data())
+def test_a_components_edges_are_read_in_its_views_order(n, edges, data):
+    """:func:`importance._view_edges` (issue 49, h49f) yields a subgraph view's edges, data and
+    order, without the view: node sets smaller and larger than half the graph."""
+    import networkx as nx
+
+    from soda_optimizer import importance
+
+    G = nx.DiGraph()
+    G.add_nodes_from(f"p{i}" for i in data.draw(st.permutations(range(n))))
+    G.add_edges_from((f"p{a % n}", f"p{b % n}", {"k": i}) for i, (a, b) in enumerate(edges) if a % n != b % n)
+    pes = data.draw(st.lists(st.sampled_from(sorted(G.nodes)), unique=True, min_size=1))
+    assert list(importance._view_edges(G._succ, pes)) == list(G.subgraph(pes).edges(data=True))

@@ -36,7 +36,7 @@ Sub-results are cached (paper 5.1.3: "a cache of previous results is also employ
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -70,10 +70,12 @@ class Evaluator:
         # the whole graph when ``pes`` is all of it (a job's one weak component: no subgraph view
         # to filter every look-up through; issue 49, the first answer builds one per component)
         whole = pes is None or len(pes) == glued.graph.number_of_nodes()
-        g = glued.graph if whole else glued.graph.subgraph(pes)
         self.glued = glued
-        self.graph: nx.DiGraph = g
-        self.pes: list[str] = sorted(g.nodes) if pes is None else list(pes)
+        # a weak component's subgraph view only when asked for (:attr:`graph`): its edges are read
+        # in the view's order off the whole graph (issue 49, h49f: the filtered views were a fifth
+        # of the first answer's Evaluators)
+        self._graph: nx.DiGraph | None = glued.graph if whole else None
+        self.pes: list[str] = sorted(glued.graph.nodes) if pes is None else list(pes)
         self.index = {p: i for i, p in enumerate(self.pes)}
         # one traversal: the topological generations (``nx.topological_sort`` is their
         # concatenation, the order kept), or a cycle
@@ -87,7 +89,7 @@ class Evaluator:
             topo, self.cyclic = [p for gen in self._generations for p in gen], False
         else:
             try:
-                self._generations = [list(gen) for gen in nx.topological_generations(g)]
+                self._generations = [list(gen) for gen in nx.topological_generations(self.graph)]
                 topo = [p for gen in self._generations for p in gen]
                 self.cyclic = False
             except nx.NetworkXUnfeasible:
@@ -97,22 +99,41 @@ class Evaluator:
         self._in: list[list[tuple[int, float]]] = [[] for _ in self.pes]  # (src index, selectivity)
         self._edges: list[tuple[int, float, float, ValueFunction, float]] = []  # src, sel, w, vf, bytes
         self.edge_keys: list[tuple[str, str]] = []
-        for u, v, d in g.edges(data=True):
-            self._in[self.index[v]].append((self.index[u], d["selectivity"]))
-            self._edges.append((self.index[u], d["selectivity"], d["weight"], d["value"], d["bytes_per_tuple"]))
+        index = self.index
+        # the whole graph's successor dicts, in ``g.edges``'s order (issue 49, h49f: the edge view's
+        # generator was a third of an Evaluator's construction); a subgraph view's own order as before
+        succ = glued.graph._succ
+        triples = ((u, v, d) for u, nbrs in succ.items() for v, d in nbrs.items()) if whole else _view_edges(succ, self.pes)
+        for u, v, d in triples:
+            iu, sel = index[u], d["selectivity"]
+            self._in[index[v]].append((iu, sel))
+            self._edges.append((iu, sel, d["weight"], d["value"], d["bytes_per_tuple"]))
             self.edge_keys.append((u, v))
-        nd = [glued.graph.nodes[p] for p in self.pes]  # the same attributes, not through a view
-        self._a = np.array([d["spec"].rf.a for d in nd])
-        self._b = np.array([d["spec"].rf.b for d in nd])
-        self._combine = [d["spec"].rf.combine for d in nd]
-        self._rf = [d["spec"].rf for d in nd]
-        self._curved = [rf.curved for rf in self._rf]
+        node = glued.graph._node  # the same attributes, not through a view
+        nd = [node[p] for p in self.pes]
+        self.specs = [d["spec"] for d in nd]  # each PE's :class:`~.model.PE` (``glued.spec``), in ``pes`` order
+        self._rf = [p.rf for p in self.specs]
+        self._a = np.array([rf.a for rf in self._rf])
+        self._b = np.array([rf.b for rf in self._rf])
+        self._combine = [rf.combine for rf in self._rf]
+        self._curved = [bool(rf.need) for rf in self._rf]  # ``rf.curved``
         self._primal = np.array([d["primal_rate"] for d in nd])
         self._sinks = [(i, w, vf) for i, d in enumerate(nd) for (w, vf) in d["sinks"]]
+        # :meth:`outputs`'s parameters as Python floats (the same float64 products; issue 49, h49f:
+        # indexing the arrays per PE and evaluation made numpy scalars)
+        self._abp = list(zip(self._a.tolist(), self._b.tolist(), self._primal.tolist()))
+        self._sat: np.ndarray | None = None
         self._cache: dict[bytes, float] = {}
         self._max_in: np.ndarray | None = None
         self._gens: list[_Generation] | None = None  # :meth:`_batched`, built on the first large evaluation
         self._terms: _Terms | None = None
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The graph evaluated: the glued graph, or a view of its PEs ``pes``."""
+        if self._graph is None:
+            self._graph = self.glued.graph.subgraph(self.pes)
+        return self._graph
 
     # ------------------------------------------------------------------ rates
     def outputs(self, alloc: np.ndarray) -> np.ndarray:
@@ -126,11 +147,12 @@ class Evaluator:
             for i in self.order:
                 ins = self._in[i]
                 m = alloc[:, i]
+                a, b, primal = self._abp[i]
                 if not ins:
                     if self._curved[i]:
                         out[:, i] = self._rf[i].rate_out(self._primal[i], m, source=True)
                     else:
-                        out[:, i] = np.minimum(self._a[i] * m, self._primal[i])
+                        out[:, i] = np.minimum(a * m, primal)
                     continue
                 if len(ins) == 1:
                     r_i = out[:, ins[0][0]] * ins[0][1]
@@ -138,11 +160,11 @@ class Evaluator:
                     rates = np.stack([out[:, s] * sel for s, sel in ins], axis=1)
                     c = self._combine[i]
                     r_i = rates.sum(axis=1) if c == "sum" else rates.min(axis=1) if c == "min" else rates.max(axis=1)
-                r_i = r_i + self._primal[i]
+                r_i = r_i + primal
                 if self._curved[i]:
                     out[:, i] = self._rf[i].rate_out(r_i, m)
                 else:
-                    out[:, i] = np.minimum(self._a[i] * r_i * m, self._b[i] * r_i)
+                    out[:, i] = np.minimum(a * r_i * m, b * r_i)
             if not self.cyclic or np.max(np.abs(out - prev), initial=0.0) <= self.tol:
                 break
         return out
@@ -241,7 +263,10 @@ class Evaluator:
     def saturation(self) -> np.ndarray:
         """Mips beyond which a PE's output cannot grow: b/a for transforms, primal/a for sources;
         with curves, its need at the largest input it can receive (:meth:`max_inputs`), at most
-        :data:`SATURATION_CAP` (the stages take whole units of it)."""
+        :data:`SATURATION_CAP` (the stages take whole units of it). Computed once per Evaluator
+        (issue 49, h49f: three times per component curve) and read-only."""
+        if self._sat is not None:
+            return self._sat
         src = np.array([not ins for ins in self._in])
         sat = np.where(src, self._primal / self._a, self._b / self._a)
         if any(self._curved):
@@ -249,6 +274,8 @@ class Evaluator:
             for i, curved in enumerate(self._curved):
                 if curved:
                     sat[i] = min(float(self._rf[i].saturation(r_max[i])), SATURATION_CAP)
+        sat.setflags(write=False)
+        self._sat = sat
         return sat
 
     # ------------------------------------------------------------------ large graphs, a generation at a time
@@ -311,6 +338,19 @@ class Evaluator:
         for j in tp.other:
             v[:, j] = value(tp.vf[j], rate[:, j])
         return tp.w * v
+
+
+def _view_edges(succ: dict, pes: list[str]) -> Iterator[tuple[str, str, dict]]:
+    """``graph.subgraph(pes).edges(data=True)`` of a DiGraph whose successor dicts are ``succ``,
+    in the same order, without the view (networkx's filtered adjacency: the nodes in the order of
+    the set of ``pes`` when it has less than half the graph's nodes, else in the graph's; each
+    node's successors in the graph's order)."""
+    nodes = set(p for p in pes if p in succ)  # as ``show_nodes(G.nbunch_iter(pes))`` builds it
+    outer = (n for n in nodes if n in succ) if 2 * len(nodes) < len(succ) else (n for n in succ if n in nodes)
+    for u in outer:
+        for v, d in succ[u].items():
+            if v in nodes:
+                yield u, v, d
 
 
 _DEPTHS: weakref.WeakKeyDictionary[nx.DiGraph, dict[str, int] | None] = weakref.WeakKeyDictionary()

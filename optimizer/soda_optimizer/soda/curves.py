@@ -42,6 +42,7 @@ BIG_EXACT_PES = 3  # ... for components of at most this many PEs (LSD's 21-PE co
 ROW_SECONDS = 3e-7
 CHUNK_ROWS = 200_000
 HYBRID_LIMIT = 2048  # vectors of the coarse exact enumeration beside a greedy curve (LSD: 20,000 cost 8 s a pass)
+ONE_CALL = True  # past the deadline, a greedy curve's few evaluations in one call (:func:`component_curve`)
 _RATE = [ROW_SECONDS]  # seconds per vector and PE of the last big enumeration (a speed, not a result)
 
 
@@ -81,7 +82,7 @@ class Curve:
 
 def bounds(ev: Evaluator, unit: float, floor: float = 0.0, exact_min: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lo, hi, offset): per PE units at least and at most, above ``offset`` mips."""
-    specs = [ev.glued.spec(p) for p in ev.pes]
+    specs = ev.specs
     if exact_min:
         off = np.array([floor_mips(s, floor) for s in specs], dtype=float)
         lo = np.zeros(len(specs), dtype=int)
@@ -128,6 +129,23 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
         if n_vec >= HYBRID_LIMIT:  # the measured speed (the machine's load) prices the next big enumeration
             _RATE[0] = max(ROW_SECONDS, (time.monotonic() - now) / (n_vec * len(span)))
         return Curve(tuple(ev.pes), lo, values, allocs + lo, unit, offset=off, ceiling=ceiling)
+    late = deadline is not None and time.monotonic() > deadline
+    per_late = int(LATE_EXACT_LIMIT ** (1.0 / max(1, len(span))))
+    if late and per_late >= 2 and not ev.cyclic and ONE_CALL:
+        # past the deadline (the first answer) the greedy stops at once: its first point, its cut
+        # path and the coarse enumeration below are the same rows in one evaluation (issue 49,
+        # h49f: three calls of a few rows each on 939 of 10x LSD's components; the rows of an
+        # acyclic graph are evaluated independently, so the same floats)
+        coarse = [_spread(int(sp), per_late) for sp in span]
+        grids = next(_vectors(coarse))
+        grids = grids[grids.sum(axis=1) <= total]
+        x0 = np.zeros(len(span), dtype=int)
+        path = _cut_path(x0, span, total) if total > 0 else np.zeros((0, len(span)), dtype=int)
+        V = ev.importance(np.concatenate([((x0 + lo) * unit + off)[None, :], (path + lo) * unit + off,
+                                          (grids + lo) * unit + off]))
+        greedy = _greedy(ev, lo, off, unit, span, total, step, deadline, pre=V[:1 + len(path)])
+        cv, ca = _best_of(ev, lo, off, unit, [grids], total, vals=V[1 + len(path):])
+        return _hybrid(ev, lo, unit, off, ceiling, greedy, cv, ca)
     greedy = _greedy(ev, lo, off, unit, span, total, step, deadline)
     # issue 49: the greedy never reaches a step in value that needs several PEs to grow together
     # (each alone gains nothing), so the curve is also enumerated exactly on a coarser grid of
@@ -141,6 +159,12 @@ def component_curve(ev: Evaluator, unit: float, max_units: int, deadline: float 
     else:  # too many PEs for two levels each: every PE grows together, the same share of its span
         ts = np.linspace(0.0, 1.0, limit)
         cv, ca = _best_of(ev, lo, off, unit, [np.floor(ts[:, None] * span[None, :] + 1e-9).astype(int)], total)
+    return _hybrid(ev, lo, unit, off, ceiling, greedy, cv, ca)
+
+
+def _hybrid(ev: Evaluator, lo: np.ndarray, unit: float, off: np.ndarray, ceiling: float | None,
+            greedy: tuple[np.ndarray, np.ndarray, bool], cv: np.ndarray, ca: np.ndarray) -> Curve:
+    """The better of the greedy curve and the coarse enumeration, point by point."""
     gv, ga, complete = greedy
     n = max(len(gv), len(cv))
     gi = np.minimum(np.arange(n), len(gv) - 1)
@@ -157,24 +181,26 @@ def _enumerate(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, leve
     whose PEs take the given ``levels`` (the first of equals in product order), made nondecreasing
     (with more units some may stay idle). Evaluated in chunks of CHUNK_ROWS vectors (consecutive
     vectors in product order), so a few million vectors fit in memory."""
+    return _best_of(ev, lo, off, unit, _vectors(levels), total)
+
+
+def _vectors(levels: list[list[int]] | list[np.ndarray]) -> Iterator[np.ndarray]:
+    """Every vector whose PEs take the given levels, in product order (the last PE fastest), in
+    chunks of CHUNK_ROWS, built in numpy."""
     P = len(levels)
     lv = [np.asarray(x, dtype=int) for x in levels]
     shape = tuple(len(x) for x in lv)
     n = int(np.prod(shape)) if P else 1
-
-    def chunks() -> Iterator[np.ndarray]:
-        for c0 in range(0, n, CHUNK_ROWS):
-            # the vectors c0 .. c0 + CHUNK_ROWS in product order (the last PE fastest), built in numpy
-            idx = np.unravel_index(np.arange(c0, min(n, c0 + CHUNK_ROWS)), shape) if P else ()
-            yield np.stack([x[i] for x, i in zip(lv, idx)], axis=1) if P else np.zeros((1, 0), dtype=int)
-
-    return _best_of(ev, lo, off, unit, chunks(), total)
+    for c0 in range(0, n, CHUNK_ROWS):
+        idx = np.unravel_index(np.arange(c0, min(n, c0 + CHUNK_ROWS)), shape) if P else ()
+        yield np.stack([x[i] for x, i in zip(lv, idx)], axis=1) if P else np.zeros((1, 0), dtype=int)
 
 
 def _best_of(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, chunks: Iterable[np.ndarray],
-             total: int) -> tuple[np.ndarray, np.ndarray]:
+             total: int, vals: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(values, allocs) for 0..``total`` units: the best of the given vectors per sum (the first of
-    equals), made nondecreasing."""
+    equals), made nondecreasing. ``vals``: the importance of the one chunk's vectors (those within
+    ``total``), evaluated already."""
     values = np.full(total + 1, -np.inf)
     allocs: np.ndarray | None = None
     for grids in chunks:
@@ -183,39 +209,44 @@ def _best_of(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, chunks
         grids = grids[grids.sum(axis=1) <= total]
         if not len(grids):
             continue
-        vals = ev.importance((grids + lo) * unit + off)
+        if vals is None:
+            vals = ev.importance((grids + lo) * unit + off)
+        elif len(vals) != len(grids):
+            raise ValueError("_best_of: the values given are not those of the vectors")
         sums = grids.sum(axis=1)
         # the best vector of each sum in this chunk (the first of equals, in enumeration order)
         order = np.lexsort((np.arange(len(vals)), -vals, sums))
         ss = sums[order]
-        first = order[np.r_[True, ss[1:] != ss[:-1]]]
+        first = order[_head(ss[1:] != ss[:-1])]
         k = sums[first]
         better = vals[first] > values[k]
         values[k[better]] = vals[first][better]
         allocs[k[better]] = grids[first][better]
+        vals = None
     assert allocs is not None and np.isfinite(values[0])  # the minima (the zero vector) are always among them
     # nondecreasing: with more units you may leave some idle (an earlier point wins ties)
     run = np.maximum.accumulate(values)
-    record = np.r_[True, values[1:] > run[:-1]]
+    record = _head(values[1:] > run[:-1])
     src = np.maximum.accumulate(np.where(record, np.arange(total + 1), 0))
     return values[src], allocs[src]
 
 
 def _greedy(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, span: np.ndarray, total: int, step: int,
-            deadline: float | None) -> tuple[np.ndarray, np.ndarray, bool]:
+            deadline: float | None, pre: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
     """(values, allocs, complete) of the greedy marginal scheme (module docstring); ``complete`` is
-    False when the deadline stopped it."""
+    False when the deadline stopped it. ``pre``: past the deadline, the importance of its first
+    point and of its cut path (:func:`_cut_path`), evaluated already."""
     # greedy marginal over bundles; a move of k units leaves the k-1 totals before it at the
     # previous solution (the curve is filled in from the breakpoints at the end)
     x = np.zeros(len(span), dtype=int)
-    cur = float(ev.importance((x + lo) * unit + off)[0])
+    cur = float(ev.importance((x + lo) * unit + off)[0] if pre is None else pre[0])
     at: list[int] = [0]  # totals where the solution changes
     vals_l: list[float] = [cur]
     allocs_l: list[np.ndarray] = [x.copy()]
     used = 0
     complete = True
     while used < total:
-        if deadline is not None and time.monotonic() > deadline:
+        if pre is not None or deadline is not None and time.monotonic() > deadline:
             complete = False
             break
         room = np.minimum(span - x, total - used)
@@ -248,11 +279,9 @@ def _greedy(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, span: n
     if not complete and used < total:
         # cut by the deadline: a few points on the way from here to every PE's saturation, in one
         # vectorised call, so a job whose curve never started can still be given what it needs
-        ts = np.array([0.125, 0.25, 0.5, 1.0])
-        path = np.maximum(x[None, :], np.floor(ts[:, None] * span[None, :]).astype(int))
-        path = path[path.sum(axis=1) <= total]
+        path = _cut_path(x, span, total)
         if len(path):
-            pvals = ev.importance((path + lo) * unit + off)
+            pvals = ev.importance((path + lo) * unit + off) if pre is None else pre[1:]
             for xp, v in zip(path, pvals):
                 k = int(xp.sum())
                 if k > at[-1] and v > vals_l[-1]:
@@ -265,10 +294,18 @@ def _greedy(ev: Evaluator, lo: np.ndarray, off: np.ndarray, unit: float, span: n
     return np.array(vals_l)[idx], np.array(allocs_l)[idx], complete
 
 
+def _cut_path(x: np.ndarray, span: np.ndarray, total: int) -> np.ndarray:
+    """The greedy's points when the deadline cuts it at ``x``: a few on the way to every PE's
+    saturation (within ``total`` units)."""
+    ts = np.array([0.125, 0.25, 0.5, 1.0])
+    path = np.maximum(x[None, :], np.floor(ts[:, None] * span[None, :]).astype(int))
+    return path[path.sum(axis=1) <= total]
+
+
 def _ceiling(ev: Evaluator, unit: float, hi: np.ndarray, off: np.ndarray) -> float | None:
     """:attr:`Curve.ceiling`: None when every PE's last grid point reaches its cap (its maximum or
     saturation), else the importance with every PE at its cap (one evaluation)."""
-    specs = [ev.glued.spec(p) for p in ev.pes]
+    specs = ev.specs
     cap = np.maximum(np.minimum(np.array([s.max_mips for s in specs], dtype=float), ev.saturation()), off)
     if np.all(off + hi * unit >= cap - 1e-9 * (1.0 + cap)):
         return None
@@ -293,3 +330,12 @@ def _sizes(room: int, step: int) -> np.ndarray:
     k = np.arange(int(np.log2(room // step)) + 1) if room >= step else np.zeros(0, dtype=int)
     sizes = step * 2 ** k
     return sizes if len(sizes) and sizes[-1] == room else np.append(sizes, room)
+
+
+_TRUE = np.ones(1, dtype=bool)
+
+
+def _head(mask: np.ndarray) -> np.ndarray:
+    """``np.r_[True, mask]`` (issue 49, h49f: ``np.r_`` parses its index each call, 3 us against
+    1 us, a few thousand calls in the first answer)."""
+    return np.concatenate((_TRUE, mask))

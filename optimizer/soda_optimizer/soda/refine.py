@@ -565,7 +565,7 @@ def polish(scenario: Scenario, choice: dict[str, str], goals: dict[str, float], 
     if not ev.pes or len(ev.pes) > max_pes:
         return goals, None
     x = np.array([goals[p] for p in ev.pes], dtype=float)
-    specs = [ev.glued.spec(p) for p in ev.pes]
+    specs = ev.specs
     cap = np.minimum(np.array([s.max_mips for s in specs], dtype=float), ev.saturation())
     room = np.maximum(cap - x, 0.0)
     part = np.zeros(len(ev.pes), dtype=np.int64)
