@@ -375,6 +375,7 @@ def _solve(scenario: Scenario, deadline_s: float | None = None) -> MacroQResult:
                 goals_p, imp_p = refine.polish(scenario, ans.choice, ans.goals, H, until, ev=_evaluator(scenario, ans.choice, evs))
                 if imp_p is not None and imp_p > ans.importance:
                     ans.goals, ans.importance, ans.key = goals_p, imp_p, (ans.key[0], imp_p)
+                    _exchanged(scenario, ans, H, admission.timer(deadline - reserve), evs)  # from what the give-back made
             if not answered:
                 reserve = max(reserve, 2.0 * (time.monotonic() - tf + give_back_s[0]))
             grids.append(f"{'plain' if not per_job else 'per-job' if not coarse else 'coarse per-job'} {unit:.1f}: {ans.importance:,.6g}")
