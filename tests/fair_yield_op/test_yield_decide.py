@@ -204,3 +204,5 @@ def test_pods_planned_below_a_millicore_stay_gated_rather_than_overcommit_their_
     assert millicores <= 2, (d.place, millicores)
     assert set(d.place) | set(d.waiting) == set(pods)
     assert all("less than its 1m" in d.waiting[n] for n in d.waiting)
+    if not d.place:  # every pod waits and none moves: "partial", not "moving" (review: it said "moving")
+        assert d.status == "partial" and not d.evict and "moving" not in d.message, (d.status, d.message)

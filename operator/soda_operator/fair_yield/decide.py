@@ -316,12 +316,16 @@ def plan(tasks: list[Task], hosts: dict[str, tuple[float, float]], spec: GroupSp
                      + "; ".join(f"{final_order[i].name} ({why})" for i, why in sorted(low.items())))
         stay = [k for i, k in enumerate(stay) if i not in low]
         final_order = [order[k] for k in stay]
-    if not final_order or final is None or final_inst is None:  # every pod moves: nothing stays to resize; the yields (and the bound) are the plan's, once they are re-placed
+    if not final_order or final is None or final_inst is None:
+        # every pod moves or waits: nothing stays to resize; the yields (and the bound) are the plan's, once they are placed
         out.min_yield, out.avg_yield = _down(alloc.min_yield), _down(alloc.avg_yield)
         out.bound = None if alloc.bound is None else _up(float(alloc.bound))
         out.gap = _gap(out.bound, out.min_yield)
-        notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
-        out.status, out.message, out.seconds = "partial" if out.unplaceable or out.pending else "moving", "; ".join(notes), time.monotonic() - t0
+        if moving:
+            notes.append(f"moving (evicted, counted where they are until gone): {', '.join(sorted(order[k].name for k in moving))}")
+        # nothing moving, every pod waiting (below its floor): some pods not placed, "partial", never "moving"
+        out.status = "partial" if out.unplaceable or out.pending or not out.evict else "moving"
+        out.message, out.seconds = "; ".join(notes), time.monotonic() - t0
         return out
     y = np.array(final.task_yield)
     for k, t in enumerate(final_order):
